@@ -1,0 +1,164 @@
+// memrun's cgroup library: one interface, one file per backend (v2.cc,
+// v1.cc; systemd.cc puts a delegated v2 tree behind the same interface).
+//
+// Lifecycle, as the runner uses it for every test:
+//   Backend::create  -> a fresh Group with its limits already written
+//   Group::placement -> what a new child needs to start inside the group
+//   Group::usage     -> cheap sample while the test runs
+//   Group::finish    -> the kernel's figures, read before anything is removed
+//   Group::kill_all  -> every process in the group, however it detached
+//   Group::destroy   -> kill_all, then rmdir (retried while the kernel says
+//                       EBUSY)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cgroup/host.h"
+
+namespace memrun::cgroup {
+
+/// Limits written into a group before any process enters it.
+struct Limits {
+  uint64_t memory_max = 0;                 ///< hard limit in bytes
+  std::optional<uint64_t> memory_high;     ///< throttle point (v2 only)
+  uint64_t swap_max = 0;                   ///< swap on top of memory_max
+  std::optional<uint64_t> pids_max;        ///< where a pids controller exists
+};
+
+/// How a new child gets into its group before its first instruction.
+struct Placement {
+  /// An O_PATH/O_DIRECTORY fd of the group for clone3(CLONE_INTO_CGROUP), or
+  /// -1 when the backend cannot use it (v1).
+  int dir_fd = -1;
+  /// Open O_WRONLY fds of cgroup.procs files: the child writes "0" to each
+  /// (which moves the writer) before it execs.
+  std::vector<int> procs_fds;
+};
+
+/// The normalized part of memory.stat that explains where memory went.
+struct Breakdown {
+  uint64_t anon = 0, file = 0, kernel = 0, shmem = 0, sock = 0;
+};
+
+/// A sample taken while the test runs.
+struct Usage {
+  uint64_t current = 0;           ///< memory.current / usage_in_bytes
+  uint64_t reclaimable_file = 0;  ///< active_file + inactive_file
+  Breakdown breakdown;            ///< where the memory is
+};
+
+/// What the kernel says about a finished test.
+struct Final {
+  /// The kernel's own high-water mark (v2 memory.peak since 5.19, v1
+  /// memory.max_usage_in_bytes); nullopt where the kernel keeps none.
+  std::optional<uint64_t> peak;
+  uint64_t oom_kills = 0;        ///< processes the OOM killer killed
+  uint64_t oom_group_kills = 0;  ///< v2 memory.oom.group kills (5.19+)
+  /// True when usage hit the limit at least once (v2 memory.events `max`,
+  /// v1 memory.failcnt): the kernel had to reclaim to stay under it.
+  bool limit_reached = false;
+  std::map<std::string, uint64_t> events;  ///< memory.events or equivalents
+  std::map<std::string, uint64_t> stat;    ///< memory.stat, as the kernel names it
+  Breakdown breakdown;
+  /// Page cache the kernel could reclaim (active_file + inactive_file) at
+  /// the end; it is charged to the group but is no requirement of the test.
+  uint64_t reclaimable_file = 0;
+  /// memory.pressure totals in microseconds ("some", "full"); empty without PSI.
+  std::map<std::string, uint64_t> pressure_us;
+  /// The hard limit that really applied: the smaller of the group's own and
+  /// every ancestor's.
+  uint64_t effective_limit = 0;
+};
+
+/// One test's cgroup. Destroyed (processes killed, directory removed) by
+/// destroy() or, as a last resort, by the destructor.
+class Group {
+ public:
+  virtual ~Group() = default;
+  /// The group's directory (the memory hierarchy's, on v1).
+  virtual const std::string& path() const = 0;
+  /// How to place a child in this group.
+  virtual Placement placement() const = 0;
+  /// Current usage; a handful of small reads, cheap enough to sample often.
+  virtual Usage usage() const = 0;
+  /// Reads every figure; call after the test ended and before destroy().
+  virtual Final finish() const = 0;
+  /// Kills every process in the group and waits until it is empty (bounded
+  /// by `timeout_ms`). Returns false if processes remain.
+  virtual bool kill_all(int timeout_ms = 2000) = 0;
+  /// kill_all, then removes the group. Idempotent; throws on failure.
+  virtual void destroy() = 0;
+};
+
+/// Where a backend makes its groups, and whether it can enforce there.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "v2", "v1" or "systemd".
+  virtual std::string name() const = 0;
+  /// The directory holding this run's groups.
+  virtual const std::string& run_path() const = 0;
+  /// A new group named `name` below the run's directory with `limits`
+  /// written. Throws memrun::Error if it cannot be made.
+  virtual std::unique_ptr<Group> create(const std::string& name,
+                                        const Limits& limits) = 0;
+  /// Removes the run's directory (after every group was destroyed).
+  virtual void close() = 0;
+};
+
+/// Which backend --backend asked for.
+enum class Kind { automatic, v2, v1 };
+
+/// Options for opening a backend.
+struct OpenOptions {
+  Kind kind = Kind::automatic;
+  /// --cgroup-parent: where to put the run's directory instead of memrun's
+  /// own cgroup (a path below the mount, or an absolute directory).
+  std::string parent;
+  /// Directory name of this run's sub-tree, unique per run.
+  std::string run_name;
+};
+
+/// Why a backend cannot enforce here, and the fix; empty when it can.
+struct Verdict {
+  std::string backend;  ///< "v2" or "v1"
+  std::string parent;   ///< where groups would be made
+  std::string problem;  ///< empty when enforceable
+  std::string fix;      ///< what the user can do about `problem`
+};
+
+/// Checks what open() would pick, without creating anything.
+Verdict check(const OpenOptions& options);
+
+/// Opens the backend: creates the run's directory, enables controllers.
+/// Throws memrun::Error(kExitNoEnforce) with the reason and the fix when
+/// memory limits cannot be enforced.
+std::unique_ptr<Backend> open(const OpenOptions& options);
+
+// Backend constructors, one per file; open() picks between them.
+std::unique_ptr<Backend> open_v2(const std::string& parent,
+                                 const std::string& run_name);
+std::unique_ptr<Backend> open_v1(const std::string& parent,
+                                 const std::string& run_name);
+
+/// The smallest finite limit among `dir` and its ancestors up to `top`, for
+/// the file `limit_file`; UINT64_MAX when none is set.
+uint64_t effective_limit(const std::string& dir, const std::string& top,
+                         const std::string& limit_file);
+
+/// Kills every pid listed in `procs_file` until it lists none (bounded by
+/// `timeout_ms`); for kernels without cgroup.kill. Returns true when empty.
+bool kill_listed(const std::string& procs_file, int timeout_ms);
+
+/// rmdir(2) of a group, retried while EBUSY (processes still exiting) for up
+/// to `timeout_ms`, calling `kill` between tries. Throws on failure.
+void remove_dir(const std::string& dir, int timeout_ms,
+                const std::function<void()>& kill);
+
+}  // namespace memrun::cgroup

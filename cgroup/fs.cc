@@ -1,0 +1,105 @@
+#include "cgroup/fs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "cgroup/error.h"
+
+namespace memrun {
+
+void throw_errno(int exit_code, const std::string& what) {
+  throw Error(exit_code, what + ": " + std::strerror(errno));
+}
+
+namespace fs {
+
+std::optional<std::string> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw_errno(1, "cannot open " + path);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      errno = saved;
+      // A cgroup removed under us reads as ENODEV: treat it as absent.
+      if (errno == ENODEV) return std::nullopt;
+      throw_errno(1, "cannot read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+int try_write_file(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ssize_t n;
+  do {
+    n = ::write(fd, value.data(), value.size());
+  } while (n < 0 && errno == EINTR);
+  int err = n < 0 ? errno : 0;
+  ::close(fd);
+  return err;
+}
+
+void write_file(const std::string& path, const std::string& value,
+                int exit_code) {
+  if (int err = try_write_file(path, value)) {
+    errno = err;
+    throw_errno(exit_code, "cannot write '" + value + "' to " + path);
+  }
+}
+
+std::optional<uint64_t> parse_u64(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (t == "max") return UINT64_MAX;
+  if (t.empty()) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : t) {
+    if (c < '0' || c > '9') return std::nullopt;
+    uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+std::optional<uint64_t> read_u64(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return std::nullopt;
+  return parse_u64(*text);
+}
+
+std::map<std::string, uint64_t> parse_keyed(const std::string& text) {
+  std::map<std::string, uint64_t> out;
+  std::istringstream in(text);
+  std::string key, value;
+  while (in >> key >> value) {
+    if (auto v = parse_u64(value)) out[key] = *v;
+  }
+  return out;
+}
+
+std::map<std::string, uint64_t> read_keyed(const std::string& path) {
+  auto text = read_file(path);
+  return text ? parse_keyed(*text) : std::map<std::string, uint64_t>{};
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+}  // namespace fs
+}  // namespace memrun

@@ -1,0 +1,40 @@
+// Small, strict helpers for cgroupfs files. Every cgroup file is tiny and is
+// read with one read(2): the kernel generates it at that moment, so a
+// buffered stream would only add copies.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace memrun::fs {
+
+/// The whole file, or nullopt when it does not exist (ENOENT). Throws on any
+/// other error.
+std::optional<std::string> read_file(const std::string& path);
+
+/// Writes `value` with one write(2), as cgroupfs wants. Throws memrun::Error
+/// (exit code `exit_code`) naming the file and errno on failure.
+void write_file(const std::string& path, const std::string& value,
+                int exit_code = 1);
+
+/// Like write_file, but returns errno (0 on success) instead of throwing.
+int try_write_file(const std::string& path, const std::string& value);
+
+/// Parses a cgroup number: decimal, or "max" (v2's "no limit") as UINT64_MAX.
+std::optional<uint64_t> parse_u64(const std::string& text);
+
+/// Reads a one-number file (memory.peak, memory.max, ...); nullopt if absent.
+std::optional<uint64_t> read_u64(const std::string& path);
+
+/// Parses "key value" lines (memory.stat, memory.events, oom_control).
+std::map<std::string, uint64_t> parse_keyed(const std::string& text);
+
+/// parse_keyed of a file; an empty map when the file does not exist.
+std::map<std::string, uint64_t> read_keyed(const std::string& path);
+
+/// True when `path` exists.
+bool exists(const std::string& path);
+
+}  // namespace memrun::fs

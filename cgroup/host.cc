@@ -1,0 +1,121 @@
+#include "cgroup/host.h"
+
+#include <sstream>
+#include <vector>
+
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+
+const char* to_string(Mode mode) {
+  switch (mode) {
+    case Mode::unified: return "unified";
+    case Mode::hybrid: return "hybrid";
+    case Mode::legacy: return "legacy";
+    case Mode::none: return "none";
+  }
+  return "none";
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+// Joins a mount point with a cgroup path from /proc/self/cgroup. The path is
+// relative to the hierarchy's root; the mount may show a sub-tree of it
+// (mountinfo's "root" field), as inside a container.
+std::string join(const std::string& mount, const std::string& root,
+                 const std::string& path) {
+  std::string rel = path;
+  if (root != "/" && rel.rfind(root, 0) == 0) rel = rel.substr(root.size());
+  if (rel == "/" || rel.empty()) return mount;
+  return mount + rel;
+}
+
+struct Mount {
+  std::string root, point;
+};
+
+}  // namespace
+
+Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
+                const std::string& prefix) {
+  Host h;
+  Mount v2;
+  std::map<std::string, Mount> v1;  // controller -> mount
+  std::istringstream lines(mountinfo);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // id parent maj:min root mountpoint opts [optional...] - fstype src super
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::string id, parent, dev, root, point, fstype, src, super;
+    head >> id >> parent >> dev >> root >> point;
+    tail >> fstype >> src >> super;
+    if (fstype == "cgroup2") {
+      if (v2.point.empty()) v2 = {root, point};
+    } else if (fstype == "cgroup") {
+      for (const auto& opt : split(super, ',')) {
+        if (opt == "rw" || opt == "ro" || opt.find('=') != std::string::npos)
+          continue;
+        if (!v1.count(opt)) v1[opt] = {root, point};
+      }
+    }
+  }
+  std::istringstream cg(proc_cgroup);
+  while (std::getline(cg, line)) {
+    // hierarchy-id:controller,list:/path
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (ctrls.empty()) {
+      if (!v2.point.empty()) {
+        h.v2_mount = prefix + v2.point;
+        h.v2_self = prefix + join(v2.point, v2.root, path);
+      }
+      continue;
+    }
+    for (const auto& c : split(ctrls, ',')) {
+      auto m = v1.find(c);
+      if (m == v1.end()) continue;
+      h.v1_self[c] = prefix + join(m->second.point, m->second.root, path);
+      h.v1_mount[c] = prefix + m->second.point;
+    }
+  }
+  if (!h.v2_self.empty()) {
+    auto text = fs::read_file(h.v2_self + "/cgroup.controllers");
+    if (text)
+      for (const auto& c : split(*text, ' ')) {
+        std::string t = c;
+        while (!t.empty() && t.back() == '\n') t.pop_back();
+        if (!t.empty()) h.v2_controllers.insert(t);
+      }
+  }
+  bool any_v1 = !h.v1_self.empty();
+  if (!h.v2_mount.empty())
+    h.mode = any_v1 ? Mode::hybrid : Mode::unified;
+  else
+    h.mode = any_v1 ? Mode::legacy : Mode::none;
+  return h;
+}
+
+const Host& host() {
+  static const Host cached = [] {
+    Host h = parse_host(fs::read_file("/proc/self/mountinfo").value_or(""),
+                        fs::read_file("/proc/self/cgroup").value_or(""));
+    // systemd's PID 1 is the only process with that comm name as init.
+    auto comm = fs::read_file("/proc/1/comm").value_or("");
+    h.systemd_pid1 = comm.rfind("systemd", 0) == 0;
+    return h;
+  }();
+  return cached;
+}
+
+}  // namespace memrun::cgroup

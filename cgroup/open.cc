@@ -1,0 +1,94 @@
+// Picks the backend for --backend and says, when none can enforce a memory
+// limit here, why and what to do about it.
+#include <unistd.h>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+namespace {
+
+// --cgroup-parent may name a directory or a path below the hierarchy's mount.
+std::string resolve_parent(const std::string& given, const std::string& mount) {
+  if (given.empty() || fs::exists(given)) return given;
+  return mount + (given.front() == '/' ? "" : "/") + given;
+}
+
+Verdict check_v2(const std::string& given) {
+  const Host& h = host();
+  Verdict v{"v2", resolve_parent(given, h.v2_mount), "", ""};
+  if (h.v2_mount.empty()) {
+    v.problem = "cgroup2 is not mounted";
+    v.fix = "mount it (mount -t cgroup2 none /sys/fs/cgroup) or use --backend v1";
+    return v;
+  }
+  if (v.parent.empty()) v.parent = h.v2_self;
+  auto controllers = fs::read_file(v.parent + "/cgroup.controllers");
+  if (!controllers) {
+    v.problem = "no cgroup directory at " + v.parent;
+    v.fix = "pass an existing cgroup v2 directory to --cgroup-parent";
+  } else if (controllers->find("memory") == std::string::npos) {
+    v.problem = "the memory controller is not available in " + v.parent;
+    v.fix = h.mode == Mode::hybrid
+                ? "this host is hybrid: memory is bound to cgroup v1. Use "
+                  "--backend v1 (or auto), or boot with "
+                  "systemd.unified_cgroup_hierarchy=1 to get memory on v2"
+                : "enable it in the parent's cgroup.subtree_control (as root: "
+                  "echo +memory > <parent>/cgroup.subtree_control), or ask "
+                  "systemd for a delegated scope";
+  } else if (::access(v.parent.c_str(), W_OK) != 0) {
+    v.problem = "no permission to create cgroups in " + v.parent;
+    v.fix = "run memrun as root, or pass a delegated cgroup you own to --cgroup-parent";
+  }
+  return v;
+}
+
+Verdict check_v1(const std::string& given) {
+  const Host& h = host();
+  auto mem = h.v1_self.find("memory");
+  Verdict v{"v1", "", "", ""};
+  if (mem == h.v1_self.end()) {
+    v.problem = "no cgroup v1 memory hierarchy is mounted";
+    v.fix = h.mode == Mode::unified ? "this host is unified: use --backend v2 (or auto)"
+                                    : "mount one (mount -t cgroup -o memory none /sys/fs/cgroup/memory)";
+    return v;
+  }
+  v.parent = given.empty() ? mem->second : resolve_parent(given, h.v1_mount.at("memory"));
+  if (!fs::exists(v.parent + "/memory.limit_in_bytes")) {
+    v.problem = "no cgroup v1 memory directory at " + v.parent;
+    v.fix = "pass an existing directory of the memory hierarchy to --cgroup-parent";
+  } else if (::access(v.parent.c_str(), W_OK) != 0) {
+    v.problem = "no permission to create cgroups in " + v.parent;
+    v.fix = "run memrun as root";
+  }
+  return v;
+}
+
+}  // namespace
+
+Verdict check(const OpenOptions& options) {
+  switch (options.kind) {
+    case Kind::v2: return check_v2(options.parent);
+    case Kind::v1: return check_v1(options.parent);
+    case Kind::automatic: break;
+  }
+  // cgroup v2 first: it has memory.peak, memory.events and cgroup.kill.
+  Verdict v2 = check_v2(options.parent);
+  if (v2.problem.empty()) return v2;
+  Verdict v1 = check_v1(options.parent);
+  if (v1.problem.empty()) return v1;
+  // Neither works: explain the v2 failure unless only v1 is mounted.
+  return host().mode == Mode::legacy ? v1 : v2;
+}
+
+std::unique_ptr<Backend> open(const OpenOptions& options) {
+  Verdict v = check(options);
+  if (!v.problem.empty())
+    throw Error(kExitNoEnforce, "memory limits cannot be enforced (backend " + v.backend +
+                                    "): " + v.problem + ".\n  fix: " + v.fix);
+  if (v.backend == "v2") return open_v2(v.parent, options.run_name);
+  return open_v1(v.parent, options.run_name);
+}
+
+}  // namespace memrun::cgroup

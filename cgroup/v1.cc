@@ -1,0 +1,184 @@
+// The cgroup v1 backend: the memory controller's own hierarchy (and the pids
+// hierarchy where mounted), as on hybrid hosts where systemd or the host
+// keeps memory on v1.
+//
+// Kernel rules this file obeys (Documentation/admin-guide/cgroup-v1/memory.rst):
+// - memory.memsw.limit_in_bytes is memory+swap and must never be below
+//   memory.limit_in_bytes, so it is written after it.
+// - memory.max_usage_in_bytes is the group's high-water mark since creation:
+//   a fresh group per test makes it that test's peak.
+// - memory.oom_control's `oom_kill` counter exists since 4.13.
+// - v1 has no cgroup.kill and no CLONE_INTO_CGROUP: the child moves itself by
+//   writing "0" to each hierarchy's cgroup.procs before it execs.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+namespace {
+
+void make_dir(const std::string& dir, int exit_code) {
+  if (::mkdir(dir.c_str(), 0755) != 0) throw_errno(exit_code, "cannot create cgroup " + dir);
+}
+
+// memory.stat's hierarchical total_* keys under v2's names; rss includes
+// transparent huge pages. Kernel and socket memory have their own files.
+Breakdown breakdown_of(std::map<std::string, uint64_t>& s, const std::string& dir) {
+  Breakdown b;
+  b.anon = s["total_rss"];
+  b.file = s["total_cache"];
+  b.shmem = s["total_shmem"];
+  b.kernel = fs::read_u64(dir + "/memory.kmem.usage_in_bytes").value_or(0);
+  b.sock = fs::read_u64(dir + "/memory.kmem.tcp.usage_in_bytes").value_or(0);
+  return b;
+}
+
+class V1Group : public Group {
+ public:
+  /// `ancestors_limit`: the lowest limit above the group, read once per run.
+  V1Group(std::string mem, std::string pids, uint64_t ancestors_limit)
+      : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit) {}
+  ~V1Group() override {
+    try {
+      destroy();
+    } catch (...) {
+    }
+  }
+
+  void open_fds() {
+    for (const auto& dir : {mem_, pids_}) {
+      if (dir.empty()) continue;
+      int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) throw_errno(1, "cannot open " + dir + "/cgroup.procs");
+      fds_.push_back(fd);
+    }
+  }
+
+  const std::string& path() const override { return mem_; }
+  Placement placement() const override { return {-1, fds_}; }
+
+  Usage usage() const override {
+    Usage u;
+    u.current = fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0);
+    auto stat = fs::read_keyed(mem_ + "/memory.stat");
+    u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
+    u.breakdown = breakdown_of(stat, mem_);
+    return u;
+  }
+
+  Final finish() const override {
+    Final f;
+    f.peak = fs::read_u64(mem_ + "/memory.max_usage_in_bytes");
+    auto oom = fs::read_keyed(mem_ + "/memory.oom_control");
+    f.oom_kills = oom["oom_kill"];
+    uint64_t failcnt = fs::read_u64(mem_ + "/memory.failcnt").value_or(0);
+    f.limit_reached = failcnt > 0;
+    // v1 has no memory.events; report its counters under v2's names where
+    // they mean the same, so reports read alike on both.
+    f.events = {{"max", failcnt}, {"oom_kill", f.oom_kills}};
+    if (auto pe = fs::read_keyed(pids_.empty() ? "" : pids_ + "/pids.events"); pe.count("max"))
+      f.events["pids_max"] = pe["max"];
+    f.stat = fs::read_keyed(mem_ + "/memory.stat");
+    f.breakdown = breakdown_of(f.stat, mem_);
+    f.reclaimable_file = f.stat["total_active_file"] + f.stat["total_inactive_file"];
+    f.effective_limit = std::min(ancestors_limit_,
+                                 fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX));
+    return f;
+  }
+
+  bool kill_all(int timeout_ms) override {
+    // Once empty, a group stays empty: only a member can fork into it.
+    if (!emptied_) emptied_ = kill_listed(mem_ + "/cgroup.procs", timeout_ms);
+    return emptied_;
+  }
+
+  void destroy() override {
+    if (destroyed_) return;
+    kill_all(2000);
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
+    remove_dir(mem_, 2000, [this] { kill_all(100); });
+    if (!pids_.empty()) remove_dir(pids_, 2000, nullptr);
+    destroyed_ = true;
+  }
+
+ private:
+  std::string mem_, pids_;
+  uint64_t ancestors_limit_;
+  std::vector<int> fds_;
+  bool emptied_ = false, destroyed_ = false;
+};
+
+class V1Backend : public Backend {
+ public:
+  V1Backend(const std::string& parent, const std::string& run_name) {
+    run_ = parent + "/" + run_name;
+    const auto& self = host().v1_self;
+    make_dir(run_, kExitNoEnforce);
+    std::string top = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
+    ancestors_limit_ = effective_limit(run_, top, "memory.limit_in_bytes");
+    memsw_ = fs::exists(run_ + "/memory.memsw.limit_in_bytes");
+    // Hierarchical accounting is fixed at 1 since 5.x; older kernels need it
+    // set before the group has children so ancestors' limits apply.
+    fs::try_write_file(run_ + "/memory.use_hierarchy", "1");
+    if (auto p = self.find("pids"); p != self.end()) {
+      pids_run_ = p->second + "/" + run_name;
+      if (::mkdir(pids_run_.c_str(), 0755) != 0) pids_run_.clear();
+    }
+  }
+  ~V1Backend() override {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+
+  std::string name() const override { return "v1"; }
+  const std::string& run_path() const override { return run_; }
+
+  std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
+    if (limits.memory_high)
+      throw Error(1, "memory_high needs cgroup v2: v1 has no throttling limit");
+    std::string mem = run_ + "/" + name;
+    std::string pids = pids_run_.empty() ? "" : pids_run_ + "/" + name;
+    make_dir(mem, 1);
+    if (!pids.empty() && ::mkdir(pids.c_str(), 0755) != 0) pids.clear();
+    auto group = std::make_unique<V1Group>(mem, pids, ancestors_limit_);
+    fs::write_file(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_max));
+    // With swap accounting, memsw = memory + swap caps swap at swap_max.
+    if (memsw_)
+      fs::write_file(mem + "/memory.memsw.limit_in_bytes",
+                     std::to_string(limits.memory_max + limits.swap_max));
+    if (limits.pids_max && !pids.empty())
+      fs::write_file(pids + "/pids.max", std::to_string(*limits.pids_max));
+    group->open_fds();
+    return group;
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    if (!pids_run_.empty()) remove_dir(pids_run_, 2000, nullptr);
+    remove_dir(run_, 2000, nullptr);
+  }
+
+ private:
+  std::string run_, pids_run_;
+  uint64_t ancestors_limit_ = UINT64_MAX;
+  bool memsw_ = false;  // swap accounting
+  bool closed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name) {
+  return std::make_unique<V1Backend>(parent, run_name);
+}
+
+}  // namespace memrun::cgroup

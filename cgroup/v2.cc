@@ -1,0 +1,259 @@
+// The cgroup v2 (unified hierarchy) backend.
+//
+// Kernel rules this file obeys (Documentation/admin-guide/cgroup-v2.rst):
+// - "No internal processes": a non-root cgroup may enable a domain
+//   controller such as memory in cgroup.subtree_control only while it holds
+//   no processes itself. memrun's own cgroup usually holds memrun (and, in a
+//   systemd unit, its siblings), so those processes are moved into a leaf
+//   first (see make_room).
+// - A controller can be enabled in a child only when the parent enabled it.
+// - memory.peak exists since 5.19, cgroup.kill since 5.14, memory.oom.group
+//   since 4.19, clone3(CLONE_INTO_CGROUP) since 5.7; the code checks for
+//   each instead of trusting a version number.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+namespace {
+
+/// Name of the leaf that takes the processes of a cgroup memrun must enable
+/// controllers in.
+constexpr const char* kLeaf = "memrun.leaf";
+
+bool has_word(const std::string& file, const std::string& word) {
+  std::istringstream in(fs::read_file(file).value_or(""));
+  std::string w;
+  while (in >> w)
+    if (w == word) return true;
+  return false;
+}
+
+// Moves every process of `dir` into dir/memrun.leaf so that `dir` may enable
+// controllers for its children.
+void make_room(const std::string& dir) {
+  std::string leaf = dir + "/" + kLeaf;
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
+    throw_errno(kExitNoEnforce, "cannot create " + leaf);
+  for (int round = 0; round < 100; ++round) {
+    std::istringstream in(fs::read_file(dir + "/cgroup.procs").value_or(""));
+    std::string pid;
+    bool any = false;
+    while (in >> pid) {
+      any = true;
+      // ESRCH: it exited meanwhile. Other errors show up when enabling.
+      fs::try_write_file(leaf + "/cgroup.procs", pid);
+    }
+    if (!any) return;
+  }
+}
+
+void enable(const std::string& dir, const std::set<std::string>& want) {
+  std::string cmd;
+  for (const auto& c : want) cmd += (cmd.empty() ? "+" : " +") + c;
+  int err = fs::try_write_file(dir + "/cgroup.subtree_control", cmd);
+  if (err == EBUSY) {
+    make_room(dir);
+    err = fs::try_write_file(dir + "/cgroup.subtree_control", cmd);
+  }
+  if (err) {
+    errno = err;
+    throw_errno(kExitNoEnforce,
+                "cannot enable the " + cmd + " controllers in " + dir +
+                    " (cgroup v2 allows it only in a cgroup with no processes"
+                    " of its own, whose parent enabled them too); choose "
+                    "another --cgroup-parent");
+  }
+}
+
+// memory.stat's keys, normalized. "kernel" exists since 5.18; before, its
+// parts are added up.
+Breakdown breakdown_of(std::map<std::string, uint64_t>& s) {
+  Breakdown b;
+  b.anon = s["anon"];
+  b.file = s["file"];
+  b.shmem = s["shmem"];
+  b.sock = s["sock"];
+  b.kernel = s.count("kernel") ? s["kernel"]
+                               : s["kernel_stack"] + s["pagetables"] + s["percpu"] + s["slab"];
+  return b;
+}
+
+class V2Group : public Group {
+ public:
+  /// `ancestors_limit`: the lowest memory.max above the group, read once per run.
+  V2Group(std::string path, bool has_kill, uint64_t ancestors_limit)
+      : path_(std::move(path)), has_kill_(has_kill), ancestors_limit_(ancestors_limit) {}
+  ~V2Group() override {
+    try {
+      destroy();
+    } catch (...) {
+    }
+  }
+
+  void open_fds() {
+    dir_fd_ = ::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    procs_fd_ = ::open((path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (dir_fd_ < 0 || procs_fd_ < 0) throw_errno(1, "cannot open cgroup " + path_);
+  }
+
+  const std::string& path() const override { return path_; }
+
+  Placement placement() const override { return {dir_fd_, {procs_fd_}}; }
+
+  Usage usage() const override {
+    Usage u;
+    u.current = fs::read_u64(path_ + "/memory.current").value_or(0);
+    auto stat = fs::read_keyed(path_ + "/memory.stat");
+    u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
+    u.breakdown = breakdown_of(stat);
+    return u;
+  }
+
+  Final finish() const override {
+    Final f;
+    f.peak = fs::read_u64(path_ + "/memory.peak");
+    // memory.events is hierarchical (local counts are in .local); a test's
+    // group has no children of memrun's making, so both agree here.
+    f.events = fs::read_keyed(path_ + "/memory.events");
+    f.oom_kills = f.events["oom_kill"];
+    f.oom_group_kills = f.events.count("oom_group_kill") ? f.events["oom_group_kill"] : 0;
+    f.limit_reached = f.events["max"] > 0;
+    f.stat = fs::read_keyed(path_ + "/memory.stat");
+    f.breakdown = breakdown_of(f.stat);
+    f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];
+    if (auto psi = fs::read_file(path_ + "/memory.pressure")) {
+      std::istringstream in(*psi);
+      std::string line;
+      while (std::getline(in, line)) {
+        auto t = line.find("total=");
+        auto kind = line.substr(0, line.find(' '));
+        if (t != std::string::npos)
+          f.pressure_us[kind] = fs::parse_u64(line.substr(t + 6)).value_or(0);
+      }
+    }
+    f.effective_limit =
+        std::min(ancestors_limit_, fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX));
+    return f;
+  }
+
+  bool kill_all(int timeout_ms) override {
+    // Once empty, a group stays empty: only a member can fork into it.
+    if (!emptied_) emptied_ = kill_tree(timeout_ms);
+    return emptied_;
+  }
+
+  bool kill_tree(int timeout_ms) {
+    if (!has_kill_) return kill_listed(path_ + "/cgroup.procs", timeout_ms);
+    // cgroup.kill (5.14+) kills the whole subtree atomically, forks included.
+    if (fs::try_write_file(path_ + "/cgroup.kill", "1") == ENOENT) return true;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto events = fs::read_keyed(path_ + "/cgroup.events");
+      if (events.empty() || events["populated"] == 0) return true;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return false;
+  }
+
+  void destroy() override {
+    if (destroyed_) return;
+    kill_all(2000);
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+    if (procs_fd_ >= 0) ::close(procs_fd_);
+    dir_fd_ = procs_fd_ = -1;
+    remove_dir(path_, 2000, [this] { kill_all(100); });
+    destroyed_ = true;
+  }
+
+ private:
+  std::string path_;
+  bool has_kill_;
+  uint64_t ancestors_limit_;
+  int dir_fd_ = -1, procs_fd_ = -1;
+  bool emptied_ = false, destroyed_ = false;
+};
+
+class V2Backend : public Backend {
+ public:
+  V2Backend(const std::string& parent, const std::string& run_name) {
+    run_ = parent + "/" + run_name;
+    std::set<std::string> want = {"memory"};
+    if (has_word(parent + "/cgroup.controllers", "pids")) want.insert("pids");
+    // The root cgroup is exempt from the no-internal-processes rule.
+    if (parent != host().v2_mount) enable(parent, want);
+    else fs::write_file(parent + "/cgroup.subtree_control", "+memory", kExitNoEnforce);
+    if (::mkdir(run_.c_str(), 0755) != 0)
+      throw_errno(kExitNoEnforce, "cannot create cgroup " + run_);
+    try {
+      enable(run_, want);
+    } catch (...) {
+      ::rmdir(run_.c_str());
+      throw;
+    }
+    pids_ = want.count("pids") > 0;
+    // What this kernel offers, checked once per run rather than per test.
+    has_kill_ = fs::exists(run_ + "/cgroup.kill");
+    ancestors_limit_ = effective_limit(run_, host().v2_mount, "memory.max");
+    swap_ = fs::exists(run_ + "/memory.swap.max");
+    oom_group_ = fs::exists(run_ + "/memory.oom.group");
+  }
+  ~V2Backend() override {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+
+  std::string name() const override { return "v2"; }
+  const std::string& run_path() const override { return run_; }
+
+  std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
+    std::string dir = run_ + "/" + name;
+    if (::mkdir(dir.c_str(), 0755) != 0) throw_errno(1, "cannot create cgroup " + dir);
+    auto group = std::make_unique<V2Group>(dir, has_kill_, ancestors_limit_);
+    fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
+    if (limits.memory_high)
+      fs::write_file(dir + "/memory.high", std::to_string(*limits.memory_high));
+    // memory.swap.max is absent without swap accounting (CONFIG_MEMCG_SWAP,
+    // swapaccount=0); swap cannot be limited then, and doctor says so.
+    if (swap_)
+      fs::write_file(dir + "/memory.swap.max", std::to_string(limits.swap_max));
+    // One OOM kill takes the whole test down: a test is one unit of work,
+    // and half a process tree left running would only blur the verdict.
+    if (oom_group_)
+      fs::write_file(dir + "/memory.oom.group", "1");
+    if (limits.pids_max && pids_)
+      fs::write_file(dir + "/pids.max", std::to_string(*limits.pids_max));
+    group->open_fds();
+    return group;
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    remove_dir(run_, 2000, nullptr);
+  }
+
+ private:
+  std::string run_;
+  uint64_t ancestors_limit_ = UINT64_MAX;
+  bool pids_ = false, has_kill_ = false, swap_ = false, oom_group_ = false, closed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> open_v2(const std::string& parent, const std::string& run_name) {
+  return std::make_unique<V2Backend>(parent, run_name);
+}
+
+}  // namespace memrun::cgroup

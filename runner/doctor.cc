@@ -1,0 +1,93 @@
+#include "runner/doctor.h"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+#include "runner/units.h"
+
+namespace memrun {
+namespace {
+
+std::string yes_no(bool b, const std::string& no_text = "no") { return b ? "yes" : no_text; }
+
+bool has_swap() {
+  std::istringstream in(fs::read_file("/proc/swaps").value_or(""));
+  std::string line;
+  std::getline(in, line);  // header
+  return static_cast<bool>(std::getline(in, line));
+}
+
+}  // namespace
+
+int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
+  const auto& h = cgroup::host();
+  utsname u{};
+  ::uname(&u);
+  auto row = [&](const std::string& k, const std::string& v) { fmt::print(out, "  {:<18} {}\n", k, v); };
+  fmt::print(out, "memrun doctor\n");
+  row("kernel", u.release);
+  row("user", ::geteuid() == 0 ? "root" : "uid " + std::to_string(::geteuid()));
+  std::string mode = cgroup::to_string(h.mode);
+  if (h.mode == cgroup::Mode::hybrid)
+    mode += " (controllers on cgroup v1; cgroup2 mounted at " + h.v2_mount + ")";
+  row("cgroup mode", mode);
+  if (!h.v2_self.empty()) {
+    std::string ctrls;
+    for (const auto& c : h.v2_controllers) ctrls += (ctrls.empty() ? "" : " ") + c;
+    row("cgroup v2 self", h.v2_self);
+    row("  controllers", ctrls.empty() ? "(none)" : ctrls);
+  }
+  for (const char* c : {"memory", "pids"})
+    if (auto it = h.v1_self.find(c); it != h.v1_self.end()) row(std::string("cgroup v1 ") + c, it->second);
+  row("PID 1", h.systemd_pid1 ? "systemd" : "not systemd");
+  row("swap", has_swap() ? "active (memrun sets swap limits to the spec's swap, default 0)" : "none");
+
+  cgroup::Verdict v = cgroup::check(options);
+  row("backend", v.backend + (options.kind == cgroup::Kind::automatic ? " (auto)" : ""));
+  row("groups made in", v.parent.empty() ? "-" : v.parent);
+  if (!v.problem.empty()) {
+    fmt::print(out, "\ncannot enforce memory limits: {}.\n  fix: {}\n", v.problem, v.fix);
+    return kExitNoEnforce;
+  }
+  // Prove it: a real group with a real limit, read back, then removed.
+  try {
+    cgroup::OpenOptions o = options;
+    o.run_name = "memrun-doctor-" + std::to_string(::getpid());
+    auto backend = cgroup::open(o);
+    const uint64_t limit = 64ull << 20;
+    auto group = backend->create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
+    const std::string& dir = group->path();
+    bool v2 = backend->name() != "v1";
+    auto has = [&](const char* f) { return fs::exists(dir + "/" + f); };
+    uint64_t got = fs::read_u64(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")).value_or(0);
+    row("peak", v2 ? yes_no(has("memory.peak"), "no memory.peak (before 5.19): memrun samples the peak")
+                   : "memory.max_usage_in_bytes");
+    row("OOM kills", v2 ? "memory.events" : "memory.oom_control (oom_kill)");
+    row("kill all", v2 && has("cgroup.kill") ? "cgroup.kill" : "SIGKILL to every pid in cgroup.procs, repeated");
+    row("swap accounting", yes_no(v2 ? has("memory.swap.max") : has("memory.memsw.limit_in_bytes"),
+                                  "no: swap cannot be limited per test"));
+    row("pressure (PSI)", yes_no(has("memory.pressure"), "no"));
+    row("pids limit", yes_no(v2 ? has("pids.max") : h.v1_self.count("pids") > 0, "no pids controller"));
+    row("placement", v2 ? "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)"
+                        : "the child joins its group before exec");
+    group->destroy();
+    backend->close();
+    if (got != limit) {
+      fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit), format_size(got));
+      return kExitNoEnforce;
+    }
+    fmt::print(out, "\nmemory limits can be enforced here: made a test group in {}, set {}, read it back.\n",
+               v.parent, format_size(limit));
+    return kExitOk;
+  } catch (const Error& e) {
+    fmt::print(out, "\ncannot enforce memory limits: {}\n", e.what());
+    return kExitNoEnforce;
+  }
+}
+
+}  // namespace memrun

@@ -1,0 +1,15 @@
+// `memrun doctor`: what the host offers, whether memrun can enforce memory
+// limits here, and the exact fix when it cannot.
+#pragma once
+
+#include <cstdio>
+
+#include "cgroup/cgroup.h"
+
+namespace memrun {
+
+/// Prints the findings to `out`; proves enforcement by making a real group
+/// with a limit and reading it back. Returns kExitOk or kExitNoEnforce.
+int doctor(const cgroup::OpenOptions& options, std::FILE* out);
+
+}  // namespace memrun

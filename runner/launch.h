@@ -1,0 +1,42 @@
+// Starting a test's process inside its cgroup, so that the limit applies
+// from its first instruction.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "cgroup/cgroup.h"
+
+namespace memrun {
+
+/// What to start.
+struct Command {
+  std::string path;               ///< resolved executable
+  std::vector<std::string> argv;
+  std::vector<std::string> env;   ///< NAME=value, complete
+  std::string cwd;
+  int stdout_fd = -1, stderr_fd = -1;
+};
+
+/// A started process.
+struct Child {
+  pid_t pid = -1;
+  int pidfd = -1;  ///< readable once the process has exited
+};
+
+/// Starts `cmd` inside the group described by `placement`: with
+/// clone3(CLONE_INTO_CGROUP) where the backend offers a directory fd and the
+/// kernel supports it (5.7+), else a vfork-style clone whose child moves
+/// itself into the group before exec. The child gets its own session, stdin from /dev/null, default signal
+/// handling, and dies with memrun (PR_SET_PDEATHSIG). Throws memrun::Error
+/// with the reason when the command cannot start (exec failed, cgroup refused
+/// the process); no process is left behind then.
+Child launch(const Command& cmd, const cgroup::Placement& placement);
+
+/// Finds `name` in the PATH of `env` the way execvp would; names with a
+/// slash are taken as they are. Returns "" when nothing executable is found.
+std::string find_executable(const std::string& name, const std::vector<std::string>& env);
+
+}  // namespace memrun

@@ -1,0 +1,166 @@
+// memrun's command line: spec -> plan -> run -> report.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/error.h"
+#include "runner/doctor.h"
+#include "runner/plan.h"
+#include "runner/report.h"
+#include "runner/run.h"
+#include "runner/units.h"
+
+namespace memrun {
+namespace {
+
+/// Every flag of `memrun SPEC...`, one field each.
+struct Options {
+  std::vector<std::string> specs;
+  std::string json;         ///< --json: report path
+  Selection selection;      ///< --filter, --tag
+  bool fail_fast = false;   ///< --fail-fast
+  std::string backend = "auto";
+  std::string cgroup_parent;
+  std::string run_dir = ".memrun";
+  bool verbose = false;
+};
+
+cgroup::Kind kind_of(const std::string& name) {
+  if (name == "v2") return cgroup::Kind::v2;
+  if (name == "v1") return cgroup::Kind::v1;
+  return cgroup::Kind::automatic;
+}
+
+std::vector<Spec> load_all(const std::vector<std::string>& paths) {
+  std::vector<Spec> specs;
+  for (const auto& p : paths) specs.push_back(load_spec(p));
+  return specs;
+}
+
+int list(const std::vector<std::string>& paths, const Selection& selection) {
+  auto specs = load_all(paths);
+  Plan plan = make_plan(specs, selection, "", "");
+  for (const auto& p : plan.tests) {
+    const TestSpec& t = *p.test;
+    fmt::print("{}:{}  {}  memory {}  expect {}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
+               t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")));
+  }
+  return kExitOk;
+}
+
+int run(const Options& o) {
+  auto specs = load_all(o.specs);
+  std::string run_id = new_run_id();
+  std::string run_dir = o.run_dir + "/" + run_id;
+  Plan plan = make_plan(specs, o.selection, run_id, run_dir);
+  if (plan.tests.empty())
+    throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
+
+  auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw Error(kExitUsage, "cannot create the run folder " + run_dir + ": " + ec.message() + " (choose another with --run-dir)");
+
+  RunInfo info;
+  info.run_id = run_id;
+  info.run_dir = run_dir;
+  info.backend = backend->name();
+  info.cgroup_mode = cgroup::to_string(cgroup::host().mode);
+  info.cgroup_path = backend->run_path();
+  utsname u{};
+  ::uname(&u);
+  info.kernel = u.release;
+  info.started = std::chrono::system_clock::now();
+
+  size_t width = 4;
+  for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
+  Console console(stdout, want_color(stdout), width);
+  fmt::print("memrun {}: {} test{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION,
+             plan.tests.size(), plan.tests.size() == 1 ? "" : "s", info.backend, info.cgroup_mode,
+             info.kernel, run_dir);
+  if (o.verbose) fmt::print("cgroups below {}\n", info.cgroup_path);
+  std::fflush(stdout);
+
+  RunOptions ro;
+  ro.fail_fast = o.fail_fast;
+  auto results = run_plan(plan, *backend, ro, [&](const Result& r) {
+    console.test(r);
+    std::fflush(stdout);
+  }, &info.interrupted_by);
+  backend->close();
+  info.ended = std::chrono::system_clock::now();
+  console.summary(results, plan.tests.size(), info.interrupted_by);
+  if (!o.json.empty()) write_atomically(o.json, json_report(info, results));
+  if (info.interrupted_by) return 128 + info.interrupted_by;
+  return exit_code_for(results, plan.tests.size());
+}
+
+}  // namespace
+}  // namespace memrun
+
+int main(int argc, char** argv) {
+  using namespace memrun;
+  // A closed stdout (memrun | head) must not kill memrun before it cleans up.
+  ::signal(SIGPIPE, SIG_IGN);
+  Options o;
+  CLI::App app{
+      "memrun runs each test of a YAML spec in its own cgroup under a hard memory limit and\n"
+      "reports what the kernel measured: pass/fail, peak, OOM kills and headroom.\n\n"
+      "Exit codes: 0 all tests passed; 1 a test did not pass; 2 bad spec or usage;\n"
+      "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix).",
+      "memrun"};
+  app.set_version_flag("--version", MEMRUN_VERSION);
+  app.add_option("spec", o.specs, "YAML spec files to run")->check(CLI::ExistingPath);
+  app.add_option("--json", o.json, "write the JSON report (schema memrun-report/1) to this file");
+  app.add_option("--filter", o.selection.filter, "run only tests whose name matches this regex");
+  app.add_option("--tag", o.selection.tags, "run only tests with one of these tags (repeatable)");
+  app.add_flag("--fail-fast", o.fail_fast, "stop after the first test that does not pass");
+  app.add_option("--backend", o.backend, "auto (v2 where it has the memory controller, else v1), v2 or v1")
+      ->check(CLI::IsMember({"auto", "v2", "v1"}));
+  app.add_option("--cgroup-parent", o.cgroup_parent,
+                 "make the run's cgroups below this cgroup (default: memrun's own)");
+  app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)");
+  app.add_flag("-v,--verbose", o.verbose, "say where cgroups are made");
+
+  auto* doctor_cmd = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
+  doctor_cmd->fallthrough();  // --backend, --cgroup-parent
+  auto* list_cmd = app.add_subcommand("list", "list the tests of specs without running them");
+  std::vector<std::string> list_specs;
+  list_cmd->add_option("spec", list_specs, "YAML spec files")->required()->check(CLI::ExistingPath);
+  list_cmd->add_option("--filter", o.selection.filter, "only tests whose name matches this regex");
+  list_cmd->add_option("--tag", o.selection.tags, "only tests with one of these tags");
+  app.require_subcommand(0, 1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  try {
+    if (*doctor_cmd) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
+    if (*list_cmd) return list(list_specs, o.selection);
+    if (o.specs.empty()) {
+      fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
+      return kExitUsage;
+    }
+    return run(o);
+  } catch (const Error& e) {
+    fmt::print(stderr, "memrun: {}\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "memrun: internal error: {}\n", e.what());
+    return 1;
+  }
+}

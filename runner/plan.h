@@ -1,0 +1,42 @@
+// Stage 2: the plan. Which tests run, in which order, under which cgroup
+// and log names. Pure data: building a plan touches nothing on the host.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runner/spec.h"
+
+namespace memrun {
+
+/// What the command line selects.
+struct Selection {
+  std::string filter;             ///< --filter: ECMAScript regex searched in names
+  std::vector<std::string> tags;  ///< --tag: a test needs any one of them
+};
+
+/// One test to run.
+struct PlannedTest {
+  const Spec* spec = nullptr;
+  const TestSpec* test = nullptr;
+  std::string group;        ///< cgroup directory name, unique in the run
+  std::string stdout_path;  ///< log files in the run folder
+  std::string stderr_path;
+};
+
+/// Everything a run needs to know before it starts.
+struct Plan {
+  std::string run_id;   ///< e.g. 20261130-101502-4242
+  std::string run_dir;  ///< folder for logs (and reports by default)
+  std::vector<PlannedTest> tests;
+};
+
+/// Selects and names the tests of `specs`. Throws Error(kExitUsage) on a bad
+/// --filter regex.
+Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
+               const std::string& run_id, const std::string& run_dir);
+
+/// A run id from the local time and this process's pid.
+std::string new_run_id();
+
+}  // namespace memrun

@@ -1,0 +1,235 @@
+#include "runner/report.h"
+
+#include <fcntl.h>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cgroup/error.h"
+#include "runner/units.h"
+
+#ifndef MEMRUN_VERSION
+#define MEMRUN_VERSION "0.0.0"
+#endif
+
+namespace memrun {
+namespace {
+
+std::string iso(std::chrono::system_clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(t)), ms);
+}
+
+nlohmann::json breakdown_json(const cgroup::Breakdown& b) {
+  return {{"anon", b.anon}, {"file", b.file}, {"kernel", b.kernel}, {"shmem", b.shmem}, {"sock", b.sock}};
+}
+
+std::string breakdown_text(const cgroup::Breakdown& b) {
+  return fmt::format("anon {}, file {}, kernel {}, shmem {}, sock {}", format_size(b.anon),
+                     format_size(b.file), format_size(b.kernel), format_size(b.shmem),
+                     format_size(b.sock));
+}
+
+nlohmann::json test_json(const Result& r) {
+  const PlannedTest& p = *r.planned;
+  const TestSpec& t = *p.test;
+  auto null_if = [](bool cond, auto v) { return cond ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  return {
+      {"name", t.name},
+      {"spec", p.spec->path},
+      {"line", t.line},
+      {"command", t.command},
+      {"tags", t.tags},
+      {"outcome", to_string(r.outcome)},
+      {"expected", t.expect.describe()},
+      {"passed", r.passed},
+      {"reason", r.reason},
+      {"requested_limit_bytes", t.memory},
+      {"limit_bytes", r.limit},
+      {"peak_bytes", r.peak},
+      {"peak_source", r.peak_sampled ? "sampled" : "kernel"},
+      {"working_set_peak_bytes", r.working_set_peak},
+      {"page_cache_bytes", r.page_cache},
+      {"headroom_bytes", r.headroom},
+      {"headroom_pct", std::round(r.headroom_pct * 100) / 100},
+      {"headroom_basis", r.headroom_basis},
+      {"limit_reached", r.kernel.limit_reached},
+      {"oom_kills", r.kernel.oom_kills},
+      {"oom_group_kills", r.kernel.oom_group_kills},
+      {"exit_code", null_if(r.exit_code < 0, r.exit_code)},
+      {"signal", null_if(r.signal == 0, r.signal)},
+      {"duration_s", r.duration_s},
+      {"cpu_user_s", r.cpu_user_s},
+      {"cpu_system_s", r.cpu_system_s},
+      {"samples", r.samples},
+      {"breakdown", breakdown_json(r.kernel.breakdown)},
+      {"breakdown_at_peak", breakdown_json(r.at_peak)},
+      {"memory_stat", r.kernel.stat},
+      {"events", r.kernel.events},
+      {"pressure_us", r.kernel.pressure_us},
+      {"stdout", p.stdout_path},
+      {"stderr", p.stderr_path},
+      {"started", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::json(nullptr) : nlohmann::json(iso(r.started))},
+      {"ended", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::json(nullptr) : nlohmann::json(iso(r.ended))},
+  };
+}
+
+}  // namespace
+
+bool want_color(std::FILE* out) {
+  const char* no = std::getenv("NO_COLOR");
+  return ::isatty(::fileno(out)) && !(no && *no);
+}
+
+Console::Console(std::FILE* out, bool color, size_t name_width)
+    : out_(out), color_(color), width_(name_width) {}
+
+std::string Console::paint(const char* code, const std::string& text) const {
+  return color_ ? fmt::format("\033[{}m{}\033[0m", code, text) : text;
+}
+
+void Console::test(const Result& r) const {
+  const TestSpec& t = *r.planned->test;
+  std::string verdict = r.passed ? paint("32", "PASS") : paint("1;31", "FAIL");
+  std::string outcome = to_string(r.outcome);
+  if (r.passed && r.outcome != Outcome::pass) outcome += " (expected)";
+  std::string memory = r.outcome == Outcome::error || (r.outcome == Outcome::interrupted && r.duration_s == 0)
+                           ? "-"
+                           : fmt::format("peak {} / {}", format_size(r.peak), format_size(r.limit));
+  std::string headroom = "-";
+  if (memory != "-") {
+    headroom = fmt::format("headroom {} ({:.0f}%)", format_signed_size(r.headroom), r.headroom_pct);
+    if (r.headroom_basis == "working_set") headroom += " excl. page cache";
+  }
+  fmt::print(out_, "{}  {:<{}}  {:<16} {:<28} {:<36} {}\n", verdict, t.name, width_, outcome, memory,
+             headroom, format_duration(r.duration_s));
+  if (r.headroom_basis == "working_set")
+    fmt::print(out_, "      the kernel peak is the limit because page cache filled it; working set ~{} (sampled), {} of reclaimable cache at the end\n",
+               format_size(r.working_set_peak), format_size(r.page_cache));
+  if (r.limit < t.memory)
+    fmt::print(out_, "      effective limit {}: an ancestor cgroup allows less than the {} the spec asks\n",
+               format_size(r.limit), format_size(t.memory));
+  if (r.passed) return;
+  fmt::print(out_, "      {}\n", r.reason);
+  if (r.outcome == Outcome::oom)
+    fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.at_peak));
+  if (r.outcome != Outcome::error && r.outcome != Outcome::interrupted) {
+    for (const auto& path : {r.planned->stderr_path, r.planned->stdout_path}) {
+      std::string tail = log_tail(path, 10);
+      if (tail.empty()) continue;
+      fmt::print(out_, "      --- last lines of {}\n", path);
+      size_t start = 0;
+      while (start < tail.size()) {
+        size_t end = tail.find('\n', start);
+        if (end == std::string::npos) end = tail.size();
+        fmt::print(out_, "      | {}\n", tail.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+  }
+}
+
+void Console::summary(const std::vector<Result>& results, size_t planned, int interrupted_by) const {
+  size_t passed = 0, failed = 0;
+  for (const auto& r : results) (r.passed ? passed : failed)++;
+  size_t not_run = planned - results.size();
+  std::string line = fmt::format("{} passed, {} failed", passed, failed);
+  if (not_run) line += fmt::format(", {} not run (--fail-fast)", not_run);
+  fmt::print(out_, "\n{}\n", failed ? paint("1;31", line) : paint("32", line));
+  if (interrupted_by) fmt::print(out_, "memrun was interrupted by {}\n", strsignal(interrupted_by));
+}
+
+std::string json_report(const RunInfo& info, const std::vector<Result>& results) {
+  nlohmann::json tests = nlohmann::json::array();
+  size_t passed = 0;
+  for (const auto& r : results) {
+    tests.push_back(test_json(r));
+    passed += r.passed;
+  }
+  nlohmann::json j = {
+      {"schema", "memrun-report/1"},
+      {"memrun_version", MEMRUN_VERSION},
+      {"run_id", info.run_id},
+      {"run_dir", info.run_dir},
+      {"started", iso(info.started)},
+      {"ended", iso(info.ended)},
+      {"interrupted_by", info.interrupted_by ? nlohmann::json(strsignal(info.interrupted_by)) : nlohmann::json(nullptr)},
+      {"host", {{"kernel", info.kernel}, {"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"cgroup_path", info.cgroup_path}}},
+      {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
+      {"tests", tests},
+  };
+  return j.dump(2) + "\n";
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  struct stat st;
+  bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  std::string tmp = special ? path : path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(kExitUsage, "cannot write the report " + path);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      if (!special) ::unlink(tmp.c_str());
+      errno = saved;
+      throw_errno(kExitUsage, "cannot write the report " + path + " (the previous one is kept)");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (!special && ::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = saved;
+    throw_errno(kExitUsage, "cannot write the report " + path + " (the previous one is kept)");
+  }
+  ::close(fd);
+  if (!special && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    throw_errno(kExitUsage, "cannot write the report " + path);
+  }
+}
+
+std::string log_tail(const std::string& path, size_t max_lines) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  off_t from = std::max<off_t>(0, size - 4096);
+  std::string buf(static_cast<size_t>(size - from), '\0');
+  ssize_t n = ::pread(fd, buf.data(), buf.size(), from);
+  ::close(fd);
+  buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!buf.empty() && buf.back() == '\n') buf.pop_back();
+  size_t pos = buf.size(), lines = 0;
+  while (pos > 0 && lines < max_lines) {
+    pos = buf.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    ++lines;
+  }
+  if (buf[pos] == '\n') ++pos;
+  return buf.substr(pos);
+}
+
+int exit_code_for(const std::vector<Result>& results, size_t planned) {
+  if (results.size() < planned) return kExitTestFailed;
+  for (const auto& r : results)
+    if (!r.passed) return kExitTestFailed;
+  return kExitOk;
+}
+
+}  // namespace memrun

@@ -1,0 +1,269 @@
+#include "runner/run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cgroup/error.h"
+#include "runner/launch.h"
+#include "runner/units.h"
+
+extern char** environ;
+
+namespace memrun {
+
+const char* to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::pass: return "pass";
+    case Outcome::fail: return "fail";
+    case Outcome::oom: return "oom";
+    case Outcome::timeout: return "timeout";
+    case Outcome::error: return "error";
+    case Outcome::interrupted: return "interrupted";
+  }
+  return "error";
+}
+
+namespace {
+
+// While memrun runs tests, SIGINT/SIGTERM/SIGHUP arrive on a signalfd so that
+// the running test is killed and its cgroup removed before memrun exits.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    sigemptyset(&set_);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    ::sigprocmask(SIG_BLOCK, &set_, &old_);
+    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~SignalGuard() {
+    if (fd_ >= 0) ::close(fd_);
+    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+  }
+  int fd() const { return fd_; }
+  /// The pending signal, or 0.
+  int take() const {
+    signalfd_siginfo info;
+    return ::read(fd_, &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
+  }
+
+ private:
+  sigset_t set_, old_;
+  int fd_ = -1;
+};
+
+std::vector<std::string> environment(const TestSpec& t) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (!t.env.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
+  }
+  for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
+  // Tests may size themselves to their limit.
+  env.push_back("MEMRUN_TEST=" + t.name);
+  env.push_back("MEMRUN_MEMORY_LIMIT=" + std::to_string(t.memory));
+  return env;
+}
+
+int open_log(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(kExitUsage, "cannot write the log " + path);
+  return fd;
+}
+
+double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
+
+Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions& options,
+               const SignalGuard& signals, int* interrupted_by) {
+  using clock = std::chrono::steady_clock;
+  const TestSpec& t = *p.test;
+  Result r;
+  r.planned = &p;
+  r.started = std::chrono::system_clock::now();
+  auto t0 = clock::now();
+  auto finish = [&] {
+    r.ended = std::chrono::system_clock::now();
+    r.duration_s = std::chrono::duration<double>(clock::now() - t0).count();
+    decide(r, t);
+    return r;
+  };
+
+  Command cmd;
+  cmd.env = environment(t);
+  cmd.argv = t.argv;
+  cmd.cwd = t.cwd;
+  cmd.path = find_executable(t.argv[0], cmd.env);
+  if (cmd.path.empty()) {
+    r.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
+    return finish();
+  }
+  cmd.stdout_fd = open_log(p.stdout_path);
+  cmd.stderr_fd = open_log(p.stderr_path);
+
+  std::unique_ptr<cgroup::Group> group;
+  Child child;
+  try {
+    group = backend.create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
+    child = launch(cmd, group->placement());
+  } catch (const Error& e) {
+    ::close(cmd.stdout_fd);
+    ::close(cmd.stderr_fd);
+    r.reason = e.what();
+    if (group) group->destroy();
+    return finish();
+  }
+  ::close(cmd.stdout_fd);
+  ::close(cmd.stderr_fd);
+
+  // Wait for the exit, the timeout or a signal, sampling usage meanwhile.
+  // A test that ends before the first interval is never sampled: its cost
+  // stays a fork, an exec and a poll.
+  auto deadline = t0 + t.timeout;
+  r.outcome = Outcome::pass;  // refined by decide()
+  pollfd fds[2] = {{child.pidfd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    if (left.count() <= 0) {
+      r.outcome = Outcome::timeout;
+      break;
+    }
+    int n = ::poll(fds, 2, static_cast<int>(std::min(left, options.sample_interval).count()));
+    if (n < 0 && errno != EINTR) throw_errno(1, "poll");
+    if (n > 0 && fds[0].revents) break;
+    if (n > 0 && fds[1].revents) {
+      if (int sig = signals.take()) {
+        *interrupted_by = sig;
+        r.outcome = Outcome::interrupted;
+        break;
+      }
+    }
+    auto u = group->usage();
+    ++r.samples;
+    if (u.current >= r.sampled_peak) {
+      r.at_peak = u.breakdown;
+      r.reclaimable_at_sampled_peak = u.reclaimable_file;
+    }
+    r.sampled_peak = std::max(r.sampled_peak, u.current);
+    r.working_set_peak = std::max(r.working_set_peak, u.current - std::min(u.current, u.reclaimable_file));
+  }
+  if (r.outcome != Outcome::pass) group->kill_all();
+  int status = 0;
+  rusage ru{};
+  while (::wait4(child.pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+  ::close(child.pidfd);
+  // Whatever the test left running (daemons, setsid'd grandchildren) dies
+  // with it. memrun is their subreaper, so reap them too.
+  group->kill_all();
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {}
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.cpu_user_s = seconds(ru.ru_utime);
+  r.cpu_system_s = seconds(ru.ru_stime);
+  r.kernel = group->finish();
+  if (r.samples == 0) r.at_peak = r.kernel.breakdown;
+  if (!r.kernel.peak) {
+    r.peak = r.sampled_peak;
+    r.peak_sampled = true;
+  }
+  try {
+    group->destroy();
+  } catch (const Error& e) {
+    r.reason = e.what();
+  }
+  return finish();
+}
+
+}  // namespace
+
+void decide(Result& r, const TestSpec& t) {
+  r.limit = std::min(t.memory, r.kernel.effective_limit ? r.kernel.effective_limit : t.memory);
+  if (r.kernel.peak) r.peak = *r.kernel.peak;
+  r.page_cache = r.kernel.reclaimable_file;
+  bool started = r.outcome != Outcome::error;
+  if (started && r.outcome == Outcome::pass) {
+    // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
+    // come from anywhere.
+    if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
+    else if (r.exit_code != 0) r.outcome = Outcome::fail;
+  }
+  // Page cache grows until the limit and is then reclaimed instead of
+  // anything being killed, so a streaming test's kernel peak is the limit by
+  // construction. When the peak came near the limit, headroom rests on what
+  // could not be reclaimed: the kernel peak less the cache the highest sample
+  // saw (never less than any sample's own working set). A spike the samples
+  // missed still counts in full, so the estimate never flatters the test.
+  if (r.samples > 0) {
+    uint64_t net_peak = r.peak - std::min(r.peak, r.reclaimable_at_sampled_peak);
+    r.working_set_peak = std::min(r.peak, std::max(r.working_set_peak, net_peak));
+  } else {
+    r.working_set_peak = r.peak;
+  }
+  bool near_limit = r.kernel.limit_reached || r.peak >= r.limit / 10 * 9;
+  r.headroom_basis = near_limit && r.working_set_peak < r.peak ? "working_set" : "peak";
+  uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
+  r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
+  r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
+
+  const Expectation& e = t.expect;
+  switch (e.kind) {
+    case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
+    case Expectation::oom: r.passed = r.outcome == Outcome::oom; break;
+    case Expectation::fail: r.passed = r.outcome == Outcome::fail; break;
+    case Expectation::exit_code:
+      r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && r.exit_code == e.code;
+      break;
+  }
+  if (!r.passed && r.reason.empty()) {
+    std::string got = to_string(r.outcome);
+    if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
+    if (r.outcome == Outcome::fail)
+      got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
+                      : " (exit " + std::to_string(r.exit_code) + ")";
+    if (r.outcome == Outcome::timeout) got += " after " + format_duration(t.timeout.count() / 1e3);
+    r.reason = "expected " + e.describe() + ", got " + got;
+  }
+  bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
+  if (r.passed && headroom_applies && t.min_headroom) {
+    uint64_t need = t.min_headroom->for_limit(r.limit);
+    if (r.headroom < static_cast<int64_t>(need)) {
+      r.passed = false;
+      r.reason = "headroom " + format_signed_size(r.headroom) + " is below min_headroom " +
+                 format_size(need) + " (peak " + format_size(r.peak) + " of " + format_size(r.limit) + ")";
+    }
+  }
+}
+
+std::vector<Result> run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
+                             const std::function<void(const Result&)>& on_done,
+                             int* interrupted_by) {
+  // Daemons a test leaves behind are reparented to memrun, not to PID 1, so
+  // they can be reaped once their cgroup is killed.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  SignalGuard signals;
+  *interrupted_by = 0;
+  std::vector<Result> results;
+  for (const auto& p : plan.tests) {
+    if (*interrupted_by) {
+      Result r;
+      r.planned = &p;
+      r.outcome = Outcome::interrupted;
+      r.reason = "not run: memrun was interrupted";
+      results.push_back(r);
+      continue;
+    }
+    results.push_back(run_one(p, backend, options, signals, interrupted_by));
+    on_done(results.back());
+    if (options.fail_fast && !results.back().passed) break;
+  }
+  return results;
+}
+
+}  // namespace memrun

@@ -1,0 +1,87 @@
+// Stage 3: the run. Each planned test runs in a fresh cgroup; its figures
+// are read from the kernel before the group is removed, and its verdict is
+// decided here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgroup/cgroup.h"
+#include "runner/plan.h"
+
+namespace memrun {
+
+/// How a test ended.
+enum class Outcome {
+  pass,         ///< exited 0
+  fail,         ///< exited non-zero or was killed by a signal, no OOM kill
+  oom,          ///< the kernel OOM-killed a process of its group
+  timeout,      ///< memrun killed it at its timeout
+  error,        ///< could not start (no cgroup, no executable)
+  interrupted,  ///< memrun was interrupted by a signal before it finished
+};
+
+/// "pass", "fail", "oom", "timeout", "error", "interrupted".
+const char* to_string(Outcome outcome);
+
+/// Everything known about one finished test.
+struct Result {
+  const PlannedTest* planned = nullptr;
+  Outcome outcome = Outcome::error;
+  bool passed = false;
+  std::string reason;   ///< why it did not pass, or what went wrong
+  int exit_code = -1;   ///< when it exited
+  int signal = 0;       ///< when a signal ended it
+  cgroup::Final kernel; ///< the kernel's figures
+  uint64_t limit = 0;   ///< the effective hard limit (spec's or an ancestor's)
+  uint64_t peak = 0;    ///< kernel peak, or the sampled one (peak_sampled)
+  bool peak_sampled = false;
+  /// How many times usage was sampled while the test ran, and the highest
+  /// usage a sample saw.
+  int samples = 0;
+  uint64_t sampled_peak = 0;
+  /// Reclaimable page cache at the sample with the highest usage.
+  uint64_t reclaimable_at_sampled_peak = 0;
+  /// Where the memory was at the highest sample: what an OOM report shows.
+  /// Without samples (a test shorter than one interval), the final figures.
+  cgroup::Breakdown at_peak;
+  /// What the test could not have given back: the larger of the highest
+  /// sampled usage net of reclaimable cache and the kernel peak net of the
+  /// cache seen at the highest sample. An estimate, <= peak.
+  uint64_t working_set_peak = 0;
+  /// Page cache still charged at the end (reclaimable, not a requirement).
+  uint64_t page_cache = 0;
+  /// "peak" when headroom is limit - peak; "working_set" (an estimate) when
+  /// the peak reached the limit but the samples near it were mostly page
+  /// cache, which the kernel reclaims instead of killing.
+  std::string headroom_basis = "peak";
+  int64_t headroom = 0;  ///< bytes; negative when over
+  double headroom_pct = 0;
+  double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
+  std::chrono::system_clock::time_point started, ended;
+};
+
+/// Options of a run.
+struct RunOptions {
+  bool fail_fast = false;  ///< stop after the first test that does not pass
+  /// How often memory.current is sampled while a test runs.
+  std::chrono::milliseconds sample_interval{20};
+};
+
+/// Runs the plan's tests one by one in `backend`. Returns every result; tests
+/// never started (fail-fast, interruption) are absent or `interrupted`.
+/// Sets *interrupted_by to the signal that stopped the run (0 if none).
+/// `on_done` is called with each result as soon as it is known.
+std::vector<Result> run_plan(const Plan& plan, cgroup::Backend& backend,
+                             const RunOptions& options,
+                             const std::function<void(const Result&)>& on_done,
+                             int* interrupted_by);
+
+/// Decides outcome, verdict and headroom from the raw figures of `r`.
+void decide(Result& r, const TestSpec& test);
+
+}  // namespace memrun

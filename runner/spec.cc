@@ -1,0 +1,338 @@
+#include "runner/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cgroup/error.h"
+#include "runner/units.h"
+
+namespace memrun {
+
+std::string Expectation::describe() const {
+  switch (kind) {
+    case pass: return "pass";
+    case oom: return "oom";
+    case fail: return "fail";
+    case exit_code: return "exit " + std::to_string(code);
+  }
+  return "pass";
+}
+
+uint64_t MinHeadroom::for_limit(uint64_t limit) const {
+  return is_percent ? static_cast<uint64_t>(static_cast<double>(limit) * percent / 100.0) : bytes;
+}
+
+namespace {
+
+const std::vector<std::string> kTopKeys = {"defaults", "tests"};
+const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
+                                            "swap", "timeout", "env", "cwd", "expect",
+                                            "min_headroom", "tags", "pids"};
+
+// Optimal string alignment distance: edits plus adjacent swaps, so that
+// "memroy" and "tset" are one step from what was meant.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// Everything one test (or `defaults:`) can say; unset fields inherit.
+struct Fields {
+  std::optional<std::string> name;
+  std::optional<std::vector<std::string>> argv;
+  std::string command;
+  std::optional<uint64_t> memory, memory_high, swap;
+  std::optional<std::chrono::milliseconds> timeout;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;
+  std::optional<Expectation> expect;
+  std::optional<MinHeadroom> min_headroom;
+  std::optional<std::vector<std::string>> tags;
+  std::optional<std::optional<uint64_t>> pids;
+};
+
+class Parser {
+ public:
+  Parser(std::string path, std::string dir) : path_(std::move(path)), dir_(std::move(dir)) {}
+
+  [[noreturn]] void fail(const YAML::Mark& m, const std::string& message) const {
+    std::string where = path_;
+    if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    throw Error(kExitUsage, where + ": " + message);
+  }
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& message) const {
+    fail(n.Mark(), message);
+  }
+
+  static const char* kind_of(const YAML::Node& n) {
+    if (n.IsSequence()) return "a list";
+    if (n.IsMap()) return "a mapping";
+    if (n.IsNull()) return "empty";
+    return "a single value";
+  }
+
+  std::string scalar(const YAML::Node& n, const std::string& key, const char* want) const {
+    if (!n.IsScalar()) fail(n, "'" + key + "' must be " + want + ", not " + kind_of(n));
+    return n.Scalar();
+  }
+
+  uint64_t size(const YAML::Node& n, const std::string& key) const {
+    std::string why;
+    auto v = parse_size(scalar(n, key, "a size such as 512MiB"), &why);
+    if (!v) fail(n, "'" + key + "': " + why);
+    return *v;
+  }
+
+  // Checks a mapping's keys against `allowed`, rejecting typos and repeats.
+  void check_keys(const YAML::Node& map, const std::vector<std::string>& allowed,
+                  const std::string& where) const {
+    std::set<std::string> seen;
+    for (const auto& kv : map) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (!seen.insert(key).second) fail(kv.first, "'" + key + "' is given twice in " + where);
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string best;
+      size_t best_d = 3;
+      for (const auto& a : allowed)
+        if (size_t d = edit_distance(key, a); d < best_d) best_d = d, best = a;
+      std::string msg = "unknown key '" + key + "' in " + where;
+      if (!best.empty()) msg += "; did you mean '" + best + "'?";
+      else {
+        msg += " (known keys:";
+        for (const auto& a : allowed) msg += " " + a;
+        msg += ")";
+      }
+      fail(kv.first, msg);
+    }
+  }
+
+  void read_fields(const YAML::Node& map, Fields& f, bool is_defaults) const {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.Scalar();
+      const YAML::Node& v = kv.second;
+      if (key == "name" || key == "run") {
+        if (is_defaults) fail(kv.first, "'" + key + "' belongs to each test, not to defaults");
+      }
+      if (key == "name") {
+        f.name = scalar(v, key, "a string");
+        check_name(v, *f.name);
+      } else if (key == "run") {
+        read_run(v, f);
+      } else if (key == "memory") {
+        f.memory = size(v, key);
+      } else if (key == "memory_high") {
+        f.memory_high = size(v, key);
+      } else if (key == "swap") {
+        std::string s = scalar(v, key, "a size such as 0 or 256MiB");
+        f.swap = s == "0" ? 0 : size(v, key);
+      } else if (key == "timeout") {
+        std::string why;
+        auto d = parse_duration(scalar(v, key, "a duration such as 30s"), &why);
+        if (!d) fail(v, "'timeout': " + why);
+        f.timeout = *d;
+      } else if (key == "env") {
+        if (!v.IsMap()) fail(v, "'env' must be a mapping of NAME: value, not " + std::string(kind_of(v)));
+        for (const auto& e : v) {
+          std::string name = scalar(e.first, "env", "a variable name");
+          bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+          for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+          if (!ok) fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
+          f.env[name] = scalar(e.second, "env." + name, "a string");
+        }
+      } else if (key == "cwd") {
+        f.cwd = scalar(v, key, "a directory");
+        std::filesystem::path p(*f.cwd);
+        if (p.is_relative()) p = std::filesystem::path(dir_) / p;
+        std::error_code ec;
+        if (!std::filesystem::is_directory(p, ec))
+          fail(v, "'cwd': " + p.string() + " is not a directory (a relative cwd is relative to the spec's folder)");
+        f.cwd = std::filesystem::weakly_canonical(p, ec).string();
+      } else if (key == "expect") {
+        f.expect = read_expect(v);
+      } else if (key == "min_headroom") {
+        f.min_headroom = read_headroom(v);
+      } else if (key == "tags") {
+        std::vector<std::string> tags;
+        if (v.IsScalar()) tags.push_back(v.Scalar());
+        else if (v.IsSequence())
+          for (const auto& t : v) tags.push_back(scalar(t, "tags", "a string"));
+        else fail(v, "'tags' must be a list of strings");
+        f.tags = tags;
+      } else if (key == "pids") {
+        std::string s = scalar(v, key, "a number or 'max'");
+        if (s == "max") f.pids = std::optional<uint64_t>{};
+        else {
+          std::string why;
+          auto n = parse_size(s, &why);
+          if (!n || s.find_first_not_of("0123456789") != std::string::npos)
+            fail(v, "'pids' must be a whole number of processes (at least 1) or 'max'");
+          f.pids = n;
+        }
+      }
+    }
+  }
+
+  void check_name(const YAML::Node& n, const std::string& name) const {
+    // The name becomes part of a cgroup directory and of log file names.
+    if (name.empty()) fail(n, "a test name must not be empty");
+    if (name.size() > 100) fail(n, "the test name is longer than 100 characters");
+    if (name.find('/') != std::string::npos) fail(n, "a test name must not contain '/' (it names a cgroup directory)");
+    if (name.find("..") != std::string::npos || name == ".") fail(n, "a test name must not contain '..' or be '.'");
+    for (unsigned char c : name)
+      if (c < 0x20 || c == 0x7f) fail(n, "a test name must not contain control characters");
+  }
+
+  void read_run(const YAML::Node& v, Fields& f) const {
+    if (v.IsScalar()) {
+      if (v.Scalar().empty()) fail(v, "'run' is empty: give a shell command or an argv list");
+      f.argv = std::vector<std::string>{"/bin/sh", "-c", v.Scalar()};
+      f.command = v.Scalar();
+    } else if (v.IsSequence() && v.size() > 0) {
+      std::vector<std::string> argv;
+      for (const auto& a : v) argv.push_back(scalar(a, "run", "a string"));
+      f.argv = argv;
+      for (const auto& a : argv) f.command += (f.command.empty() ? "" : " ") + a;
+    } else {
+      fail(v, "'run' must be a shell command (a string) or an argv list such as [prog, arg]");
+    }
+  }
+
+  Expectation read_expect(const YAML::Node& v) const {
+    std::string s = scalar(v, "expect", "pass, oom, fail or an exit code");
+    Expectation e;
+    if (s == "pass") e.kind = Expectation::pass;
+    else if (s == "oom") e.kind = Expectation::oom;
+    else if (s == "fail") e.kind = Expectation::fail;
+    else if (!s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoi(s) <= 255) {
+      e.kind = Expectation::exit_code;
+      e.code = std::stoi(s);
+    } else {
+      fail(v, "'expect' must be pass, oom, fail or an exit code 0-255, not '" + s + "'");
+    }
+    return e;
+  }
+
+  MinHeadroom read_headroom(const YAML::Node& v) const {
+    std::string s = scalar(v, "min_headroom", "a size or a percentage");
+    MinHeadroom h;
+    if (!s.empty() && s.back() == '%') {
+      std::string num = s.substr(0, s.size() - 1);
+      char* end = nullptr;
+      double p = std::strtod(num.c_str(), &end);
+      if (num.empty() || *end != '\0' || p <= 0 || p >= 100)
+        fail(v, "'min_headroom': '" + s + "' must be a percentage between 0% and 100%, or a size");
+      h.is_percent = true;
+      h.percent = p;
+    } else {
+      h.bytes = size(v, "min_headroom");
+    }
+    return h;
+  }
+
+  TestSpec finish(const YAML::Node& node, const Fields& f) const {
+    TestSpec t;
+    if (!f.name) fail(node, "this test has no 'name'");
+    if (!f.argv) fail(node, "test '" + *f.name + "' has no 'run' command");
+    if (!f.memory) fail(node, "test '" + *f.name + "' has no 'memory' limit (e.g. memory: 256MiB)");
+    t.name = *f.name;
+    t.line = node.Mark().line + 1;
+    t.column = node.Mark().column + 1;
+    t.argv = *f.argv;
+    t.command = f.command;
+    t.memory = *f.memory;
+    auto at = [&](const char* key) { return node[key] ? node[key] : node; };
+    if (t.memory < kMinMemory)
+      fail(at("memory"), "test '" + t.name + "': memory " + format_size(t.memory) +
+                             " is below 1 MiB, too small to run any program (a plain number is bytes: did you mean " +
+                             std::to_string(t.memory) + "MiB?)");
+    t.memory_high = f.memory_high;
+    if (t.memory_high && *t.memory_high >= t.memory)
+      fail(at("memory_high"), "test '" + t.name + "': memory_high must be below memory (" + format_size(t.memory) + ")");
+    t.swap = f.swap.value_or(0);
+    t.timeout = f.timeout.value_or(kDefaultTimeout);
+    t.env = f.env;
+    t.cwd = f.cwd.value_or(dir_);
+    t.expect = f.expect.value_or(Expectation{});
+    t.min_headroom = f.min_headroom;
+    if (t.min_headroom && !t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
+      fail(at("min_headroom"), "test '" + t.name + "': min_headroom must be below memory (" + format_size(t.memory) + ")");
+    t.tags = f.tags.value_or(std::vector<std::string>{});
+    t.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
+    return t;
+  }
+
+  Spec parse(const std::string& text) const {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      fail(e.mark, "invalid YAML: " + e.msg);
+    }
+    if (!root || root.IsNull()) fail(YAML::Mark::null_mark(), "the spec is empty: it needs a 'tests:' list");
+    if (!root.IsMap()) fail(root, "the spec must be a mapping with a 'tests:' list, not " + std::string(kind_of(root)));
+    check_keys(root, kTopKeys, "the spec");
+    Fields defaults;
+    if (auto d = root["defaults"]) {
+      if (!d.IsMap()) fail(d, "'defaults' must be a mapping of test keys");
+      check_keys(d, kTestKeys, "defaults");
+      read_fields(d, defaults, true);
+    }
+    auto tests = root["tests"];
+    if (!tests) fail(root, "the spec has no 'tests:' list");
+    if (!tests.IsSequence() || tests.size() == 0)
+      fail(tests, "'tests' must be a non-empty list of tests (each starting with '- name:')");
+    Spec spec;
+    std::map<std::string, int> lines;
+    for (const auto& node : tests) {
+      if (!node.IsMap()) fail(node, "each test must be a mapping with name, run and memory");
+      check_keys(node, kTestKeys, "a test");
+      Fields f = defaults;
+      read_fields(node, f, false);
+      TestSpec t = finish(node, f);
+      if (auto [it, fresh] = lines.emplace(t.name, t.line); !fresh)
+        fail(node["name"], "duplicate test name '" + t.name + "' (first at line " + std::to_string(it->second) + ")");
+      spec.tests.push_back(std::move(t));
+    }
+    return spec;
+  }
+
+ private:
+  std::string path_, dir_;
+};
+
+}  // namespace
+
+Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir) {
+  Spec spec = Parser(path, dir).parse(text);
+  spec.path = path;
+  return spec;
+}
+
+Spec load_spec(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(kExitUsage, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(kExitUsage, path + ": cannot read the spec: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto dir = std::filesystem::absolute(path, ec).parent_path().string();
+  return parse_spec(text.str(), path, dir);
+}
+
+}  // namespace memrun

@@ -1,0 +1,69 @@
+// Stage 1: the spec. A YAML file becomes a validated list of tests with the
+// spec's `defaults:` merged in. Nothing runs before the whole file is valid.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memrun {
+
+/// What a test is expected to end with.
+struct Expectation {
+  enum Kind { pass, oom, fail, exit_code } kind = pass;
+  int code = 0;  ///< for exit_code
+  /// "pass", "oom", "fail" or "exit 3".
+  std::string describe() const;
+};
+
+/// The least headroom a passing test must keep: bytes, or a share of its limit.
+struct MinHeadroom {
+  uint64_t bytes = 0;
+  double percent = 0;  ///< used when is_percent
+  bool is_percent = false;
+  /// The requirement in bytes for a given limit.
+  uint64_t for_limit(uint64_t limit) const;
+};
+
+/// One test, as written, with defaults applied.
+struct TestSpec {
+  std::string name;
+  int line = 0, column = 0;            ///< where the test starts in the spec
+  std::vector<std::string> argv;       ///< `run`, as an argv (shell: sh -c)
+  std::string command;                 ///< `run` as written, for display
+  uint64_t memory = 0;                 ///< hard limit, bytes
+  std::optional<uint64_t> memory_high; ///< throttle point, bytes (v2)
+  uint64_t swap = 0;                   ///< swap allowed on top, bytes
+  std::chrono::milliseconds timeout{0};
+  std::map<std::string, std::string> env;
+  std::string cwd;                     ///< absolute
+  Expectation expect;
+  std::optional<MinHeadroom> min_headroom;
+  std::vector<std::string> tags;
+  std::optional<uint64_t> pids;        ///< pids.max; nullopt: no limit
+};
+
+/// A loaded spec file.
+struct Spec {
+  std::string path;             ///< as given on the command line
+  std::vector<TestSpec> tests;  ///< in file order
+};
+
+/// Defaults that apply when neither the test nor `defaults:` says otherwise.
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
+inline constexpr uint64_t kDefaultPids = 4096;
+/// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
+inline constexpr uint64_t kMinMemory = 1 << 20;
+
+/// Parses spec text. `path` names the file in messages; relative `cwd`s are
+/// resolved against `dir`. Throws memrun::Error(kExitUsage) with
+/// "path:line:col: what is wrong" and what to write instead.
+Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir);
+
+/// Reads and parses a spec file.
+Spec load_spec(const std::string& path);
+
+}  // namespace memrun

@@ -1,0 +1,29 @@
+// Sizes and durations as people write them in specs and on the command line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace memrun {
+
+/// Parses a byte size: a plain number is bytes; IEC units (KiB MiB GiB TiB),
+/// SI units (kB MB GB TB) and bare K M G T (binary, as systemd reads them);
+/// an optional fraction ("1.5GiB"). Returns nullopt and sets *why on error.
+std::optional<uint64_t> parse_size(const std::string& text, std::string* why);
+
+/// Parses a duration with a unit: ms, s, m, h ("250ms", "1.5s", "2m").
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
+                                                        std::string* why);
+
+/// Formats bytes for people: "512 B", "63.9 MiB", "1.50 GiB".
+std::string format_size(uint64_t bytes);
+
+/// Formats a signed byte difference, e.g. headroom: "-3.2 MiB".
+std::string format_signed_size(int64_t bytes);
+
+/// Formats seconds: "0.41s", "12.3s", "2m05s".
+std::string format_duration(double seconds);
+
+}  // namespace memrun

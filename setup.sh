@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine, as root. Two commands:
+#   ./setup.sh run    install, build, and run the main job
+#   ./setup.sh test   install, build, and run every test (host and VMs)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
+  libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev)
+
+# Installs what is missing; apt-get update only when something is.
+install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+  cmake --build build
+}
+
+case "${1:-}" in
+  run)
+    install "${build_packages[@]}"
+    build
+    exec build/memrun specs/shell.yaml
+    ;;
+  test)
+    install "${build_packages[@]}"
+    build
+    cd build
+    exec ctest --output-on-failure -j2
+    ;;
+  *)
+    echo "usage: ./setup.sh run|test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,116 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/fs.h"
+
+namespace memrun::testing {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string workload() { return WORKLOAD_BIN; }
+
+Scratch::Scratch() {
+  char tmpl[] = "/tmp/memrun-test-XXXXXX";
+  path_ = ::mkdtemp(tmpl);
+}
+
+Scratch::~Scratch() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string Scratch::write(const std::string& name, const std::string& text) const {
+  std::string p = path_ + "/" + name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cwd) {
+  Scratch io;
+  std::string out = io.path() + "/out", err = io.path() + "/err";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int in = ::open("/dev/null", O_RDONLY);
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(in, 0);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    std::vector<char*> argv{const_cast<char*>(MEMRUN_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(MEMRUN_BIN, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  RunOutput r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+RunOutput run_spec(const Scratch& dir, const std::string& yaml, const std::vector<std::string>& extra) {
+  std::string text = yaml;
+  for (size_t at; (at = text.find("{W}")) != std::string::npos;) text.replace(at, 3, workload());
+  std::string spec = dir.write("spec.yaml", text);
+  std::string report = dir.path() + "/report.json";
+  std::filesystem::remove(report);
+  std::vector<std::string> args{spec, "--json", report, "--run-dir", dir.path() + "/runs"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  RunOutput r = run_memrun(args);
+  if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(slurp(report));
+  return r;
+}
+
+const nlohmann::json& test_named(const RunOutput& run, const std::string& name) {
+  static const nlohmann::json kMissing;
+  if (run.report.contains("tests"))
+    for (const auto& t : run.report["tests"])
+      if (t["name"] == name) return t;
+  ADD_FAILURE() << "no test '" << name << "' in the report; memrun said:\n" << run.out << run.err;
+  return kMissing;
+}
+
+std::vector<std::string> leftover_cgroups() {
+  std::vector<std::string> dirs;
+  const auto& h = cgroup::host();
+  std::vector<std::string> roots;
+  if (!h.v2_self.empty()) roots.push_back(h.v2_self);
+  for (const auto& [ctrl, dir] : h.v1_self) roots.push_back(dir);
+  for (const auto& root : roots) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec))
+      if (e.is_directory() && e.path().filename().string().rfind("memrun-", 0) == 0)
+        dirs.push_back(e.path().string());
+  }
+  return dirs;
+}
+
+bool process_alive(int pid) {
+  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  auto close = stat->rfind(')');
+  return close != std::string::npos && stat->size() > close + 2 && (*stat)[close + 2] != 'Z';
+}
+
+}  // namespace memrun::testing

@@ -1,0 +1,52 @@
+// Helpers for integration tests: run the real memrun binary on a spec in a
+// scratch folder and read back its JSON report.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace memrun::testing {
+
+/// A temporary folder, removed with its contents on destruction.
+class Scratch {
+ public:
+  Scratch();
+  ~Scratch();
+  const std::string& path() const { return path_; }
+  /// Writes `text` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+/// What a memrun process did.
+struct RunOutput {
+  int exit_code = -1;
+  std::string out, err;
+  nlohmann::json report;  ///< the --json report, when one was written
+};
+
+/// Runs memrun with `args` (stdin /dev/null), waiting for it to end.
+RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cwd = ".");
+
+/// Writes `yaml` (with {W} replaced by the workload binary's path) as
+/// spec.yaml in `dir` and runs it with --json and --run-dir inside `dir`.
+RunOutput run_spec(const Scratch& dir, const std::string& yaml,
+                   const std::vector<std::string>& extra = {});
+
+/// The report entry of test `name`; fails the test if absent.
+const nlohmann::json& test_named(const RunOutput& run, const std::string& name);
+
+/// memrun-* cgroup directories left below where memrun makes its groups:
+/// must be empty after every run.
+std::vector<std::string> leftover_cgroups();
+
+/// True when process `pid` exists (and is not a zombie).
+bool process_alive(int pid);
+
+/// The workload binary.
+std::string workload();
+
+}  // namespace memrun::testing

@@ -1,0 +1,227 @@
+// Integration tests: the real memrun binary runs real workloads under real
+// limits on this machine's kernel (cgroup v1 on the project's hybrid hosts,
+// cgroup v2 inside the test VMs), and every figure is the kernel's.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "cgroup/cgroup.h"
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+class Host : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // No run may leave a cgroup behind, whatever it ran.
+    EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
+  }
+  Scratch dir;
+};
+
+TEST_F(Host, OverTheLimitIsAnOomKill) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB}\n");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "oom");
+  EXPECT_FALSE(t["passed"]);
+  EXPECT_GE(t["oom_kills"], 1);
+  EXPECT_EQ(t["limit_bytes"], 64 * MiB);
+  EXPECT_LE(t["peak_bytes"], 64 * MiB);
+  EXPECT_NE(run.out.find("expected pass, got oom at 64.0 MiB"), std::string::npos) << run.out;
+}
+
+TEST_F(Host, UnderTheLimitThePeakIsWhatWasTouched) {
+  // The process's own baseline (binary, libraries, stack) first.
+  auto base = run_spec(dir, "tests:\n  - {name: t, run: [{W}], memory: 256MiB}\n");
+  uint64_t baseline = test_named(base, "t")["peak_bytes"];
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 256MiB}\n");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "pass");
+  EXPECT_EQ(t["peak_source"], "kernel");
+  double expected = 100.0 * MiB + baseline;
+  EXPECT_NEAR(t["peak_bytes"].get<double>(), expected, 0.05 * expected);
+  EXPECT_EQ(t["headroom_bytes"].get<int64_t>(), 256ll * MiB - t["peak_bytes"].get<int64_t>());
+  EXPECT_EQ(t["oom_kills"], 0);
+}
+
+TEST_F(Host, ExpectOomTurnsTheKillIntoAPass) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB, expect: oom}\n");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(test_named(run, "t")["outcome"], "oom");
+  EXPECT_TRUE(test_named(run, "t")["passed"]);
+}
+
+TEST_F(Host, TheWholeTreeCountsNotTheLargestProcess) {
+  // 4 x 40 MiB: each child alone fits in 128 MiB, together they do not.
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --hold, 300ms], memory: 128MiB}\n");
+  EXPECT_EQ(test_named(run, "t")["outcome"], "oom") << run.out;
+  // And under a limit that fits the tree, it passes with the tree's peak.
+  auto fits = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --hold, 300ms], memory: 256MiB}\n");
+  EXPECT_EQ(test_named(fits, "t")["outcome"], "pass") << fits.out;
+  EXPECT_GE(test_named(fits, "t")["peak_bytes"], 160 * MiB);
+}
+
+TEST_F(Host, TimeoutKillsADaemonizedGrandchild) {
+  std::string pidfile = dir.path() + "/daemon.pid";
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --daemon, " + pidfile +
+                               ", --hold, 1h], memory: 64MiB, timeout: 500ms}\n");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(test_named(run, "t")["outcome"], "timeout");
+  int pid = 0;
+  std::ifstream(pidfile) >> pid;
+  ASSERT_GT(pid, 0);
+  EXPECT_FALSE(process_alive(pid)) << "the setsid'd grandchild " << pid << " outlived the run";
+}
+
+TEST_F(Host, ADaemonLeftByAPassingTestDiesWithIt) {
+  std::string pidfile = dir.path() + "/daemon.pid";
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --daemon, " + pidfile + "], memory: 64MiB}\n");
+  EXPECT_EQ(test_named(run, "t")["outcome"], "pass");
+  int pid = 0;
+  std::ifstream(pidfile) >> pid;
+  ASSERT_GT(pid, 0);
+  EXPECT_FALSE(process_alive(pid));
+}
+
+TEST_F(Host, ExitCodesAndExpectations) {
+  auto run = run_spec(dir, R"(
+tests:
+  - {name: fails, run: 'echo broken >&2; exit 3', memory: 8MiB}
+  - {name: exits-3, run: 'exit 3', memory: 8MiB, expect: 3}
+  - {name: expected-fail, run: 'exit 1', memory: 8MiB, expect: fail}
+  - {name: missing, run: [no-such-command-here], memory: 8MiB}
+)");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(test_named(run, "fails")["outcome"], "fail");
+  EXPECT_EQ(test_named(run, "fails")["exit_code"], 3);
+  EXPECT_NE(run.out.find("| broken"), std::string::npos) << "the log tail is shown:\n" << run.out;
+  EXPECT_TRUE(test_named(run, "exits-3")["passed"]);
+  EXPECT_TRUE(test_named(run, "expected-fail")["passed"]);
+  EXPECT_EQ(test_named(run, "missing")["outcome"], "error");
+  EXPECT_NE(test_named(run, "missing")["reason"].get<std::string>().find("command not found"), std::string::npos);
+}
+
+TEST_F(Host, MinHeadroomFailsATestThatCameTooClose) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 110MiB, min_headroom: 20%}\n");
+  EXPECT_EQ(run.exit_code, 1);
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "pass");
+  EXPECT_FALSE(t["passed"]);
+  EXPECT_NE(t["reason"].get<std::string>().find("below min_headroom"), std::string::npos);
+}
+
+TEST_F(Host, PageCacheIsNotCountedAgainstHeadroom) {
+  // 1 GiB read through `cat` under 64 MiB: the page cache fills the limit
+  // and is reclaimed; the test passes and is not said to need 64 MiB.
+  std::string big = dir.path() + "/big";
+  {
+    int fd = ::open(big.c_str(), O_WRONLY | O_CREAT, 0644);
+    std::string block(1 << 20, 'x');
+    for (int i = 0; i < 1024; ++i) ASSERT_EQ(::write(fd, block.data(), block.size()), (ssize_t)block.size());
+    ::fsync(fd);
+    ::close(fd);
+    // Out of the cache, so the test's reads are charged to the test.
+    fd = ::open(big.c_str(), O_RDONLY);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'cat " + big + " > /dev/null', memory: 64MiB, min_headroom: 25%}\n");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "pass");
+  EXPECT_GE(t["peak_bytes"], 48 * MiB) << "the cache should have filled the limit";
+  EXPECT_EQ(t["headroom_basis"], "working_set");
+  EXPECT_LT(t["working_set_peak_bytes"], 16 * MiB);
+  EXPECT_NE(run.out.find("page cache"), std::string::npos) << run.out;
+}
+
+TEST_F(Host, AParentWithALowerLimitGivesTheEffectiveLimit) {
+  cgroup::OpenOptions o;
+  cgroup::Verdict v = cgroup::check(o);
+  ASSERT_TRUE(v.problem.empty()) << v.problem;
+  std::string parent = v.parent + "/memrun-test-parent-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(parent.c_str(), 0755), 0);
+  std::string limit_file = v.backend == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
+  if (v.backend != "v1") std::ofstream(parent + "/cgroup.subtree_control") << "+memory";
+  std::ofstream(parent + limit_file) << 48 * MiB;
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 256MiB}\n",
+                      {"--cgroup-parent", parent});
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["requested_limit_bytes"], 256 * MiB);
+  EXPECT_EQ(t["limit_bytes"], 48 * MiB);
+  EXPECT_EQ(t["outcome"], "oom");
+  EXPECT_NE(run.out.find("effective limit 48.0 MiB"), std::string::npos) << run.out;
+  EXPECT_EQ(::rmdir(parent.c_str()), 0) << "memrun left something in " << parent;
+}
+
+TEST_F(Host, PidsLimitStopsAForkBomb) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '50', --hold, 1s], memory: 256MiB, pids: 10}\n");
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "fail") << run.out;
+}
+
+TEST_F(Host, AnInvalidSpecRunsNothing) {
+  auto run = run_spec(dir, "tests:\n  - {name: ok, run: 'touch ran', memory: 8MiB}\n  - {name: t, run: x, memroy: 8MiB}\n");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("spec.yaml:3:23: unknown key 'memroy' in a test; did you mean 'memory'?"), std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/runs"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/report.json"));
+}
+
+TEST_F(Host, LogsAreFilesNotMemory) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'echo out; echo err >&2', memory: 8MiB}\n");
+  const auto& t = test_named(run, "t");
+  std::ifstream o(t["stdout"].get<std::string>()), e(t["stderr"].get<std::string>());
+  std::string out, err;
+  o >> out;
+  e >> err;
+  EXPECT_EQ(out, "out");
+  EXPECT_EQ(err, "err");
+}
+
+TEST_F(Host, ReportsTheBackendAndCgroupMode) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'true', memory: 8MiB}\n");
+  std::string backend = run.report["host"]["backend"];
+  EXPECT_TRUE(backend == "v1" || backend == "v2");
+  EXPECT_NE(run.out.find("on " + backend + " backend"), std::string::npos);
+  std::printf("memrun used backend %s, cgroup mode %s\n", backend.c_str(),
+              run.report["host"]["cgroup_mode"].get<std::string>().c_str());
+}
+
+TEST_F(Host, DoctorProvesEnforcement) {
+  auto run = run_memrun({"doctor"});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("memory limits can be enforced here"), std::string::npos) << run.out;
+  if (cgroup::host().mode == cgroup::Mode::hybrid) {
+    EXPECT_NE(run.out.find("hybrid"), std::string::npos);
+  }
+}
+
+TEST_F(Host, AskingForABackendThatCannotEnforceExits3WithTheFix) {
+  // On a hybrid host v2 has no memory controller; on a unified one v1 is absent.
+  std::string other = cgroup::check({}).backend == "v1" ? "v2" : "v1";
+  auto run = run_memrun({"doctor", "--backend", other});
+  cgroup::OpenOptions o{other == "v2" ? cgroup::Kind::v2 : cgroup::Kind::v1, "", ""};
+  if (cgroup::check(o).problem.empty())
+    GTEST_SKIP() << "both backends work here";
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_NE(run.out.find("fix:"), std::string::npos) << run.out;
+  auto spec = dir.write("s.yaml", "tests:\n  - {name: t, run: 'true', memory: 8MiB}\n");
+  auto r = run_memrun({spec, "--backend", other, "--run-dir", dir.path() + "/runs"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("memory limits cannot be enforced"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace memrun::testing

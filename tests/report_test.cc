@@ -1,0 +1,161 @@
+#include "runner/report.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cgroup/error.h"
+
+namespace memrun {
+namespace {
+
+struct Fixture {
+  Spec spec;
+  PlannedTest planned;
+  Fixture() {
+    spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, min_headroom: 8MiB}\n", "s.yaml", "/tmp");
+    planned = {&spec, &spec.tests[0], "001-big", "/nonexistent/o", "/nonexistent/e"};
+  }
+  Result result(Outcome outcome, int exit_code, uint64_t peak) {
+    Result r;
+    r.planned = &planned;
+    r.outcome = outcome;
+    r.exit_code = exit_code;
+    r.kernel.peak = peak;
+    r.kernel.effective_limit = UINT64_MAX;
+    decide(r, spec.tests[0]);
+    return r;
+  }
+};
+
+TEST(Decide, PassWithHeadroom) {
+  Fixture f;
+  Result r = f.result(Outcome::pass, 0, 40ull << 20);
+  EXPECT_TRUE(r.passed);
+  EXPECT_EQ(r.headroom, 24ll << 20);
+  EXPECT_DOUBLE_EQ(r.headroom_pct, 37.5);
+}
+
+TEST(Decide, HeadroomBelowMinimumFails) {
+  Fixture f;
+  Result r = f.result(Outcome::pass, 0, 60ull << 20);
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.reason.find("below min_headroom 8.00 MiB"), std::string::npos) << r.reason;
+}
+
+TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
+  Fixture f;
+  Result r;
+  r.planned = &f.planned;
+  r.outcome = Outcome::pass;
+  r.signal = 9;
+  r.kernel.peak = 1;
+  decide(r, f.spec.tests[0]);
+  EXPECT_EQ(r.outcome, Outcome::fail);
+  EXPECT_EQ(r.reason, "expected pass, got fail (killed by signal 9)");
+  Result oom;
+  oom.planned = &f.planned;
+  oom.outcome = Outcome::pass;
+  oom.signal = 9;
+  oom.kernel.peak = 1;
+  oom.kernel.oom_kills = 1;
+  decide(oom, f.spec.tests[0]);
+  r = oom;
+  EXPECT_EQ(r.outcome, Outcome::oom);
+  EXPECT_EQ(r.reason, "expected pass, got oom at 64.0 MiB");
+}
+
+TEST(Decide, PageCacheDoesNotEatHeadroom) {
+  Fixture f;
+  Result r;
+  r.planned = &f.planned;
+  r.outcome = Outcome::pass;
+  r.exit_code = 0;
+  r.kernel.peak = 64ull << 20;  // the limit: cache filled it
+  r.kernel.limit_reached = true;
+  r.samples = 10;
+  r.sampled_peak = 63ull << 20;
+  r.reclaimable_at_sampled_peak = 61ull << 20;
+  r.working_set_peak = 2ull << 20;
+  decide(r, f.spec.tests[0]);
+  EXPECT_TRUE(r.passed);
+  EXPECT_EQ(r.headroom_basis, "working_set");
+  EXPECT_EQ(r.headroom, 61ll << 20);
+}
+
+TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
+  Fixture f;
+  Result r;
+  r.planned = &f.planned;
+  r.outcome = Outcome::pass;
+  r.exit_code = 0;
+  r.kernel.peak = 62ull << 20;  // an anonymous spike between two samples
+  r.samples = 3;
+  r.sampled_peak = 5ull << 20;
+  r.reclaimable_at_sampled_peak = 1ull << 20;
+  r.working_set_peak = 4ull << 20;
+  decide(r, f.spec.tests[0]);
+  EXPECT_EQ(r.working_set_peak, 61ull << 20);  // only the cache seen is taken off
+  EXPECT_EQ(r.headroom, 3ll << 20);
+}
+
+TEST(Report, JsonHasTheDocumentedFields) {
+  Fixture f;
+  std::vector<Result> results{f.result(Outcome::oom, -1, 64ull << 20)};
+  RunInfo info;
+  info.backend = "v1";
+  auto j = nlohmann::json::parse(json_report(info, results));
+  EXPECT_EQ(j["schema"], "memrun-report/1");
+  EXPECT_EQ(j["host"]["backend"], "v1");
+  const auto& t = j["tests"][0];
+  for (const char* k : {"name", "outcome", "expected", "passed", "limit_bytes", "peak_bytes", "headroom_bytes",
+                        "headroom_pct", "oom_kills", "exit_code", "signal", "duration_s", "memory_stat",
+                        "events", "stdout", "stderr", "started", "ended", "breakdown", "line"})
+    EXPECT_TRUE(t.contains(k)) << k;
+  EXPECT_EQ(t["outcome"], "oom");
+  EXPECT_TRUE(t["exit_code"].is_null());
+  EXPECT_EQ(j["summary"]["failed"], 1);
+}
+
+TEST(Report, ConsoleLineIsPlainWithoutColor) {
+  Fixture f;
+  Result r = f.result(Outcome::pass, 0, 40ull << 20);
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  Console(out, false, 4).test(r);
+  std::fclose(out);
+  std::string line(buf, len);
+  free(buf);
+  EXPECT_EQ(line.find('\033'), std::string::npos);
+  EXPECT_NE(line.find("PASS  big"), std::string::npos) << line;
+  EXPECT_NE(line.find("peak 40.0 MiB / 64.0 MiB"), std::string::npos) << line;
+  EXPECT_NE(line.find("headroom 24.0 MiB (38%)"), std::string::npos) << line;
+}
+
+TEST(Report, AtomicWriteKeepsThePreviousFileOnFailure) {
+  std::string dir = "/tmp/memrun-report-test-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/r.json";
+  write_atomically(path, "first");
+  write_atomically(path, "second");
+  std::ifstream in(path);
+  std::string got((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(got, "second");
+  EXPECT_THROW(write_atomically(dir + "/missing/r.json", "x"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Report, LogTail) {
+  std::string path = "/tmp/memrun-tail-" + std::to_string(::getpid());
+  std::ofstream(path) << "1\n2\n3\n4\n";
+  EXPECT_EQ(log_tail(path, 2), "3\n4");
+  EXPECT_EQ(log_tail(path, 10), "1\n2\n3\n4");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace memrun

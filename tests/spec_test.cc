@@ -1,0 +1,121 @@
+#include "runner/spec.h"
+
+#include <gtest/gtest.h>
+
+#include "cgroup/error.h"
+
+namespace memrun {
+namespace {
+
+Spec parse(const std::string& yaml) { return parse_spec(yaml, "spec.yaml", "/tmp"); }
+
+// The message of the error a spec gives; fails when it parses.
+std::string error_of(const std::string& yaml) {
+  try {
+    parse(yaml);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    return e.what();
+  }
+  ADD_FAILURE() << "spec was accepted:\n" << yaml;
+  return "";
+}
+
+TEST(Spec, MinimalTestAndDefaults) {
+  Spec s = parse(R"(
+defaults:
+  memory: 256MiB
+  timeout: 30s
+  env: {A: "1", B: "2"}
+tests:
+  - name: one
+    run: echo hi
+  - name: two
+    run: [prog, --flag]
+    memory: 64MiB
+    env: {B: "3"}
+    expect: oom
+    min_headroom: 10%
+    tags: [slow]
+    pids: max
+)");
+  ASSERT_EQ(s.tests.size(), 2u);
+  const auto& a = s.tests[0];
+  EXPECT_EQ(a.argv, (std::vector<std::string>{"/bin/sh", "-c", "echo hi"}));
+  EXPECT_EQ(a.memory, 256ull << 20);
+  EXPECT_EQ(a.timeout.count(), 30000);
+  EXPECT_EQ(a.swap, 0u);
+  EXPECT_EQ(a.pids, kDefaultPids);
+  EXPECT_EQ(a.cwd, "/tmp");
+  EXPECT_EQ(a.line, 7);
+  const auto& b = s.tests[1];
+  EXPECT_EQ(b.argv, (std::vector<std::string>{"prog", "--flag"}));
+  EXPECT_EQ(b.memory, 64ull << 20);
+  EXPECT_EQ(b.env.at("A"), "1");
+  EXPECT_EQ(b.env.at("B"), "3");
+  EXPECT_EQ(b.expect.kind, Expectation::oom);
+  ASSERT_TRUE(b.min_headroom);
+  EXPECT_EQ(b.min_headroom->for_limit(100 << 20), 10u << 20);
+  EXPECT_EQ(b.tags, std::vector<std::string>{"slow"});
+  EXPECT_FALSE(b.pids);
+}
+
+TEST(Spec, ExitCodeExpectation) {
+  Spec s = parse("tests:\n  - {name: t, run: 'exit 3', memory: 8MiB, expect: 3}\n");
+  EXPECT_EQ(s.tests[0].expect.kind, Expectation::exit_code);
+  EXPECT_EQ(s.tests[0].expect.code, 3);
+}
+
+struct BadSpec {
+  const char* yaml;
+  const char* message;  // the error must contain this, location first
+};
+
+class SpecErrors : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(SpecErrors, SaysWhereAndWhat) {
+  std::string msg = error_of(GetParam().yaml);
+  EXPECT_NE(msg.find(GetParam().message), std::string::npos) << "got: " << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, SpecErrors,
+    ::testing::Values(
+        BadSpec{"", "spec.yaml: the spec is empty"},
+        BadSpec{"tests: [", "spec.yaml:1:"},
+        BadSpec{"- a\n- b\n", "spec.yaml:1:1: the spec must be a mapping"},
+        BadSpec{"tests: []\n", "spec.yaml:1:8: 'tests' must be a non-empty list"},
+        BadSpec{"tests:\n  - name: t\n    run: x\n    memroy: 1GiB\n",
+                "spec.yaml:4:5: unknown key 'memroy' in a test; did you mean 'memory'?"},
+        BadSpec{"tset: []\n", "did you mean 'tests'?"},
+        BadSpec{"tests:\n  - name: t\n    run: x\n", "spec.yaml:2:5: test 't' has no 'memory' limit"},
+        BadSpec{"tests:\n  - name: t\n    memory: 1GiB\n", "has no 'run' command"},
+        BadSpec{"tests:\n  - run: x\n    memory: 1GiB\n", "this test has no 'name'"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: [1]}\n", "'memory' must be a size such as 512MiB, not a list"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 0}\n", "'memory': '0' is zero"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: -1GiB}\n", "must be positive"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 99999999TiB}\n", "too large"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 64}\n", "below 1 MiB, too small to run any program (a plain number is bytes: did you mean 64MiB?)"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 64mb}\n", "unknown unit 'mb'"},
+        BadSpec{"tests:\n  - {name: a/b, run: x, memory: 8MiB}\n", "must not contain '/'"},
+        BadSpec{"tests:\n  - {name: '..', run: x, memory: 8MiB}\n", "must not contain '..'"},
+        BadSpec{"tests:\n  - {name: \"a\\tb\", run: x, memory: 8MiB}\n", "control characters"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB}\n  - {name: t, run: y, memory: 8MiB}\n",
+                "spec.yaml:3:12: duplicate test name 't' (first at line 2)"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, timeout: 30}\n", "has no unit"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, expect: crash}\n", "'expect' must be pass, oom, fail or an exit code"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, expect: 300}\n", "exit code 0-255"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, min_headroom: 150%}\n", "percentage"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, min_headroom: 8MiB}\n", "min_headroom must be below memory"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, memory_high: 9MiB}\n", "memory_high must be below memory"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, env: {1X: a}}\n", "not a valid environment variable name"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, env: [a]}\n", "'env' must be a mapping"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, cwd: no/such/dir}\n", "is not a directory"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, pids: 1.5}\n", "'pids' must be a whole number"},
+        BadSpec{"tests:\n  - {name: t, run: [], memory: 8MiB}\n", "'run' must be a shell command"},
+        BadSpec{"tests:\n  - {name: t, run: '', memory: 8MiB}\n", "'run' is empty"},
+        BadSpec{"defaults: {name: x}\ntests:\n  - {name: t, run: y, memory: 8MiB}\n", "belongs to each test, not to defaults"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, memory: 9MiB}\n", "'memory' is given twice"}));
+
+}  // namespace
+}  // namespace memrun

@@ -1,0 +1,86 @@
+#include "runner/units.h"
+
+#include <gtest/gtest.h>
+
+namespace memrun {
+namespace {
+
+uint64_t size(const std::string& s) {
+  std::string why;
+  auto v = parse_size(s, &why);
+  EXPECT_TRUE(v) << s << ": " << why;
+  return v.value_or(0);
+}
+
+std::string size_error(const std::string& s) {
+  std::string why;
+  EXPECT_FALSE(parse_size(s, &why)) << s;
+  return why;
+}
+
+TEST(Size, PlainNumbersAreBytes) { EXPECT_EQ(size("4096"), 4096u); }
+
+TEST(Size, IecUnits) {
+  EXPECT_EQ(size("1KiB"), 1024u);
+  EXPECT_EQ(size("64MiB"), 64ull << 20);
+  EXPECT_EQ(size("2GiB"), 2ull << 30);
+  EXPECT_EQ(size("1TiB"), 1ull << 40);
+}
+
+TEST(Size, SiUnits) {
+  EXPECT_EQ(size("1kB"), 1000u);
+  EXPECT_EQ(size("100MB"), 100000000u);
+  EXPECT_EQ(size("3GB"), 3000000000u);
+  EXPECT_EQ(size("1TB"), 1000000000000u);
+}
+
+TEST(Size, BareLettersAreBinaryLikeSystemd) {
+  EXPECT_EQ(size("512K"), 512u << 10);
+  EXPECT_EQ(size("64M"), 64ull << 20);
+  EXPECT_EQ(size("1G"), 1ull << 30);
+  EXPECT_EQ(size("1T"), 1ull << 40);
+}
+
+TEST(Size, FractionsAndSpaces) {
+  EXPECT_EQ(size("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(size("64 MiB"), 64ull << 20);
+}
+
+TEST(Size, Rejects) {
+  EXPECT_NE(size_error("0").find("zero"), std::string::npos);
+  EXPECT_NE(size_error("-5MiB").find("positive"), std::string::npos);
+  EXPECT_NE(size_error("64mb").find("unknown unit 'mb'"), std::string::npos);
+  EXPECT_NE(size_error("lots").find("not a size"), std::string::npos);
+  EXPECT_NE(size_error("99999999999TiB").find("too large"), std::string::npos);
+  EXPECT_NE(size_error("1.2.3MiB").find("not a size"), std::string::npos);
+}
+
+TEST(Duration, Units) {
+  std::string why;
+  EXPECT_EQ(parse_duration("250ms", &why)->count(), 250);
+  EXPECT_EQ(parse_duration("30s", &why)->count(), 30000);
+  EXPECT_EQ(parse_duration("1.5s", &why)->count(), 1500);
+  EXPECT_EQ(parse_duration("2m", &why)->count(), 120000);
+  EXPECT_EQ(parse_duration("1h", &why)->count(), 3600000);
+}
+
+TEST(Duration, Rejects) {
+  std::string why;
+  EXPECT_FALSE(parse_duration("30", &why));
+  EXPECT_NE(why.find("no unit"), std::string::npos);
+  EXPECT_FALSE(parse_duration("3d", &why));
+  EXPECT_NE(why.find("unknown unit 'd'"), std::string::npos);
+  EXPECT_FALSE(parse_duration("0s", &why));
+}
+
+TEST(Format, Sizes) {
+  EXPECT_EQ(format_size(512), "512 B");
+  EXPECT_EQ(format_size(64ull << 20), "64.0 MiB");
+  EXPECT_EQ(format_size(1536ull << 20), "1.50 GiB");
+  EXPECT_EQ(format_signed_size(-(3ll << 20)), "-3.00 MiB");
+  EXPECT_EQ(format_duration(0.414), "0.41s");
+  EXPECT_EQ(format_duration(125), "2m05s");
+}
+
+}  // namespace
+}  // namespace memrun

@@ -1,0 +1,131 @@
+// memrun-workload: a program with a known memory behaviour, for tests and
+// benchmarks. It touches exactly what it is told to, so a kernel peak can be
+// checked against it.
+//
+//   memrun-workload --touch 100MiB --hold 200ms
+//   memrun-workload --children 4 --touch 40MiB      (the tree counts)
+//   memrun-workload --touch 64MiB --spike 256MiB --loops 5   (inflate/deflate)
+//   memrun-workload --daemon PIDFILE --hold 1h      (a setsid grandchild)
+//   memrun-workload --shm 64MiB                      (tmpfs, charged as shmem)
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "runner/units.h"
+
+namespace {
+
+// Maps and touches `bytes` of anonymous memory, one write per page, so every
+// page is really backed (and charged).
+char* touch(uint64_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    std::perror("mmap");
+    std::exit(3);
+  }
+  char* c = static_cast<char*>(p);
+  for (uint64_t i = 0; i < bytes; i += 4096) c[i] = 1;
+  return c;
+}
+
+uint64_t size_arg(const std::string& s) {
+  if (s.empty()) return 0;
+  std::string why;
+  auto v = memrun::parse_size(s, &why);
+  if (!v) {
+    std::fprintf(stderr, "memrun-workload: %s\n", why.c_str());
+    std::exit(2);
+  }
+  return *v;
+}
+
+void sleep_for(const std::string& d) {
+  if (d.empty()) return;
+  std::string why;
+  auto ms = memrun::parse_duration(d, &why);
+  if (!ms) {
+    std::fprintf(stderr, "memrun-workload: %s\n", why.c_str());
+    std::exit(2);
+  }
+  std::this_thread::sleep_for(*ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile;
+  int children = 0, loops = 0, exit_code = 0;
+  CLI::App app{"a workload with a known memory behaviour"};
+  app.add_option("--touch", touch_s, "anonymous memory to touch and keep");
+  app.add_option("--children", children, "fork this many children, each doing --touch");
+  app.add_option("--spike", spike_s, "extra memory touched then freed, --loops times");
+  app.add_option("--loops", loops, "inflate/deflate cycles of --spike");
+  app.add_option("--hold", hold, "sleep this long before exiting (e.g. 200ms)");
+  app.add_option("--shm", shm_s, "write this much to a file in /dev/shm (kept until exit)");
+  app.add_option("--daemon", daemon_pidfile, "start a setsid'd grandchild sleeping forever; write its pid here");
+  app.add_option("--exit", exit_code, "exit with this code");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!daemon_pidfile.empty()) {
+    pid_t a = ::fork();
+    if (a == 0) {
+      ::setsid();
+      pid_t b = ::fork();
+      if (b == 0) {
+        for (;;) ::pause();
+      }
+      FILE* f = std::fopen(daemon_pidfile.c_str(), "w");
+      if (f) {
+        std::fprintf(f, "%d\n", b);
+        std::fclose(f);
+      }
+      ::_exit(0);
+    }
+    ::waitpid(a, nullptr, 0);
+  }
+
+  uint64_t bytes = size_arg(touch_s);
+  if (children > 0) {
+    int failed = 0, status;
+    for (int i = 0; i < children; ++i) {
+      pid_t pid = ::fork();
+      if (pid < 0) {
+        std::perror("fork");
+        ++failed;
+      } else if (pid == 0) {
+        touch(bytes);
+        sleep_for(hold);
+        ::_exit(0);
+      }
+    }
+    while (::wait(&status) > 0) failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return failed ? 1 : exit_code;
+  }
+  touch(bytes);
+
+  if (!shm_s.empty()) {
+    std::string path = "/dev/shm/memrun-workload." + std::to_string(::getpid());
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return 3;
+    ::unlink(path.c_str());  // freed when the fd closes: nothing left behind
+    std::string block(1 << 20, 'x');
+    for (uint64_t done = 0, want = size_arg(shm_s); done < want; done += block.size())
+      if (::write(fd, block.data(), block.size()) < 0) return 3;
+  }
+
+  uint64_t spike = size_arg(spike_s);
+  for (int i = 0; i < loops && spike; ++i) {
+    char* p = touch(spike);
+    ::munmap(p, spike);
+  }
+  sleep_for(hold);
+  return exit_code;
+}
