@@ -7,6 +7,8 @@ cd "$(dirname "$0")"
 
 build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
   libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev)
+# The VM tests boot Debian's kernel under qemu (tests/vm/).
+vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -33,7 +35,7 @@ case "${1:-}" in
     exec build/memrun specs/shell.yaml
     ;;
   test)
-    install "${build_packages[@]}"
+    install "${build_packages[@]}" "${vm_packages[@]}"
     build
     cd build
     exec ctest --output-on-failure -j2

@@ -23,7 +23,14 @@ Verdict check_v2(const std::string& given) {
     v.fix = "mount it (mount -t cgroup2 none /sys/fs/cgroup) or use --backend v1";
     return v;
   }
-  if (v.parent.empty()) v.parent = h.v2_self;
+  if (v.parent.empty()) {
+    v.parent = h.v2_self;
+    // Started from a process memrun once moved into a leaf (see v2.cc):
+    // the run belongs next to that leaf, where controllers are enabled.
+    const std::string leaf = "/memrun.leaf";
+    if (v.parent.size() > leaf.size() && v.parent.compare(v.parent.size() - leaf.size(), leaf.size(), leaf) == 0)
+      v.parent.resize(v.parent.size() - leaf.size());
+  }
   auto controllers = fs::read_file(v.parent + "/cgroup.controllers");
   if (!controllers) {
     v.problem = "no cgroup directory at " + v.parent;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -65,14 +66,11 @@ void enable(const std::string& dir, const std::set<std::string>& want) {
     make_room(dir);
     err = fs::try_write_file(dir + "/cgroup.subtree_control", cmd);
   }
-  if (err) {
-    errno = err;
-    throw_errno(kExitNoEnforce,
-                "cannot enable the " + cmd + " controllers in " + dir +
-                    " (cgroup v2 allows it only in a cgroup with no processes"
-                    " of its own, whose parent enabled them too); choose "
-                    "another --cgroup-parent");
-  }
+  if (err)
+    throw Error(kExitNoEnforce,
+                "cannot enable the " + cmd + " controllers in " + dir + ": " + std::strerror(err) +
+                    " (cgroup v2 allows it only where the parent enabled them too, and only in a "
+                    "cgroup without processes of its own); choose another --cgroup-parent");
 }
 
 // memory.stat's keys, normalized. "kernel" exists since 5.18; before, its
@@ -189,9 +187,7 @@ class V2Backend : public Backend {
     run_ = parent + "/" + run_name;
     std::set<std::string> want = {"memory"};
     if (has_word(parent + "/cgroup.controllers", "pids")) want.insert("pids");
-    // The root cgroup is exempt from the no-internal-processes rule.
-    if (parent != host().v2_mount) enable(parent, want);
-    else fs::write_file(parent + "/cgroup.subtree_control", "+memory", kExitNoEnforce);
+    enable(parent, want);
     if (::mkdir(run_.c_str(), 0755) != 0)
       throw_errno(kExitNoEnforce, "cannot create cgroup " + run_);
     try {

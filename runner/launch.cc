@@ -127,6 +127,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
   c.pid = -1;
   if (placement.dir_fd >= 0) {
     c.pid = clone_into(placement.dir_fd, &c.pidfd);
+    if (c.pid > 0) c.placement = "clone3";
     if (c.pid == 0) {
       cgroup::Placement none;  // already inside
       child(cmd, none, argv.data(), envp.data(), report[1], parent);

@@ -24,6 +24,9 @@ struct Command {
 struct Child {
   pid_t pid = -1;
   int pidfd = -1;  ///< readable once the process has exited
+  /// How it got into its group: "clone3" (born there) or "join" (moved
+  /// itself before exec).
+  const char* placement = "join";
 };
 
 /// Starts `cmd` inside the group described by `placement`: with

@@ -68,6 +68,7 @@ nlohmann::json test_json(const Result& r) {
       {"cpu_user_s", r.cpu_user_s},
       {"cpu_system_s", r.cpu_system_s},
       {"samples", r.samples},
+      {"placement", r.placement},
       {"breakdown", breakdown_json(r.kernel.breakdown)},
       {"breakdown_at_peak", breakdown_json(r.at_peak)},
       {"memory_stat", r.kernel.stat},

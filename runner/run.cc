@@ -122,6 +122,7 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
   }
   ::close(cmd.stdout_fd);
   ::close(cmd.stderr_fd);
+  r.placement = child.placement;
 
   // Wait for the exit, the timeout or a signal, sampling usage meanwhile.
   // A test that ends before the first interval is never sampled: its cost

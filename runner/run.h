@@ -61,6 +61,7 @@ struct Result {
   std::string headroom_basis = "peak";
   int64_t headroom = 0;  ///< bytes; negative when over
   double headroom_pct = 0;
+  std::string placement;  ///< "clone3" or "join" (see launch.h)
   double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
   std::chrono::system_clock::time_point started, ended;
 };

@@ -27,8 +27,9 @@ std::string slurp(const std::string& path) {
 std::string workload() { return WORKLOAD_BIN; }
 
 Scratch::Scratch() {
-  char tmpl[] = "/tmp/memrun-test-XXXXXX";
-  path_ = ::mkdtemp(tmpl);
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/memrun-test-XXXXXX";
+  path_ = ::mkdtemp(tmpl.data());
 }
 
 Scratch::~Scratch() {
@@ -42,7 +43,15 @@ std::string Scratch::write(const std::string& name, const std::string& text) con
   return p;
 }
 
+std::string memrun_bin() { return MEMRUN_BIN; }
+
 RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cwd) {
+  std::vector<std::string> argv{MEMRUN_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, cwd);
+}
+
+RunOutput run_program(const std::vector<std::string>& args, const std::string& cwd) {
   Scratch io;
   std::string out = io.path() + "/out", err = io.path() + "/err";
   pid_t pid = ::fork();
@@ -54,10 +63,10 @@ RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cw
     ::dup2(o, 1);
     ::dup2(e, 2);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    std::vector<char*> argv{const_cast<char*>(MEMRUN_BIN)};
+    std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(MEMRUN_BIN, argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   int status = 0;
@@ -70,14 +79,21 @@ RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cw
 }
 
 RunOutput run_spec(const Scratch& dir, const std::string& yaml, const std::vector<std::string>& extra) {
+  return run_spec_with(dir, yaml, {MEMRUN_BIN}, extra);
+}
+
+RunOutput run_spec_with(const Scratch& dir, const std::string& yaml, const std::vector<std::string>& prefix,
+                        const std::vector<std::string>& extra) {
   std::string text = yaml;
   for (size_t at; (at = text.find("{W}")) != std::string::npos;) text.replace(at, 3, workload());
   std::string spec = dir.write("spec.yaml", text);
   std::string report = dir.path() + "/report.json";
   std::filesystem::remove(report);
-  std::vector<std::string> args{spec, "--json", report, "--run-dir", dir.path() + "/runs"};
+  std::vector<std::string> args = prefix;
+  for (const auto& a : {spec, std::string("--json"), report, std::string("--run-dir"), dir.path() + "/runs"})
+    args.push_back(a);
   args.insert(args.end(), extra.begin(), extra.end());
-  RunOutput r = run_memrun(args);
+  RunOutput r = run_program(args);
   if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(slurp(report));
   return r;
 }
@@ -92,11 +108,13 @@ const nlohmann::json& test_named(const RunOutput& run, const std::string& name) 
 }
 
 std::vector<std::string> leftover_cgroups() {
-  std::vector<std::string> dirs;
-  const auto& h = cgroup::host();
-  std::vector<std::string> roots;
-  if (!h.v2_self.empty()) roots.push_back(h.v2_self);
-  for (const auto& [ctrl, dir] : h.v1_self) roots.push_back(dir);
+  std::vector<std::string> dirs, roots;
+  // Where memrun makes its run directories: below its v2 parent, and in each
+  // v1 hierarchy it uses.
+  cgroup::OpenOptions v2;
+  v2.kind = cgroup::Kind::v2;
+  if (auto v = cgroup::check(v2); v.problem.empty()) roots.push_back(v.parent);
+  for (const auto& [ctrl, dir] : cgroup::host().v1_self) roots.push_back(dir);
   for (const auto& root : roots) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(root, ec))

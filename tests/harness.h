@@ -28,13 +28,24 @@ struct RunOutput {
   nlohmann::json report;  ///< the --json report, when one was written
 };
 
-/// Runs memrun with `args` (stdin /dev/null), waiting for it to end.
+/// Runs `argv` (stdin /dev/null), waiting for it to end.
+RunOutput run_program(const std::vector<std::string>& argv, const std::string& cwd = ".");
+
+/// Runs memrun with `args`.
 RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cwd = ".");
+
+/// The memrun binary.
+std::string memrun_bin();
 
 /// Writes `yaml` (with {W} replaced by the workload binary's path) as
 /// spec.yaml in `dir` and runs it with --json and --run-dir inside `dir`.
 RunOutput run_spec(const Scratch& dir, const std::string& yaml,
                    const std::vector<std::string>& extra = {});
+
+/// Like run_spec, with memrun started as `prefix` (e.g. a shell that first
+/// moves itself into a cgroup, then execs memrun: its last word).
+RunOutput run_spec_with(const Scratch& dir, const std::string& yaml, const std::vector<std::string>& prefix,
+                        const std::vector<std::string>& extra = {});
 
 /// The report entry of test `name`; fails the test if absent.
 const nlohmann::json& test_named(const RunOutput& run, const std::string& name);

@@ -1,0 +1,118 @@
+// What only cgroup v2 has. These run in the v2 and systemd VMs (see
+// tests/vm/); on a host without v2 memory control they skip, unless
+// MEMRUN_REQUIRE_V2=1 (as the VM suites set) makes that a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/fs.h"
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+class V2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cgroup::check({}).backend == "v2") return;
+    const char* require = std::getenv("MEMRUN_REQUIRE_V2");
+    if (require && std::string(require) == "1") FAIL() << "cgroup v2 memory control is required here";
+    GTEST_SKIP() << "no cgroup v2 memory controller on this host (the VM suites run these)";
+  }
+  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
+  Scratch dir;
+};
+
+TEST_F(V2, KernelFiguresComeFromV2Files) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 64MiB], memory: 128MiB}\n");
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(run.report["host"]["backend"], "v2");
+  EXPECT_EQ(t["peak_source"], "kernel");  // memory.peak, 5.19+
+  EXPECT_GE(t["peak_bytes"], 64 * MiB);
+  EXPECT_TRUE(t["memory_stat"].contains("anon"));          // v2 memory.stat names
+  EXPECT_TRUE(t["events"].contains("oom_group_kill"));     // v2 memory.events
+  EXPECT_TRUE(t["pressure_us"].contains("some"));          // PSI
+  EXPECT_EQ(t["placement"], "clone3");                     // CLONE_INTO_CGROUP, 5.7+
+}
+
+TEST_F(V2, TheTestIsBornInItsOwnGroup) {
+  auto run = run_spec(dir, "tests:\n  - {name: where, run: [cat, /proc/self/cgroup], memory: 16MiB}\n");
+  const auto& t = test_named(run, "where");
+  std::ifstream in(t["stdout"].get<std::string>());
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find("/memrun-"), std::string::npos) << line;
+  EXPECT_NE(line.find("/001-where"), std::string::npos) << line;
+}
+
+TEST_F(V2, OomGroupKillsTheWholeTest) {
+  // A shell waits for a sleeper while a hog hits the limit. memory.oom.group
+  // makes the kernel kill every process of the group, so the test ends at
+  // once instead of at its timeout.
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'sleep 30 & {W} --touch 200MiB; wait', memory: 64MiB, timeout: 20s}\n");
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "oom") << run.out;
+  EXPECT_GE(t["oom_group_kills"], 1);
+  EXPECT_LT(t["duration_s"], 15.0);
+}
+
+TEST_F(V2, SwapLimitIsWrittenZeroByDefault) {
+  auto run = run_spec(dir, R"(
+tests:
+  - {name: none, run: 'cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.swap.max', memory: 16MiB}
+  - {name: some, run: 'cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.swap.max', memory: 16MiB, swap: 8MiB}
+)");
+  auto first_line = [](const nlohmann::json& t) {
+    std::ifstream in(t["stdout"].get<std::string>());
+    std::string s;
+    std::getline(in, s);
+    return s;
+  };
+  EXPECT_EQ(first_line(test_named(run, "none")), "0");
+  EXPECT_EQ(first_line(test_named(run, "some")), std::to_string(8 * MiB));
+}
+
+TEST_F(V2, MemoryHighThrottlesWithoutAKill) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 48MiB], memory: 256MiB, memory_high: 32MiB, timeout: 60s}\n");
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "pass") << run.out;
+  EXPECT_EQ(t["oom_kills"], 0);
+  EXPECT_GT(t["events"]["high"], 0) << "memory.high was never crossed";
+  EXPECT_GE(t["peak_bytes"], 48 * MiB);  // no swap: throttled, not reclaimed
+}
+
+TEST_F(V2, RunsInsideACgroupThatHasOtherProcesses) {
+  // memrun is started inside a non-root cgroup next to another process, as
+  // from a service's shell. cgroup v2 lets a cgroup enable controllers only
+  // without processes of its own: memrun must move both into a leaf first.
+  std::string root = cgroup::check({}).parent;
+  std::string outer = root + "/memrun-test-outer-" + std::to_string(::getpid());
+  ASSERT_EQ(fs::try_write_file(root + "/cgroup.subtree_control", "+memory +pids"), 0);
+  ASSERT_EQ(::mkdir(outer.c_str(), 0755), 0);
+  std::string sleeper = dir.path() + "/sleeper.pid";
+  auto run = run_spec_with(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB, expect: oom}\n",
+                           {"sh", "-c", "echo $$ > \"$0/cgroup.procs\" || exit 99; sleep 30 & echo $! > " + sleeper +
+                                            "; exec \"$@\"",
+                            outer, memrun_bin()});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_TRUE(test_named(run, "t")["passed"]);
+  EXPECT_EQ(run.report["host"]["cgroup_path"].get<std::string>().rfind(outer + "/memrun-", 0), 0u);
+  int pid = 0;
+  std::ifstream(sleeper) >> pid;
+  ASSERT_GT(pid, 0);
+  auto leaf_procs = fs::read_file(outer + "/memrun.leaf/cgroup.procs").value_or("");
+  EXPECT_NE(leaf_procs.find(std::to_string(pid)), std::string::npos) << "the sibling was not moved to the leaf";
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 1000 && ::rmdir((outer + "/memrun.leaf").c_str()) != 0; ++i) ::usleep(1000);
+  EXPECT_EQ(::rmdir(outer.c_str()), 0);
+}
+
+}  // namespace
+}  // namespace memrun::testing
