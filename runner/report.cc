@@ -26,7 +26,7 @@ std::string iso(std::chrono::system_clock::time_point t) {
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(std::chrono::system_clock::to_time_t(t)), ms);
 }
 
-nlohmann::json breakdown_json(const cgroup::Breakdown& b) {
+nlohmann::ordered_json breakdown_json(const cgroup::Breakdown& b) {
   return {{"anon", b.anon}, {"file", b.file}, {"kernel", b.kernel}, {"shmem", b.shmem}, {"sock", b.sock}};
 }
 
@@ -36,10 +36,10 @@ std::string breakdown_text(const cgroup::Breakdown& b) {
                      format_size(b.sock));
 }
 
-nlohmann::json test_json(const Result& r) {
+nlohmann::ordered_json test_json(const Result& r) {
   const PlannedTest& p = *r.planned;
   const TestSpec& t = *p.test;
-  auto null_if = [](bool cond, auto v) { return cond ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  auto null_if = [](bool cond, auto v) { return cond ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
   return {
       {"name", t.name},
       {"spec", p.spec->path},
@@ -76,8 +76,8 @@ nlohmann::json test_json(const Result& r) {
       {"pressure_us", r.kernel.pressure_us},
       {"stdout", p.stdout_path},
       {"stderr", p.stderr_path},
-      {"started", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::json(nullptr) : nlohmann::json(iso(r.started))},
-      {"ended", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::json(nullptr) : nlohmann::json(iso(r.ended))},
+      {"started", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(iso(r.started))},
+      {"ended", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(iso(r.ended))},
   };
 }
 
@@ -147,20 +147,20 @@ void Console::summary(const std::vector<Result>& results, size_t planned, int in
 }
 
 std::string json_report(const RunInfo& info, const std::vector<Result>& results) {
-  nlohmann::json tests = nlohmann::json::array();
+  nlohmann::ordered_json tests = nlohmann::ordered_json::array();
   size_t passed = 0;
   for (const auto& r : results) {
     tests.push_back(test_json(r));
     passed += r.passed;
   }
-  nlohmann::json j = {
+  nlohmann::ordered_json j = {
       {"schema", "memrun-report/1"},
       {"memrun_version", MEMRUN_VERSION},
       {"run_id", info.run_id},
       {"run_dir", info.run_dir},
       {"started", iso(info.started)},
       {"ended", iso(info.ended)},
-      {"interrupted_by", info.interrupted_by ? nlohmann::json(strsignal(info.interrupted_by)) : nlohmann::json(nullptr)},
+      {"interrupted_by", info.interrupted_by ? nlohmann::ordered_json(strsignal(info.interrupted_by)) : nlohmann::ordered_json(nullptr)},
       {"host", {{"kernel", info.kernel}, {"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"cgroup_path", info.cgroup_path}}},
       {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
       {"tests", tests},

@@ -8,6 +8,9 @@
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# What udev would add: /dev/stdout and friends (memrun --json /dev/stdout).
+ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${i%%:*}" "/dev/${i#*:}"; done
 fail() { echo "memrun-vm: $*" > /dev/ttyS0; echo 125 > /dev/ttyS3; poweroff -f; }
 for m in $(cat /modules.list); do insmod "/modules/$m.ko" || fail "insmod $m"; done
 . /run.env
