@@ -23,6 +23,21 @@ install() {
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# Node.js runs the DuckDB workloads of specs/parquet.yaml; Debian's nodejs
+# package lacks npm where the machine's does not.
+install_node() {
+  command -v node > /dev/null || install nodejs
+  command -v npm > /dev/null || install npm
+}
+
+# DuckDB (@duckdb/node-api, the engine inside) as pinned by the lockfile.
+install_duckdb() {
+  local dir=specs/parquet
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    npm ci --prefix "$dir" --no-audit --no-fund
+  fi
+}
+
 build() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
   cmake --build build
@@ -31,12 +46,16 @@ build() {
 case "${1:-}" in
   run)
     install "${build_packages[@]}"
+    install_node
     build
-    exec build/memrun specs/shell.yaml
+    install_duckdb
+    exec build/memrun specs/parquet.yaml
     ;;
   test)
     install "${build_packages[@]}" "${vm_packages[@]}"
+    install_node
     build
+    install_duckdb
     cd build
     exec ctest --output-on-failure -j2
     ;;

@@ -88,16 +88,23 @@ int run(const Options& o) {
 
   RunOptions ro;
   ro.fail_fast = o.fail_fast;
-  auto results = run_plan(plan, *backend, ro, [&](const Result& r) {
-    console.test(r);
-    std::fflush(stdout);
-  }, &info.interrupted_by);
+  auto run = run_plan(
+      plan, *backend, ro,
+      [&](const SetupResult& s) {
+        console.setup(s);
+        std::fflush(stdout);
+      },
+      [&](const Result& r) {
+        console.test(r);
+        std::fflush(stdout);
+      });
   backend->close();
   info.ended = std::chrono::system_clock::now();
-  console.summary(results, plan.tests.size(), info.interrupted_by);
-  if (!o.json.empty()) write_atomically(o.json, json_report(info, results));
+  info.interrupted_by = run.interrupted_by;
+  console.summary(run.tests, plan.tests.size(), info.interrupted_by);
+  if (!o.json.empty()) write_atomically(o.json, json_report(info, run));
   if (info.interrupted_by) return 128 + info.interrupted_by;
-  return exit_code_for(results, plan.tests.size());
+  return exit_code_for(run.tests, plan.tests.size());
 }
 
 }  // namespace

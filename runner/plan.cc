@@ -22,6 +22,7 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
   }
   Plan plan{run_id, run_dir, {}};
   for (const auto& spec : specs) {
+    size_t before = plan.tests.size();
     for (const auto& test : spec.tests) {
       if (!selection.filter.empty() && !std::regex_search(test.name, filter)) continue;
       if (!selection.tags.empty() &&
@@ -34,6 +35,11 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
       std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, test.name);
       std::string base = run_dir + "/" + group;
       plan.tests.push_back({&spec, &test, group, base + ".stdout", base + ".stderr"});
+    }
+    if (spec.setup && plan.tests.size() > before) {
+      std::string group = fmt::format("setup-{}", plan.setups.size() + 1);
+      std::string base = run_dir + "/" + group;
+      plan.setups.push_back({&spec, &spec.setup->command, group, base + ".stdout", base + ".stderr"});
     }
   }
   return plan;

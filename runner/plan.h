@@ -18,7 +18,7 @@ struct Selection {
 /// One test to run.
 struct PlannedTest {
   const Spec* spec = nullptr;
-  const TestSpec* test = nullptr;
+  const TestSpec* test = nullptr;  ///< for a setup: its command
   std::string group;        ///< cgroup directory name, unique in the run
   std::string stdout_path;  ///< log files in the run folder
   std::string stderr_path;
@@ -28,6 +28,8 @@ struct PlannedTest {
 struct Plan {
   std::string run_id;   ///< e.g. 20261130-101502-4242
   std::string run_dir;  ///< folder for logs (and reports by default)
+  /// The setups of the specs that have selected tests, in spec order.
+  std::vector<PlannedTest> setups;
   std::vector<PlannedTest> tests;
 };
 

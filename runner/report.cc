@@ -95,6 +95,17 @@ std::string Console::paint(const char* code, const std::string& text) const {
   return color_ ? fmt::format("\033[{}m{}\033[0m", code, text) : text;
 }
 
+void Console::setup(const SetupResult& s) const {
+  const std::string& spec = s.planned->spec->path;
+  if (!s.ran) {
+    fmt::print(out_, "{}  setup of {}: outputs up to date, not run\n", paint("2", "SKIP"), spec);
+    return;
+  }
+  fmt::print(out_, "{}  setup of {}: peak {} / {}, {}\n", s.result.passed ? paint("32", "DONE") : paint("1;31", "FAIL"),
+             spec, format_size(s.result.peak), format_size(s.result.limit), format_duration(s.result.duration_s));
+  if (!s.result.passed) details(s.result);
+}
+
 void Console::test(const Result& r) const {
   const TestSpec& t = *r.planned->test;
   std::string verdict = r.passed ? paint("32", "PASS") : paint("1;31", "FAIL");
@@ -116,7 +127,10 @@ void Console::test(const Result& r) const {
   if (r.limit < t.memory)
     fmt::print(out_, "      effective limit {}: an ancestor cgroup allows less than the {} the spec asks\n",
                format_size(r.limit), format_size(t.memory));
-  if (r.passed) return;
+  if (!r.passed) details(r);
+}
+
+void Console::details(const Result& r) const {
   fmt::print(out_, "      {}\n", r.reason);
   if (r.outcome == Outcome::oom)
     fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.at_peak));
@@ -146,12 +160,18 @@ void Console::summary(const std::vector<Result>& results, size_t planned, int in
   if (interrupted_by) fmt::print(out_, "memrun was interrupted by {}\n", strsignal(interrupted_by));
 }
 
-std::string json_report(const RunInfo& info, const std::vector<Result>& results) {
-  nlohmann::ordered_json tests = nlohmann::ordered_json::array();
+std::string json_report(const RunInfo& info, const RunResults& run) {
+  const auto& results = run.tests;
+  nlohmann::ordered_json tests = nlohmann::ordered_json::array(), setups = nlohmann::ordered_json::array();
   size_t passed = 0;
   for (const auto& r : results) {
     tests.push_back(test_json(r));
     passed += r.passed;
+  }
+  for (const auto& s : run.setups) {
+    nlohmann::ordered_json j = {{"spec", s.planned->spec->path}, {"ran", s.ran}};
+    if (s.ran) j["result"] = test_json(s.result);
+    setups.push_back(j);
   }
   nlohmann::ordered_json j = {
       {"schema", "memrun-report/1"},
@@ -163,6 +183,7 @@ std::string json_report(const RunInfo& info, const std::vector<Result>& results)
       {"interrupted_by", info.interrupted_by ? nlohmann::ordered_json(strsignal(info.interrupted_by)) : nlohmann::ordered_json(nullptr)},
       {"host", {{"kernel", info.kernel}, {"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"cgroup_path", info.cgroup_path}}},
       {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
+      {"setups", setups},
       {"tests", tests},
   };
   return j.dump(2) + "\n";

@@ -28,11 +28,15 @@ class Console {
   /// One aligned line per test; for a test that did not pass, the reason,
   /// the memory breakdown (for an OOM) and the tail of its log.
   void test(const Result& r) const;
+  /// One line for a spec's setup: skipped (up to date), or how it ran, and
+  /// the reason and log tail when it failed.
+  void setup(const SetupResult& s) const;
   /// The closing line: "N passed, N failed" and the exit code's meaning.
   void summary(const std::vector<Result>& results, size_t planned, int interrupted_by) const;
 
  private:
   std::string paint(const char* code, const std::string& text) const;
+  void details(const Result& r) const;  // reason, OOM breakdown, log tail
   std::FILE* out_;
   bool color_;
   size_t width_;
@@ -42,7 +46,7 @@ class Console {
 bool want_color(std::FILE* out);
 
 /// The JSON report as text.
-std::string json_report(const RunInfo& info, const std::vector<Result>& results);
+std::string json_report(const RunInfo& info, const RunResults& results);
 
 /// Writes `text` to `path` atomically (a temp file in the same folder, then
 /// rename), so a reader never sees half a report; a non-regular target such

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "cgroup/error.h"
 #include "runner/launch.h"
@@ -188,8 +189,7 @@ void decide(Result& r, const TestSpec& t) {
   r.limit = std::min(t.memory, r.kernel.effective_limit ? r.kernel.effective_limit : t.memory);
   if (r.kernel.peak) r.peak = *r.kernel.peak;
   r.page_cache = r.kernel.reclaimable_file;
-  bool started = r.outcome != Outcome::error;
-  if (started && r.outcome == Outcome::pass) {
+  if (r.outcome == Outcome::pass) {
     // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
     // come from anywhere.
     if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
@@ -208,7 +208,12 @@ void decide(Result& r, const TestSpec& t) {
     r.working_set_peak = r.peak;
   }
   bool near_limit = r.kernel.limit_reached || r.peak >= r.limit / 10 * 9;
-  r.headroom_basis = near_limit && r.working_set_peak < r.peak ? "working_set" : "peak";
+  // An OOM kill means the limit was really needed: no estimate then.
+  bool oom = r.outcome == Outcome::oom;
+  // And a few pages of cache are no reason for an estimate: it takes 5% of
+  // the limit.
+  bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
+  r.headroom_basis = near_limit && !oom && much_cache ? "working_set" : "peak";
   uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
   r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
   r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
@@ -242,29 +247,65 @@ void decide(Result& r, const TestSpec& t) {
   }
 }
 
-std::vector<Result> run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
-                             const std::function<void(const Result&)>& on_done,
-                             int* interrupted_by) {
+bool setup_up_to_date(const Setup& setup) {
+  namespace fs = std::filesystem;
+  if (setup.outputs.empty()) return false;
+  std::error_code ec;
+  fs::file_time_type newest_input = fs::file_time_type::min();
+  for (const auto& in : setup.inputs) {
+    auto t = fs::last_write_time(in, ec);
+    if (ec) return false;  // a missing input: let the setup say what is wrong
+    newest_input = std::max(newest_input, t);
+  }
+  for (const auto& out : setup.outputs) {
+    auto t = fs::last_write_time(out, ec);
+    if (ec || t < newest_input) return false;
+  }
+  return true;
+}
+
+RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
+                    const std::function<void(const SetupResult&)>& on_setup,
+                    const std::function<void(const Result&)>& on_done) {
   // Daemons a test leaves behind are reparented to memrun, not to PID 1, so
   // they can be reaped once their cgroup is killed.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalGuard signals;
-  *interrupted_by = 0;
-  std::vector<Result> results;
-  for (const auto& p : plan.tests) {
-    if (*interrupted_by) {
-      Result r;
-      r.planned = &p;
-      r.outcome = Outcome::interrupted;
-      r.reason = "not run: memrun was interrupted";
-      results.push_back(r);
-      continue;
+  RunResults out;
+  auto not_run = [&](const PlannedTest& p, Outcome outcome, const std::string& reason) {
+    Result r;
+    r.planned = &p;
+    r.outcome = outcome;
+    r.reason = reason;
+    r.limit = p.test->memory;
+    out.tests.push_back(r);
+  };
+  std::string setup_failed;
+  for (const auto& p : plan.setups) {
+    SetupResult s;
+    s.planned = &p;
+    if (!setup_up_to_date(*p.spec->setup)) {
+      s.ran = true;
+      s.result = run_one(p, backend, options, signals, &out.interrupted_by);
+      if (!s.result.passed)
+        setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result.reason + ")";
     }
-    results.push_back(run_one(p, backend, options, signals, interrupted_by));
-    on_done(results.back());
-    if (options.fail_fast && !results.back().passed) break;
+    out.setups.push_back(s);
+    on_setup(out.setups.back());
+    if (out.interrupted_by || !setup_failed.empty()) break;
   }
-  return results;
+  for (const auto& p : plan.tests) {
+    if (out.interrupted_by) {
+      not_run(p, Outcome::interrupted, "not run: memrun was interrupted");
+    } else if (!setup_failed.empty()) {
+      not_run(p, Outcome::error, setup_failed);
+    } else {
+      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by));
+      on_done(out.tests.back());
+      if (options.fail_fast && !out.tests.back().passed) break;
+    }
+  }
+  return out;
 }
 
 }  // namespace memrun

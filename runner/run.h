@@ -73,14 +73,31 @@ struct RunOptions {
   std::chrono::milliseconds sample_interval{20};
 };
 
-/// Runs the plan's tests one by one in `backend`. Returns every result; tests
-/// never started (fail-fast, interruption) are absent or `interrupted`.
-/// Sets *interrupted_by to the signal that stopped the run (0 if none).
-/// `on_done` is called with each result as soon as it is known.
-std::vector<Result> run_plan(const Plan& plan, cgroup::Backend& backend,
-                             const RunOptions& options,
-                             const std::function<void(const Result&)>& on_done,
-                             int* interrupted_by);
+/// What a setup did.
+struct SetupResult {
+  const PlannedTest* planned = nullptr;
+  bool ran = false;     ///< false: its outputs were up to date
+  Result result;        ///< when it ran
+};
+
+/// Everything a run produced.
+struct RunResults {
+  std::vector<SetupResult> setups;
+  std::vector<Result> tests;  ///< never-started tests are absent (fail-fast)
+                              ///< or `interrupted`/`error` with the reason
+  int interrupted_by = 0;     ///< the signal that stopped the run, or 0
+};
+
+/// Runs each spec's setup (unless up to date), then the plan's tests one by
+/// one in `backend`. `on_setup` and `on_done` are called as soon as each
+/// result is known.
+RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
+                    const std::function<void(const SetupResult&)>& on_setup,
+                    const std::function<void(const Result&)>& on_done);
+
+/// True when the setup declares outputs, all exist, and none is older than
+/// any of its inputs.
+bool setup_up_to_date(const Setup& setup);
 
 /// Decides outcome, verdict and headroom from the raw figures of `r`.
 void decide(Result& r, const TestSpec& test);

@@ -30,7 +30,9 @@ uint64_t MinHeadroom::for_limit(uint64_t limit) const {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"defaults", "tests"};
+const std::vector<std::string> kTopKeys = {"env", "setup", "defaults", "tests"};
+const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "swap", "timeout",
+                                             "env", "cwd", "pids", "inputs", "outputs"};
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
                                             "min_headroom", "tags", "pids"};
@@ -145,14 +147,7 @@ class Parser {
         if (!d) fail(v, "'timeout': " + why);
         f.timeout = *d;
       } else if (key == "env") {
-        if (!v.IsMap()) fail(v, "'env' must be a mapping of NAME: value, not " + std::string(kind_of(v)));
-        for (const auto& e : v) {
-          std::string name = scalar(e.first, "env", "a variable name");
-          bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
-          for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-          if (!ok) fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
-          f.env[name] = scalar(e.second, "env." + name, "a string");
-        }
+        read_env(v, f);
       } else if (key == "cwd") {
         f.cwd = scalar(v, key, "a directory");
         std::filesystem::path p(*f.cwd);
@@ -184,6 +179,45 @@ class Parser {
         }
       }
     }
+  }
+
+  void read_env(const YAML::Node& v, Fields& f) const {
+    if (!v.IsMap()) fail(v, "'env' must be a mapping of NAME: value, not " + std::string(kind_of(v)));
+    for (const auto& e : v) {
+      std::string name = scalar(e.first, "env", "a variable name");
+      bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+      for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok) fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
+      f.env[name] = scalar(e.second, "env." + name, "a string");
+    }
+  }
+
+  // inputs/outputs of the setup: paths relative to its cwd, ${VAR}s expanded
+  // from its environment.
+  std::vector<std::string> read_paths(const YAML::Node& v, const std::string& key, const TestSpec& setup) const {
+    if (!v.IsSequence()) fail(v, "'" + key + "' must be a list of paths");
+    std::vector<std::string> out;
+    for (const auto& p : v) {
+      std::filesystem::path path(expand_vars(scalar(p, key, "a path"), setup.env));
+      if (path.is_relative()) path = std::filesystem::path(setup.cwd) / path;
+      out.push_back(path.lexically_normal().string());
+    }
+    return out;
+  }
+
+  Setup read_setup(const YAML::Node& node, const Fields& defaults) const {
+    if (!node.IsMap()) fail(node, "'setup' must be a mapping with run and memory");
+    check_keys(node, kSetupKeys, "setup");
+    Fields f;
+    f.env = defaults.env;
+    f.name = "setup";
+    read_fields(node, f, false);  // inputs and outputs are read below
+    Setup s;
+    s.command = finish(node, f, true);
+    s.command.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
+    if (node["inputs"]) s.inputs = read_paths(node["inputs"], "inputs", s.command);
+    if (node["outputs"]) s.outputs = read_paths(node["outputs"], "outputs", s.command);
+    return s;
   }
 
   void check_name(const YAML::Node& n, const std::string& name) const {
@@ -244,11 +278,12 @@ class Parser {
     return h;
   }
 
-  TestSpec finish(const YAML::Node& node, const Fields& f) const {
+  TestSpec finish(const YAML::Node& node, const Fields& f, bool is_setup = false) const {
     TestSpec t;
     if (!f.name) fail(node, "this test has no 'name'");
-    if (!f.argv) fail(node, "test '" + *f.name + "' has no 'run' command");
-    if (!f.memory) fail(node, "test '" + *f.name + "' has no 'memory' limit (e.g. memory: 256MiB)");
+    const std::string who = is_setup ? "the setup" : "test '" + *f.name + "'";
+    if (!f.argv) fail(node, who + " has no 'run' command");
+    if (!f.memory) fail(node, who + " has no 'memory' limit (e.g. memory: 256MiB)");
     t.name = *f.name;
     t.line = node.Mark().line + 1;
     t.column = node.Mark().column + 1;
@@ -257,12 +292,12 @@ class Parser {
     t.memory = *f.memory;
     auto at = [&](const char* key) { return node[key] ? node[key] : node; };
     if (t.memory < kMinMemory)
-      fail(at("memory"), "test '" + t.name + "': memory " + format_size(t.memory) +
+      fail(at("memory"), who + ": memory " + format_size(t.memory) +
                              " is below 1 MiB, too small to run any program (a plain number is bytes: did you mean " +
                              std::to_string(t.memory) + "MiB?)");
     t.memory_high = f.memory_high;
     if (t.memory_high && *t.memory_high >= t.memory)
-      fail(at("memory_high"), "test '" + t.name + "': memory_high must be below memory (" + format_size(t.memory) + ")");
+      fail(at("memory_high"), who + ": memory_high must be below memory (" + format_size(t.memory) + ")");
     t.swap = f.swap.value_or(0);
     t.timeout = f.timeout.value_or(kDefaultTimeout);
     t.env = f.env;
@@ -270,7 +305,7 @@ class Parser {
     t.expect = f.expect.value_or(Expectation{});
     t.min_headroom = f.min_headroom;
     if (t.min_headroom && !t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
-      fail(at("min_headroom"), "test '" + t.name + "': min_headroom must be below memory (" + format_size(t.memory) + ")");
+      fail(at("min_headroom"), who + ": min_headroom must be below memory (" + format_size(t.memory) + ")");
     t.tags = f.tags.value_or(std::vector<std::string>{});
     t.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
     return t;
@@ -287,16 +322,25 @@ class Parser {
     if (!root.IsMap()) fail(root, "the spec must be a mapping with a 'tests:' list, not " + std::string(kind_of(root)));
     check_keys(root, kTopKeys, "the spec");
     Fields defaults;
+    // Spec-level env: for the setup and every test, below defaults' and a
+    // test's own. Values may use ${NAME:-default} from memrun's environment,
+    // so a knob such as MEMRUN_SCALE can be set from outside.
+    if (auto e = root["env"]) {
+      Fields top;
+      read_env(e, top);
+      for (auto& [k, v] : top.env) defaults.env[k] = expand_vars(v, {});
+    }
     if (auto d = root["defaults"]) {
       if (!d.IsMap()) fail(d, "'defaults' must be a mapping of test keys");
       check_keys(d, kTestKeys, "defaults");
       read_fields(d, defaults, true);
     }
+    Spec spec;
+    if (auto setup = root["setup"]) spec.setup = read_setup(setup, defaults);
     auto tests = root["tests"];
     if (!tests) fail(root, "the spec has no 'tests:' list");
     if (!tests.IsSequence() || tests.size() == 0)
       fail(tests, "'tests' must be a non-empty list of tests (each starting with '- name:')");
-    Spec spec;
     std::map<std::string, int> lines;
     for (const auto& node : tests) {
       if (!node.IsMap()) fail(node, "each test must be a mapping with name, run and memory");
@@ -316,6 +360,31 @@ class Parser {
 };
 
 }  // namespace
+
+std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t open = text.find("${", i);
+    size_t close = open == std::string::npos ? open : text.find('}', open);
+    if (close == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    out += text.substr(i, open - i);
+    std::string inner = text.substr(open + 2, close - open - 2), fallback;
+    if (auto dash = inner.find(":-"); dash != std::string::npos) {
+      fallback = inner.substr(dash + 2);
+      inner = inner.substr(0, dash);
+    }
+    const char* outside = std::getenv(inner.c_str());
+    if (auto it = env.find(inner); it != env.end() && !it->second.empty()) out += it->second;
+    else if (outside && *outside) out += outside;
+    else out += fallback;
+    i = close + 1;
+  }
+  return out;
+}
 
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir) {
   Spec spec = Parser(path, dir).parse(text);

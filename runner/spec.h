@@ -46,11 +46,25 @@ struct TestSpec {
   std::optional<uint64_t> pids;        ///< pids.max; nullopt: no limit
 };
 
+/// A command run once before a spec's tests, e.g. to generate fixtures. It
+/// runs under its own limit like a test, and is skipped when every output
+/// exists and is newer than every input.
+struct Setup {
+  TestSpec command;                  ///< name "setup"; run, memory, timeout, cwd, env
+  std::vector<std::string> inputs;   ///< absolute paths
+  std::vector<std::string> outputs;  ///< absolute paths
+};
+
 /// A loaded spec file.
 struct Spec {
   std::string path;             ///< as given on the command line
+  std::optional<Setup> setup;
   std::vector<TestSpec> tests;  ///< in file order
 };
+
+/// Expands ${NAME} and ${NAME:-default} in `text` from `env`, then from
+/// memrun's own environment; an unset NAME without default expands to "".
+std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env);
 
 /// Defaults that apply when neither the test nor `defaults:` says otherwise.
 inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);

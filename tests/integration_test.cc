@@ -188,6 +188,55 @@ TEST_F(Host, AnInvalidSpecRunsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/report.json"));
 }
 
+TEST_F(Host, SetupRunsOnceUnderItsLimitAndOnlyWhenOutdated) {
+  dir.write("input", "");
+  std::string yaml = R"(
+setup:
+  run: echo ran >> count; {W} --touch 20MiB && touch out
+  memory: 64MiB
+  inputs: [input]
+  outputs: [out]
+tests:
+  - {name: t, run: 'test -f out', memory: 8MiB}
+)";
+  auto lines = [&] {
+    std::ifstream in(dir.path() + "/count");
+    int n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  };
+  auto first = run_spec(dir, yaml);
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_EQ(first.report["setups"].size(), 1u);
+  EXPECT_TRUE(first.report["setups"][0]["ran"]);
+  EXPECT_GE(first.report["setups"][0]["result"]["peak_bytes"], 20 * MiB);  // measured like a test
+  EXPECT_EQ(lines(), 1);
+  auto second = run_spec(dir, yaml);
+  EXPECT_FALSE(second.report["setups"][0]["ran"]);
+  EXPECT_NE(second.out.find("outputs up to date"), std::string::npos) << second.out;
+  EXPECT_EQ(lines(), 1);
+  // A newer input makes it run again.
+  std::filesystem::last_write_time(dir.path() + "/input",
+                                   std::filesystem::file_time_type::clock::now() + std::chrono::seconds(5));
+  auto third = run_spec(dir, yaml);
+  EXPECT_TRUE(third.report["setups"][0]["ran"]);
+  EXPECT_EQ(lines(), 2);
+}
+
+TEST_F(Host, AFailingSetupStopsTheRunClearly) {
+  auto run = run_spec(dir, R"(
+setup: {run: 'echo cannot make fixtures >&2; exit 4', memory: 16MiB}
+tests:
+  - {name: t, run: 'touch ran', memory: 8MiB}
+)");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.out.find("FAIL  setup of"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| cannot make fixtures"), std::string::npos) << run.out;
+  EXPECT_EQ(test_named(run, "t")["outcome"], "error");
+  EXPECT_NE(test_named(run, "t")["reason"].get<std::string>().find("the setup of"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran"));
+}
+
 TEST_F(Host, LogsAreFilesNotMemory) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'echo out; echo err >&2', memory: 8MiB}\n");
   const auto& t = test_named(run, "t");

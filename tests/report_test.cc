@@ -99,12 +99,14 @@ TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
   r.working_set_peak = 4ull << 20;
   decide(r, f.spec.tests[0]);
   EXPECT_EQ(r.working_set_peak, 61ull << 20);  // only the cache seen is taken off
-  EXPECT_EQ(r.headroom, 3ll << 20);
+  EXPECT_EQ(r.headroom_basis, "peak");         // 1 MiB of cache is no reason to estimate
+  EXPECT_EQ(r.headroom, 2ll << 20);
 }
 
 TEST(Report, JsonHasTheDocumentedFields) {
   Fixture f;
-  std::vector<Result> results{f.result(Outcome::oom, -1, 64ull << 20)};
+  RunResults results;
+  results.tests = {f.result(Outcome::oom, -1, 64ull << 20)};
   RunInfo info;
   info.backend = "v1";
   auto j = nlohmann::json::parse(json_report(info, results));

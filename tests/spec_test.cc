@@ -60,6 +60,40 @@ tests:
   EXPECT_FALSE(b.pids);
 }
 
+TEST(Spec, SpecLevelEnvAndSetup) {
+  ::setenv("MEMRUN_SPEC_TEST_SCALE", "0.5", 1);
+  Spec s = parse(R"(
+env:
+  SCALE: "${MEMRUN_SPEC_TEST_SCALE:-1}"
+  OTHER: "${MEMRUN_SPEC_TEST_UNSET:-fallback}"
+setup:
+  run: make-fixture
+  memory: 1GiB
+  inputs: [gen.py]
+  outputs: ["cache/f-${SCALE}.bin"]
+defaults:
+  env: {OTHER: from-defaults}
+tests:
+  - {name: t, run: x, memory: 8MiB}
+)");
+  ::unsetenv("MEMRUN_SPEC_TEST_SCALE");
+  ASSERT_TRUE(s.setup);
+  EXPECT_EQ(s.setup->command.name, "setup");
+  EXPECT_EQ(s.setup->command.memory, 1ull << 30);
+  EXPECT_EQ(s.setup->command.env.at("SCALE"), "0.5");
+  EXPECT_EQ(s.setup->inputs, std::vector<std::string>{"/tmp/gen.py"});
+  EXPECT_EQ(s.setup->outputs, std::vector<std::string>{"/tmp/cache/f-0.5.bin"});
+  EXPECT_EQ(s.tests[0].env.at("SCALE"), "0.5");
+  EXPECT_EQ(s.tests[0].env.at("OTHER"), "from-defaults");  // defaults win over spec env
+}
+
+TEST(Spec, ExpandVars) {
+  EXPECT_EQ(expand_vars("a-${X}-b", {{"X", "1"}}), "a-1-b");
+  EXPECT_EQ(expand_vars("${NOPE_NOT_SET:-d}", {}), "d");
+  EXPECT_EQ(expand_vars("${NOPE_NOT_SET}", {}), "");
+  EXPECT_EQ(expand_vars("$HOME and ${", {}), "$HOME and ${");
+}
+
 TEST(Spec, ExitCodeExpectation) {
   Spec s = parse("tests:\n  - {name: t, run: 'exit 3', memory: 8MiB, expect: 3}\n");
   EXPECT_EQ(s.tests[0].expect.kind, Expectation::exit_code);
@@ -115,7 +149,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"tests:\n  - {name: t, run: [], memory: 8MiB}\n", "'run' must be a shell command"},
         BadSpec{"tests:\n  - {name: t, run: '', memory: 8MiB}\n", "'run' is empty"},
         BadSpec{"defaults: {name: x}\ntests:\n  - {name: t, run: y, memory: 8MiB}\n", "belongs to each test, not to defaults"},
-        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, memory: 9MiB}\n", "'memory' is given twice"}));
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, memory: 9MiB}\n", "'memory' is given twice"},
+        BadSpec{"setup: {run: x, memory: 8MiB, output: [a]}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
+                "spec.yaml:1:31: unknown key 'output' in setup; did you mean 'outputs'?"},
+        BadSpec{"setup: {run: x}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "spec.yaml:1:8: the setup has no 'memory' limit"},
+        BadSpec{"setup: {run: x, memory: 8MiB, outputs: a}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
+                "'outputs' must be a list of paths"},
+        BadSpec{"env: [a]\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "'env' must be a mapping"}));
 
 }  // namespace
 }  // namespace memrun
