@@ -33,7 +33,9 @@ if [ "$FLAVOUR" = v2 ]; then
   mount -t sysfs sys /newroot/sys
   mount --bind /dev /newroot/dev
   mount -t cgroup2 none /newroot/sys/fs/cgroup || fail "cgroup2"
-  for d in tmp run dev/shm; do mount -t tmpfs tmpfs "/newroot/$d"; done
+  # /tmp stays the host's (through the overlay): the checkout may live there.
+  mkdir -p /newroot/dev/shm
+  for d in run dev/shm; do mount -t tmpfs tmpfs "/newroot/$d"; done
   chroot /newroot /bin/sh /memrun-vm-command.sh
   poweroff -f
 fi
@@ -42,6 +44,10 @@ fi
 # shell that started it, as a service would run memrun.
 etc=/newroot/etc/systemd/system
 cp /memrun-vm.service /memrun-vm.target "$etc/"
+# Debian's tmpfiles.d/tmp.conf empties /tmp at boot ("D"): the checkout may
+# live there, so /tmp is only created here, never cleaned.
+mkdir -p /newroot/etc/tmpfiles.d
+printf 'd /tmp 1777 root root -\nd /var/tmp 1777 root root -\n' > /newroot/etc/tmpfiles.d/tmp.conf
 # Only what the command needs: no timers, no gettys, no host services.
 for u in apparmor.service systemd-timesyncd.service systemd-pstore.service \
     getty@tty1.service serial-getty@ttyS0.service postgresql.service \
