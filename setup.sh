@@ -2,13 +2,16 @@
 # Set-up for a fresh Debian 12 machine, as root. Two commands:
 #   ./setup.sh run    install, build, and run the main job
 #   ./setup.sh test   install, build, and run every test (host and VMs)
+# and, for CI jobs that only need the binary: ./setup.sh build
 set -euo pipefail
 cd "$(dirname "$0")"
 
 build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
-  libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev)
+  libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev libpugixml-dev)
 # The VM tests boot Debian's kernel under qemu (tests/vm/).
 vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
+# xmllint checks the JUnit output against tests/junit.xsd.
+test_packages=(libxml2-utils "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -51,8 +54,12 @@ case "${1:-}" in
     install_duckdb
     exec build/memrun specs/parquet.yaml
     ;;
+  build)
+    install "${build_packages[@]}"
+    build
+    ;;
   test)
-    install "${build_packages[@]}" "${vm_packages[@]}"
+    install "${build_packages[@]}" "${test_packages[@]}"
     install_node
     build
     install_duckdb
@@ -60,7 +67,7 @@ case "${1:-}" in
     exec ctest --output-on-failure -j2
     ;;
   *)
-    echo "usage: ./setup.sh run|test" >&2
+    echo "usage: ./setup.sh run|test|build" >&2
     exit 2
     ;;
 esac

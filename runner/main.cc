@@ -9,7 +9,9 @@
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
+#include "runner/ci_report.h"
 #include "runner/doctor.h"
+#include "runner/merge.h"
 #include "runner/plan.h"
 #include "runner/report.h"
 #include "runner/run.h"
@@ -28,7 +30,16 @@ struct Options {
   std::string cgroup_parent;
   std::string run_dir = ".memrun";
   bool verbose = false;
+  std::string shard;        ///< --shard K/N
+  std::string timings;      ///< --timings: a previous JSON report
+  CiOutputs ci;             ///< --junit, --markdown
 };
+
+// Applies --shard and --timings to the selection.
+void shard_selection(const Options& o, Selection* selection) {
+  if (!o.timings.empty()) selection->timings = timings_from(read_report(o.timings));
+  if (!o.shard.empty()) parse_shard(o.shard, selection);
+}
 
 cgroup::Kind kind_of(const std::string& name) {
   if (name == "v2") return cgroup::Kind::v2;
@@ -42,8 +53,10 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths) {
   return specs;
 }
 
-int list(const std::vector<std::string>& paths, const Selection& selection) {
+int list(const std::vector<std::string>& paths, const Options& o) {
   auto specs = load_all(paths);
+  Selection selection = o.selection;
+  shard_selection(o, &selection);
   Plan plan = make_plan(specs, selection, "", "");
   for (const auto& p : plan.tests) {
     const TestSpec& t = *p.test;
@@ -53,12 +66,25 @@ int list(const std::vector<std::string>& paths, const Selection& selection) {
   return kExitOk;
 }
 
+int merge(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci) {
+  std::vector<nlohmann::ordered_json> reports;
+  for (const auto& p : paths) reports.push_back(read_report(p));
+  auto merged = merge_reports(reports, paths);
+  if (!output.empty()) write_atomically(output, merged.dump(2) + "\n");
+  write_ci_outputs(merged, ci);
+  const auto& s = merged["summary"];
+  fmt::print("merged {} reports: {} passed, {} failed\n", paths.size(), s["passed"].get<int>(), s["failed"].get<int>());
+  return exit_code_of(merged);
+}
+
 int run(const Options& o) {
   auto specs = load_all(o.specs);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;
-  Plan plan = make_plan(specs, o.selection, run_id, run_dir);
-  if (plan.tests.empty())
+  Selection selection = o.selection;
+  shard_selection(o, &selection);
+  Plan plan = make_plan(specs, selection, run_id, run_dir);
+  if (plan.tests.empty() && selection.shard_count == 0)
     throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
 
   auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
@@ -76,6 +102,8 @@ int run(const Options& o) {
   ::uname(&u);
   info.kernel = u.release;
   info.started = std::chrono::system_clock::now();
+  info.shard_index = selection.shard_index;
+  info.shard_count = selection.shard_count;
 
   size_t width = 4;
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
@@ -102,7 +130,9 @@ int run(const Options& o) {
   info.ended = std::chrono::system_clock::now();
   info.interrupted_by = run.interrupted_by;
   console.summary(run.tests, plan.tests.size(), info.interrupted_by);
-  if (!o.json.empty()) write_atomically(o.json, json_report(info, run));
+  auto report = json_report(info, run);
+  if (!o.json.empty()) write_atomically(o.json, report.dump(2) + "\n");
+  write_ci_outputs(report, o.ci);
   if (info.interrupted_by) return 128 + info.interrupted_by;
   return exit_code_for(run.tests, plan.tests.size());
 }
@@ -133,6 +163,10 @@ int main(int argc, char** argv) {
                  "make the run's cgroups below this cgroup (default: memrun's own)");
   app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)");
   app.add_flag("-v,--verbose", o.verbose, "say where cgroups are made");
+  app.add_option("--junit", o.ci.junit, "write JUnit XML (for CI test tabs) to this file");
+  app.add_option("--markdown", o.ci.markdown, "write a Markdown table of the verdicts to this file");
+  app.add_option("--shard", o.shard, "run only shard K of N (K/N, 1-based), for CI matrix jobs");
+  app.add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
 
   auto* doctor_cmd = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
   doctor_cmd->fallthrough();  // --backend, --cgroup-parent
@@ -141,6 +175,15 @@ int main(int argc, char** argv) {
   list_cmd->add_option("spec", list_specs, "YAML spec files")->required()->check(CLI::ExistingPath);
   list_cmd->add_option("--filter", o.selection.filter, "only tests whose name matches this regex");
   list_cmd->add_option("--tag", o.selection.tags, "only tests with one of these tags");
+  list_cmd->add_option("--shard", o.shard, "only shard K of N (K/N)");
+  list_cmd->add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
+  auto* merge_cmd = app.add_subcommand("merge", "merge the JSON reports of shards into one (and its JUnit/Markdown)");
+  std::vector<std::string> merge_inputs;
+  std::string merge_output;
+  merge_cmd->add_option("report", merge_inputs, "JSON reports of the shards")->required()->check(CLI::ExistingFile);
+  merge_cmd->add_option("-o,--output", merge_output, "write the merged JSON report here");
+  merge_cmd->add_option("--junit", o.ci.junit, "write the merged JUnit XML here");
+  merge_cmd->add_option("--markdown", o.ci.markdown, "write the merged Markdown table here");
   app.require_subcommand(0, 1);
 
   try {
@@ -157,7 +200,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (*doctor_cmd) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
-    if (*list_cmd) return list(list_specs, o.selection);
+    if (*list_cmd) return list(list_specs, o);
+    if (*merge_cmd) return merge(merge_inputs, merge_output, o.ci);
     if (o.specs.empty()) {
       fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
       return kExitUsage;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <regex>
 
@@ -20,9 +21,9 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
   } catch (const std::regex_error& e) {
     throw Error(kExitUsage, "--filter '" + selection.filter + "' is not a valid regular expression: " + e.what());
   }
-  Plan plan{run_id, run_dir, {}};
-  for (const auto& spec : specs) {
-    size_t before = plan.tests.size();
+  // Selection first, over all specs; the shard is cut from the selected.
+  std::vector<std::pair<const Spec*, const TestSpec*>> selected;
+  for (const auto& spec : specs)
     for (const auto& test : spec.tests) {
       if (!selection.filter.empty() && !std::regex_search(test.name, filter)) continue;
       if (!selection.tags.empty() &&
@@ -30,6 +31,23 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
             return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
           }))
         continue;
+      selected.push_back({&spec, &test});
+    }
+  if (selection.shard_count > 0) {
+    std::vector<std::string> names;
+    for (const auto& [spec, test] : selected) names.push_back(test->name);
+    auto shard = assign_shards(names, selection.shard_count, selection.timings);
+    std::vector<std::pair<const Spec*, const TestSpec*>> mine;
+    for (size_t i = 0; i < selected.size(); ++i)
+      if (shard[i] == selection.shard_index - 1) mine.push_back(selected[i]);
+    selected = mine;
+  }
+  Plan plan{run_id, run_dir, {}, {}};
+  for (const auto& spec : specs) {
+    size_t before = plan.tests.size();
+    for (const auto& [owner, t] : selected) {
+      if (owner != &spec) continue;
+      const TestSpec& test = *t;
       // The sequence number keeps names unique across specs and keeps a
       // test named like a control file ("memory.max") from colliding.
       std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, test.name);
@@ -43,6 +61,45 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
     }
   }
   return plan;
+}
+
+void parse_shard(const std::string& text, Selection* selection) {
+  int k = 0, n = 0;
+  char extra;
+  if (std::sscanf(text.c_str(), "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 1 || k > n)
+    throw Error(kExitUsage, "--shard '" + text + "' must be K/N with 1 <= K <= N, e.g. --shard 2/3");
+  selection->shard_index = k;
+  selection->shard_count = n;
+}
+
+std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+                               const std::map<std::string, double>& timings) {
+  std::vector<size_t> order(names.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<int> shard(names.size(), 0);
+  if (timings.empty()) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return names[a] < names[b]; });
+    for (size_t i = 0; i < order.size(); ++i) shard[order[i]] = static_cast<int>(i % count);
+    return shard;
+  }
+  double known = 0;
+  for (const auto& [name, s] : timings) known += s;
+  double fallback = known / static_cast<double>(timings.size());
+  auto cost = [&](size_t i) {
+    auto it = timings.find(names[i]);
+    return it == timings.end() ? fallback : it->second;
+  };
+  // Longest processing time first: near-optimal and stable under ties.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cost(a) != cost(b) ? cost(a) > cost(b) : names[a] < names[b];
+  });
+  std::vector<double> load(count, 0);
+  for (size_t i : order) {
+    int least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    shard[i] = least;
+    load[least] += cost(i);
+  }
+  return shard;
 }
 
 std::string new_run_id() {

@@ -2,6 +2,7 @@
 // and log names. Pure data: building a plan touches nothing on the host.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,22 @@ namespace memrun {
 struct Selection {
   std::string filter;             ///< --filter: ECMAScript regex searched in names
   std::vector<std::string> tags;  ///< --tag: a test needs any one of them
+  int shard_index = 0;            ///< --shard K/N: K (1-based); 0 without
+  int shard_count = 0;            ///< N
+  /// Seconds per test name from a previous report (--timings): shards are
+  /// balanced by them, longest first.
+  std::map<std::string, double> timings;
 };
+
+/// Parses "K/N" (1 <= K <= N). Throws Error(kExitUsage) otherwise.
+void parse_shard(const std::string& text, Selection* selection);
+
+/// Which shard (0-based) each of `names` belongs to, out of `count`. Without
+/// timings: the i-th name in sorted order goes to shard i mod count. With
+/// timings: longest first, each to the least loaded shard (a test without a
+/// timing counts as the mean of the known ones). Deterministic either way.
+std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+                               const std::map<std::string, double>& timings);
 
 /// One test to run.
 struct PlannedTest {

@@ -36,10 +36,23 @@ std::string breakdown_text(const cgroup::Breakdown& b) {
                      format_size(b.sock));
 }
 
+// The last lines of a test's stderr, then of its stdout.
+std::string both_tails(const PlannedTest& p) {
+  std::string out;
+  for (const auto& path : {p.stderr_path, p.stdout_path}) {
+    std::string tail = log_tail(path, 10);
+    if (!tail.empty()) out += (out.empty() ? "" : "\n") + tail;
+  }
+  return out;
+}
+
 nlohmann::ordered_json test_json(const Result& r) {
   const PlannedTest& p = *r.planned;
   const TestSpec& t = *p.test;
   auto null_if = [](bool cond, auto v) { return cond ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
+  auto when = [](std::chrono::system_clock::time_point t) {
+    return t == std::chrono::system_clock::time_point{} ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(iso(t));
+  };
   return {
       {"name", t.name},
       {"spec", p.spec->path},
@@ -76,8 +89,11 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"pressure_us", r.kernel.pressure_us},
       {"stdout", p.stdout_path},
       {"stderr", p.stderr_path},
-      {"started", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(iso(r.started))},
-      {"ended", r.outcome == Outcome::interrupted && r.duration_s == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(iso(r.ended))},
+      {"started", when(r.started)},
+      {"ended", when(r.ended)},
+      // Self-contained for CI outputs made elsewhere (memrun merge): the
+      // end of the logs of a test that did not pass.
+      {"log_tail", r.passed ? "" : both_tails(p)},
   };
 }
 
@@ -160,7 +176,7 @@ void Console::summary(const std::vector<Result>& results, size_t planned, int in
   if (interrupted_by) fmt::print(out_, "memrun was interrupted by {}\n", strsignal(interrupted_by));
 }
 
-std::string json_report(const RunInfo& info, const RunResults& run) {
+nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
   const auto& results = run.tests;
   nlohmann::ordered_json tests = nlohmann::ordered_json::array(), setups = nlohmann::ordered_json::array();
   size_t passed = 0;
@@ -182,11 +198,13 @@ std::string json_report(const RunInfo& info, const RunResults& run) {
       {"ended", iso(info.ended)},
       {"interrupted_by", info.interrupted_by ? nlohmann::ordered_json(strsignal(info.interrupted_by)) : nlohmann::ordered_json(nullptr)},
       {"host", {{"kernel", info.kernel}, {"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"cgroup_path", info.cgroup_path}}},
+      {"shard", info.shard_count ? nlohmann::ordered_json({{"index", info.shard_index}, {"count", info.shard_count}})
+                                 : nlohmann::ordered_json(nullptr)},
       {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
       {"setups", setups},
       {"tests", tests},
   };
-  return j.dump(2) + "\n";
+  return j;
 }
 
 void write_atomically(const std::string& path, const std::string& text) {

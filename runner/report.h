@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct RunInfo {
   std::string kernel;  ///< uname -r
   std::chrono::system_clock::time_point started, ended;
   int interrupted_by = 0;  ///< signal number, 0 if none
+  int shard_index = 0, shard_count = 0;  ///< --shard K/N; 0/0 without
 };
 
 /// Console output; colour only when enabled.
@@ -45,8 +47,8 @@ class Console {
 /// True when stdout is a TTY and NO_COLOR is unset.
 bool want_color(std::FILE* out);
 
-/// The JSON report as text.
-std::string json_report(const RunInfo& info, const RunResults& results);
+/// The JSON report (docs/report.md).
+nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& results);
 
 /// Writes `text` to `path` atomically (a temp file in the same folder, then
 /// rename), so a reader never sees half a report; a non-regular target such

@@ -109,7 +109,7 @@ TEST(Report, JsonHasTheDocumentedFields) {
   results.tests = {f.result(Outcome::oom, -1, 64ull << 20)};
   RunInfo info;
   info.backend = "v1";
-  auto j = nlohmann::json::parse(json_report(info, results));
+  auto j = json_report(info, results);
   EXPECT_EQ(j["schema"], "memrun-report/1");
   EXPECT_EQ(j["host"]["backend"], "v1");
   const auto& t = j["tests"][0];

@@ -1,0 +1,150 @@
+// Sharding, merging and the CI formats, from reports built in memory; the
+// real-run counterparts are in ci_test.cc.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+
+#include "cgroup/error.h"
+#include "runner/ci_report.h"
+#include "runner/merge.h"
+#include "runner/plan.h"
+
+namespace memrun {
+namespace {
+
+TEST(Shards, EveryTestInExactlyOneShardAndStableByName) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back("t" + std::to_string(i));
+  auto a = assign_shards(names, 3, {});
+  std::vector<std::string> reversed(names.rbegin(), names.rend());
+  auto b = assign_shards(reversed, 3, {});
+  std::map<int, int> sizes;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSERT_GE(a[i], 0);
+    ASSERT_LT(a[i], 3);
+    ++sizes[a[i]];
+    EXPECT_EQ(a[i], b[names.size() - 1 - i]) << "the order of the spec must not matter";
+  }
+  EXPECT_EQ(sizes, (std::map<int, int>{{0, 4}, {1, 3}, {2, 3}}));
+}
+
+TEST(Shards, TimingsBalanceLongestFirst) {
+  std::vector<std::string> names{"a", "b", "c", "d", "e"};
+  std::map<std::string, double> t{{"a", 10}, {"b", 6}, {"c", 5}, {"d", 4}, {"e", 1}};
+  auto s = assign_shards(names, 2, t);
+  double load[2] = {0, 0};
+  for (size_t i = 0; i < names.size(); ++i) load[s[i]] += t[names[i]];
+  EXPECT_EQ(s[0], 0);                    // the longest goes first, to shard 1
+  EXPECT_LE(std::abs(load[0] - load[1]), 4.0);  // 13 vs 13 for LPT here
+}
+
+TEST(Shards, ParseRejectsNonsense) {
+  Selection s;
+  parse_shard("2/3", &s);
+  EXPECT_EQ(s.shard_index, 2);
+  EXPECT_EQ(s.shard_count, 3);
+  for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/2x"}) EXPECT_THROW(parse_shard(bad, &s), Error) << bad;
+}
+
+nlohmann::ordered_json report(int k, int n, std::vector<std::pair<std::string, bool>> tests) {
+  nlohmann::ordered_json r = {{"schema", "memrun-report/1"},
+                              {"started", "2026-11-30T10:00:0" + std::to_string(k) + ".000Z"},
+                              {"ended", "2026-11-30T10:01:0" + std::to_string(k) + ".000Z"},
+                              {"interrupted_by", nullptr},
+                              {"host", {{"backend", "v1"}, {"kernel", "6.1"}}},
+                              {"shard", {{"index", k}, {"count", n}}},
+                              {"tests", nlohmann::ordered_json::array()}};
+  for (auto& [name, passed] : tests)
+    r["tests"].push_back({{"name", name}, {"spec", "s.yaml"}, {"line", 3}, {"passed", passed},
+                          {"outcome", passed ? "pass" : "oom"}, {"limit_bytes", 64 << 20}, {"peak_bytes", 64 << 20},
+                          {"headroom_bytes", 0}, {"headroom_pct", 0.0}, {"reason", "expected pass, got oom"},
+                          {"duration_s", 1.5}});
+  return r;
+}
+
+std::string merge_error(const std::vector<nlohmann::ordered_json>& rs) {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < rs.size(); ++i) paths.push_back("r" + std::to_string(i + 1) + ".json");
+  try {
+    merge_reports(rs, paths);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Merge, CombinesShardsIntoTheWholeRun) {
+  auto m = merge_reports({report(2, 2, {{"b", false}}), report(1, 2, {{"a", true}})}, {"x", "y"});
+  EXPECT_EQ(m["summary"]["total"], 2);
+  EXPECT_EQ(m["summary"]["failed"], 1);
+  EXPECT_EQ(m["tests"][0]["name"], "a");  // shard order
+  EXPECT_TRUE(m["shard"].is_null());
+  EXPECT_EQ(m["started"], "2026-11-30T10:00:01.000Z");
+  EXPECT_EQ(m["ended"], "2026-11-30T10:01:02.000Z");
+  EXPECT_EQ(exit_code_of(m), 1);
+}
+
+TEST(Merge, SaysWhatIsWrong) {
+  EXPECT_NE(merge_error({report(1, 3, {{"a", true}}), report(3, 3, {{"c", true}})}).find("shard 2/3 is missing"),
+            std::string::npos);
+  EXPECT_NE(merge_error({report(1, 2, {{"a", true}}), report(2, 2, {{"a", true}})}).find("'a' of s.yaml appears twice"),
+            std::string::npos);
+  EXPECT_NE(merge_error({report(1, 2, {{"a", true}}), report(1, 2, {{"b", true}})}).find("shard 1/2 comes twice"),
+            std::string::npos);
+  EXPECT_NE(merge_error({report(1, 2, {{"a", true}}), report(2, 3, {{"b", true}})}).find("of 2 shards"),
+            std::string::npos);
+}
+
+TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
+  auto r = report(1, 1, {{"a, b: c", false}, {"ok", true}});
+  r["tests"][0]["line"] = 12;
+  std::string out = github_annotations(r);
+  EXPECT_EQ(out,
+            "::error file=s.yaml,line=12,title=memrun%3A a%2C b%3A c::OOM-killed at 64.0 MiB "
+            "(peak 64.0 MiB of 64.0 MiB, headroom 0 B)\n");
+}
+
+TEST(CiFormats, MarkdownTable) {
+  std::string md = markdown_table(merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"}));
+  EXPECT_NE(md.find("| ✅ pass | `a` | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ❌ FAIL | `b` | oom |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos) << md;
+}
+
+// The CI examples the README points to: valid YAML, and they shard, keep
+// each report and merge them.
+TEST(CiExamples, GithubActionsWorkflow) {
+  YAML::Node w = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/github-actions.yml");
+  auto matrix = w["jobs"]["memory"]["strategy"]["matrix"]["shard"];
+  ASSERT_TRUE(matrix.IsSequence());
+  std::string n = std::to_string(matrix.size());
+  bool sharded = false, uploaded = false;
+  for (const auto& step : w["jobs"]["memory"]["steps"]) {
+    if (step["run"] && step["run"].as<std::string>().find("--shard ${{ matrix.shard }}/" + n) != std::string::npos)
+      sharded = true;
+    if (step["uses"] && step["uses"].as<std::string>().rfind("actions/upload-artifact", 0) == 0) uploaded = true;
+  }
+  EXPECT_TRUE(sharded);
+  EXPECT_TRUE(uploaded);
+  EXPECT_EQ(w["jobs"]["merge"]["needs"].as<std::string>(), "memory");
+  bool merged = false;
+  for (const auto& step : w["jobs"]["merge"]["steps"])
+    if (step["run"] && step["run"].as<std::string>().find("memrun merge memrun-1.json") != std::string::npos)
+      merged = true;
+  EXPECT_TRUE(merged);
+}
+
+TEST(CiExamples, GitlabCi) {
+  YAML::Node g = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/gitlab-ci.yml");
+  EXPECT_EQ(g["memory"]["parallel"].as<int>(), 3);
+  std::string script;
+  for (const auto& line : g["memory"]["script"]) script += line.as<std::string>();
+  EXPECT_NE(script.find("--shard ${CI_NODE_INDEX}/${CI_NODE_TOTAL}"), std::string::npos);
+  EXPECT_EQ(g["memory"]["artifacts"]["reports"]["junit"].as<std::string>(), "memrun-*.xml");
+  EXPECT_EQ(g["memory-merge"]["needs"][0].as<std::string>(), "memory");
+}
+
+}  // namespace
+}  // namespace memrun

@@ -1,0 +1,114 @@
+// memrun in CI matrix jobs, with the real binary: JUnit checked by a real
+// XML schema validator (xmllint), shards that add up to the full run, merged
+// reports, GitHub annotations.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+const char* kMixed = R"(tests:
+  - {name: passes, run: 'true', memory: 16MiB}
+  - {name: ooms, run: [{W}, --touch, 100MiB], memory: 32MiB}
+  - {name: times-out, run: 'sleep 5', memory: 16MiB, timeout: 300ms}
+  - {name: cannot-start, run: [no-such-program-anywhere], memory: 16MiB}
+  - {name: fails, run: 'echo "<broken & bad>" >&2; exit 2', memory: 16MiB}
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Ci : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
+  Scratch dir;
+};
+
+TEST_F(Ci, JunitValidatesAgainstTheSchema) {
+  std::string xml = dir.path() + "/junit.xml";
+  auto run = run_spec(dir, kMixed, {"--junit", xml});
+  EXPECT_EQ(run.exit_code, 1);
+  auto check = run_program({"xmllint", "--noout", "--schema", std::string(SOURCE_DIR) + "/tests/junit.xsd", xml});
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  std::string text = slurp(xml);
+  EXPECT_NE(text.find("tests=\"5\" failures=\"3\" errors=\"1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("<failure message=\"OOM-killed at 32.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("type=\"timeout\""), std::string::npos);
+  EXPECT_NE(text.find("<error message=\"command not found"), std::string::npos);
+  EXPECT_NE(text.find("&lt;broken &amp; bad&gt;"), std::string::npos) << "the log tail, escaped";
+  EXPECT_NE(text.find("<property name=\"limit_bytes\" value=\"33554432\""), std::string::npos);
+}
+
+// name -> passed, from a report's tests
+std::map<std::string, bool> verdicts(const nlohmann::json& report) {
+  std::map<std::string, bool> out;
+  for (const auto& t : report["tests"]) out[t["name"]] = t["passed"];
+  return out;
+}
+
+TEST_F(Ci, ShardsAddUpToTheFullRunAndMergeToItsVerdicts) {
+  std::string yaml = "tests:\n";
+  for (int i = 1; i <= 7; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'true', memory: 16MiB}\n";
+  yaml += "  - {name: big, run: [{W}, --touch, 64MiB], memory: 32MiB}\n";
+  auto full = run_spec(dir, yaml);
+  ASSERT_EQ(full.report["tests"].size(), 8u);
+  std::vector<std::string> reports;
+  std::multiset<std::string> seen;
+  for (int k = 1; k <= 3; ++k) {
+    std::string path = dir.path() + "/shard" + std::to_string(k) + ".json";
+    auto shard = run_spec(dir, yaml, {"--shard", std::to_string(k) + "/3"});
+    ASSERT_TRUE(shard.report.contains("tests")) << shard.out << shard.err;
+    EXPECT_EQ(shard.report["shard"]["index"], k);
+    for (const auto& t : shard.report["tests"]) seen.insert(t["name"]);
+    std::ofstream(path) << shard.report.dump();
+    reports.push_back(path);
+    // `memrun list --shard` shows the same partition.
+    auto list = run_memrun({"list", dir.path() + "/spec.yaml", "--shard", std::to_string(k) + "/3"});
+    for (const auto& t : shard.report["tests"])
+      EXPECT_NE(list.out.find("  " + t["name"].get<std::string>() + "  "), std::string::npos) << list.out;
+  }
+  EXPECT_EQ(seen.size(), 8u);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 8u) << "a test ran in two shards";
+  std::string merged = dir.path() + "/merged.json";
+  std::vector<std::string> args{"merge"};
+  args.insert(args.end(), reports.begin(), reports.end());
+  for (const auto& a : {std::string("-o"), merged}) args.push_back(a);
+  auto m = run_memrun(args);
+  EXPECT_EQ(m.exit_code, full.exit_code) << m.out << m.err;
+  auto merged_report = nlohmann::json::parse(slurp(merged));
+  EXPECT_EQ(verdicts(merged_report), verdicts(full.report));
+  // And a missing shard is named.
+  auto partial = run_memrun({"merge", reports[0], reports[2], "-o", dir.path() + "/partial.json"});
+  EXPECT_EQ(partial.exit_code, 2);
+  EXPECT_NE(partial.err.find("shard 2/3 is missing"), std::string::npos) << partial.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/partial.json"));
+}
+
+TEST_F(Ci, GithubActionsAnnotationPointsAtTheTestsLine) {
+  std::string summary = dir.path() + "/summary.md";
+  std::ofstream(summary) << "earlier step output\n";
+  auto run = run_spec_with(dir, kMixed,
+                           {"env", "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, memrun_bin()});
+  std::string spec = dir.path() + "/spec.yaml";
+  EXPECT_NE(run.out.find("::error file=" + spec + ",line=3,title=memrun%3A ooms::OOM-killed at 32.0 MiB"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("title=memrun%3A passes"), std::string::npos);
+  std::string md = slurp(summary);
+  EXPECT_EQ(md.rfind("earlier step output\n", 0), 0u) << "the summary is appended to";
+  EXPECT_NE(md.find("| ❌ FAIL | `ooms` | oom |"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace memrun::testing
