@@ -113,7 +113,7 @@ class Backend {
 };
 
 /// Which backend --backend asked for.
-enum class Kind { automatic, v2, v1 };
+enum class Kind { automatic, v2, v1, systemd };
 
 /// Options for opening a backend.
 struct OpenOptions {
@@ -146,6 +146,16 @@ std::unique_ptr<Backend> open_v2(const std::string& parent,
                                  const std::string& run_name);
 std::unique_ptr<Backend> open_v1(const std::string& parent,
                                  const std::string& run_name);
+/// A transient scope from the systemd manager (the user's when not root),
+/// with cgroup v2 groups below it. `run_name` names the scope.
+std::unique_ptr<Backend> open_systemd(const std::string& run_name);
+
+/// Whether the systemd backend can work here (a reachable manager, cgroup v2,
+/// memory delegated); used by check().
+Verdict check_systemd();
+
+/// The controllers the systemd manager can hand to a scope of this user.
+std::string delegated_controllers();
 
 /// The smallest finite limit among `dir` and its ancestors up to `top`, for
 /// the file `limit_file`; UINT64_MAX when none is set.

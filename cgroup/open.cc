@@ -78,8 +78,13 @@ Verdict check(const OpenOptions& options) {
   switch (options.kind) {
     case Kind::v2: return check_v2(options.parent);
     case Kind::v1: return check_v1(options.parent);
+    case Kind::systemd: return check_systemd();
     case Kind::automatic: break;
   }
+  // Without root, a cgroup of one's own comes from systemd (delegation);
+  // with --cgroup-parent the user names a delegated cgroup themselves.
+  if (::geteuid() != 0 && options.parent.empty() && host().mode == Mode::unified && host().systemd_pid1)
+    return check_systemd();
   // cgroup v2 first: it has memory.peak, memory.events and cgroup.kill.
   Verdict v2 = check_v2(options.parent);
   if (v2.problem.empty()) return v2;
@@ -94,6 +99,7 @@ std::unique_ptr<Backend> open(const OpenOptions& options) {
   if (!v.problem.empty())
     throw Error(kExitNoEnforce, "memory limits cannot be enforced (backend " + v.backend +
                                     "): " + v.problem + ".\n  fix: " + v.fix);
+  if (v.backend == "systemd") return open_systemd(options.run_name);
   if (v.backend == "v2") return open_v2(v.parent, options.run_name);
   return open_v1(v.parent, options.run_name);
 }

@@ -50,6 +50,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   cgroup::Verdict v = cgroup::check(options);
   row("backend", v.backend + (options.kind == cgroup::Kind::automatic ? " (auto)" : ""));
   row("groups made in", v.parent.empty() ? "-" : v.parent);
+  if (v.backend == "systemd") row("delegated", cgroup::delegated_controllers() + " (memory is needed)");
   if (!v.problem.empty()) {
     fmt::print(out, "\ncannot enforce memory limits: {}.\n  fix: {}\n", v.problem, v.fix);
     return kExitNoEnforce;
@@ -63,6 +64,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     auto group = backend->create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
     const std::string& dir = group->path();
     bool v2 = backend->name() != "v1";
+    if (backend->name() == "systemd") row("run cgroup", backend->run_path());
     auto has = [&](const char* f) { return fs::exists(dir + "/" + f); };
     uint64_t got = fs::read_u64(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")).value_or(0);
     row("peak", v2 ? yes_no(has("memory.peak"), "no memory.peak (before 5.19): memrun samples the peak")

@@ -44,6 +44,7 @@ void shard_selection(const Options& o, Selection* selection) {
 cgroup::Kind kind_of(const std::string& name) {
   if (name == "v2") return cgroup::Kind::v2;
   if (name == "v1") return cgroup::Kind::v1;
+  if (name == "systemd") return cgroup::Kind::systemd;
   return cgroup::Kind::automatic;
 }
 
@@ -157,8 +158,10 @@ int main(int argc, char** argv) {
   app.add_option("--filter", o.selection.filter, "run only tests whose name matches this regex");
   app.add_option("--tag", o.selection.tags, "run only tests with one of these tags (repeatable)");
   app.add_flag("--fail-fast", o.fail_fast, "stop after the first test that does not pass");
-  app.add_option("--backend", o.backend, "auto (v2 where it has the memory controller, else v1), v2 or v1")
-      ->check(CLI::IsMember({"auto", "v2", "v1"}));
+  app.add_option("--backend", o.backend,
+                 "auto: without root on a systemd host, systemd; else v2 where it has the memory "
+                 "controller, else v1. Or v2, v1, systemd")
+      ->check(CLI::IsMember({"auto", "v2", "v1", "systemd"}));
   app.add_option("--cgroup-parent", o.cgroup_parent,
                  "make the run's cgroups below this cgroup (default: memrun's own)");
   app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)");

@@ -51,14 +51,16 @@ RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cw
   return run_program(argv, cwd);
 }
 
-RunOutput run_program(const std::vector<std::string>& args, const std::string& cwd) {
-  Scratch io;
-  std::string out = io.path() + "/out", err = io.path() + "/err";
+Started start_program(const std::vector<std::string>& args, const std::string& cwd) {
+  Started st;
+  st.io = std::make_shared<Scratch>();
+  st.out_path = st.io->path() + "/out";
+  st.err_path = st.io->path() + "/err";
   pid_t pid = ::fork();
   if (pid == 0) {
     int in = ::open("/dev/null", O_RDONLY);
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int o = ::open(st.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(st.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(in, 0);
     ::dup2(o, 1);
     ::dup2(e, 2);
@@ -69,13 +71,22 @@ RunOutput run_program(const std::vector<std::string>& args, const std::string& c
     ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
+  st.pid = pid;
+  return st;
+}
+
+RunOutput finish_program(const Started& st) {
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  ::waitpid(st.pid, &status, 0);
   RunOutput r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
+  r.out = slurp(st.out_path);
+  r.err = slurp(st.err_path);
   return r;
+}
+
+RunOutput run_program(const std::vector<std::string>& args, const std::string& cwd) {
+  return finish_program(start_program(args, cwd));
 }
 
 RunOutput run_spec(const Scratch& dir, const std::string& yaml, const std::vector<std::string>& extra) {

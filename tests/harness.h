@@ -2,6 +2,7 @@
 // scratch folder and read back its JSON report.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,6 +31,19 @@ struct RunOutput {
 
 /// Runs `argv` (stdin /dev/null), waiting for it to end.
 RunOutput run_program(const std::vector<std::string>& argv, const std::string& cwd = ".");
+
+/// A program started in the background (start_program), to be signalled.
+struct Started {
+  int pid = -1;
+  std::string out_path, err_path;
+  std::shared_ptr<Scratch> io;
+};
+
+/// Starts `argv` without waiting for it.
+Started start_program(const std::vector<std::string>& argv, const std::string& cwd = ".");
+
+/// Waits for a started program and collects what it did.
+RunOutput finish_program(const Started& started);
 
 /// Runs memrun with `args`.
 RunOutput run_memrun(const std::vector<std::string>& args, const std::string& cwd = ".");

@@ -1,0 +1,218 @@
+// The systemd backend: for users without root, and for hosts where systemd
+// owns the cgroup tree. memrun asks the service manager (the user manager
+// when not root, the system manager when root) over D-Bus for one
+// transient scope per run, `memrun-<run>.scope`, with itself in it and
+// Delegate=yes; below the scope it manages the per-test groups with the v2
+// code. One round trip per run, none per test.
+//
+// systemd rules this file obeys (systemd.scope(5), systemd.resource-control(5),
+// "Control Group APIs and Delegation" in systemd's docs):
+// - A process may only be moved between cgroups of a delegated subtree it
+//   owns; the scope is that subtree. Its controllers are what the manager
+//   delegates: the user manager passes on only those listed in
+//   user@.service's Delegate= (Debian 12: cpu memory pids).
+// - OOMPolicy= (scopes since 252) decides whether an OOM kill inside the
+//   scope stops it. A test's OOM must not stop the scope, which holds
+//   memrun: OOMPolicy=continue (the default with Delegate=yes, set anyway).
+// - A scope ends when its last process exits, and CollectMode=
+//   inactive-or-failed has systemd forget it even when it failed: memrun
+//   leaves no unit behind, whether it exits or is killed.
+// - JobRemoved may arrive before the reply to StartTransientUnit, so every
+//   removed job is recorded and the one of our job looked up after.
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+namespace {
+
+bool root() { return ::geteuid() == 0; }
+
+std::string runtime_dir() {
+  const char* x = std::getenv("XDG_RUNTIME_DIR");
+  return x && *x ? x : "/run/user/" + std::to_string(::getuid());
+}
+
+/// The manager's own cgroup directory: the user manager's user@UID.service,
+/// or the root for the system manager. Its cgroup.controllers are what a
+/// scope of ours can get.
+std::string manager_cgroup() {
+  const Host& h = host();
+  if (root()) return h.v2_mount;
+  std::string uid = std::to_string(::getuid());
+  return h.v2_mount + "/user.slice/user-" + uid + ".slice/user@" + uid + ".service";
+}
+
+std::string delegate_fix() {
+  std::string uid = std::to_string(::getuid());
+  return "as root, delegate memory to user managers: mkdir -p /etc/systemd/system/user@.service.d && "
+         "printf '[Service]\\nDelegate=pids memory\\n' > /etc/systemd/system/user@.service.d/memrun-delegate.conf"
+         " && systemctl daemon-reload && systemctl restart user@" + uid +
+         ".service (or log in again). Check too that no slice above it sets DisableControllers=memory "
+         "(systemctl show -p DisableControllers user-" + uid + ".slice user.slice)";
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Connects to the manager: the bus first, then its private socket (which
+// works without a D-Bus daemon, as systemctl does).
+sd_bus* connect_manager(std::string* why) {
+  sd_bus* bus = nullptr;
+  int r = root() ? sd_bus_open_system(&bus) : sd_bus_open_user(&bus);
+  if (r >= 0) return bus;
+  std::string address = "unix:path=" + (root() ? std::string("/run/systemd") : runtime_dir() + "/systemd") + "/private";
+  if (sd_bus_new(&bus) >= 0 && sd_bus_set_address(bus, address.c_str()) >= 0 && sd_bus_start(bus) >= 0) return bus;
+  sd_bus_unref(bus);
+  *why = std::string("cannot reach the systemd ") + (root() ? "system" : "user") + " manager (" +
+         std::strerror(-r) + ")";
+  return nullptr;
+}
+
+struct Jobs {
+  std::map<std::string, std::string> removed;  // job path -> result
+};
+
+int on_job_removed(sd_bus_message* m, void* userdata, sd_bus_error*) {
+  uint32_t id;
+  const char *path, *unit, *result;
+  if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) >= 0)
+    static_cast<Jobs*>(userdata)->removed[path] = result;
+  return 0;
+}
+
+class SystemdBackend : public Backend {
+ public:
+  SystemdBackend(const std::string& run_name) {
+    std::string why;
+    bus_ = connect_manager(&why);
+    if (!bus_) throw Error(kExitNoEnforce, why + ".\n  fix: run memrun from a login session, or as root");
+    unit_ = run_name + ".scope";
+    // Subscribe before starting, so that the job's end cannot be missed.
+    Jobs jobs;
+    sd_bus_slot* slot = nullptr;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_match_signal(bus_, &slot, nullptr, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                        "JobRemoved", on_job_removed, &jobs);
+    sd_bus_call_method(bus_, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                       "org.freedesktop.systemd1.Manager", "Subscribe", &error, nullptr, "");
+    sd_bus_error_free(&error);
+
+    sd_bus_message *m = nullptr, *reply = nullptr;
+    int r = sd_bus_message_new_method_call(bus_, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+    std::string description = "memrun run " + run_name;
+    if (r >= 0) r = sd_bus_message_append(m, "ss", unit_.c_str(), "fail");
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(sv)");
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Description", "s", description.c_str());
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "PIDs", "au", 1, static_cast<uint32_t>(::getpid()));
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Delegate", "b", 1);
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "OOMPolicy", "s", "continue");
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "CollectMode", "s", "inactive-or-failed");
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_append(m, "a(sa(sv))", 0);
+    if (r >= 0) r = sd_bus_call(bus_, m, 0, &error, &reply);
+    sd_bus_message_unref(m);
+    if (r < 0) {
+      std::string msg = error.message ? error.message : std::strerror(-r);
+      sd_bus_error_free(&error);
+      sd_bus_slot_unref(slot);
+      throw Error(kExitNoEnforce, "systemd refused the scope " + unit_ + ": " + msg);
+    }
+    const char* job = nullptr;
+    sd_bus_message_read(reply, "o", &job);
+    std::string job_path = job ? job : "";
+    sd_bus_message_unref(reply);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!jobs.removed.count(job_path) && std::chrono::steady_clock::now() < deadline) {
+      if (sd_bus_process(bus_, nullptr) > 0) continue;
+      sd_bus_wait(bus_, 100000);
+    }
+    sd_bus_slot_unref(slot);
+    auto it = jobs.removed.find(job_path);
+    if (it == jobs.removed.end() || it->second != "done")
+      throw Error(kExitNoEnforce, "systemd did not start the scope " + unit_ + ": " +
+                                      (it == jobs.removed.end() ? "no answer within 30s" : "job " + it->second));
+
+    // memrun is now in the scope; the host layout read earlier is stale.
+    std::string self;
+    std::istringstream lines(fs::read_file("/proc/self/cgroup").value_or(""));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("0::", 0) == 0) self = line.substr(3);
+    scope_dir_ = host().v2_mount + self;
+    auto controllers = trimmed(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
+    if (controllers.find("memory") == std::string::npos)
+      throw Error(kExitNoEnforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
+                                      ").\n  fix: " + delegate_fix());
+    v2_ = open_v2(scope_dir_, run_name);
+  }
+
+  ~SystemdBackend() override {
+    v2_.reset();
+    sd_bus_flush_close_unref(bus_);
+  }
+
+  std::string name() const override { return "systemd"; }
+  const std::string& run_path() const override { return v2_->run_path(); }
+  std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
+    return v2_->create(name, limits);
+  }
+  // The scope itself ends with memrun, its last process (see the top).
+  void close() override { v2_->close(); }
+
+ private:
+  sd_bus* bus_ = nullptr;
+  std::string unit_, scope_dir_;
+  std::unique_ptr<Backend> v2_;
+};
+
+}  // namespace
+
+Verdict check_systemd() {
+  Verdict v{"systemd", std::string(root() ? "system" : "user") + " manager, a scope memrun-<run>.scope", "", ""};
+  const Host& h = host();
+  if (h.mode != Mode::unified) {
+    v.problem = "the systemd backend needs the unified cgroup hierarchy (cgroup v2); this host is " +
+                std::string(to_string(h.mode));
+    v.fix = "use --backend v1 or auto";
+    return v;
+  }
+  std::string why;
+  sd_bus* bus = connect_manager(&why);
+  if (!bus) {
+    v.problem = why;
+    v.fix = root() ? "start memrun on a host where systemd is PID 1"
+                   : "log in (a user manager runs per login), or enable lingering: loginctl enable-linger " +
+                         std::to_string(::getuid());
+    return v;
+  }
+  sd_bus_flush_close_unref(bus);
+  auto delegated = fs::read_file(manager_cgroup() + "/cgroup.controllers");
+  if (delegated && delegated->find("memory") == std::string::npos) {
+    v.problem = "the memory controller is not delegated to the " + std::string(root() ? "system" : "user") +
+                " manager (it has: " + trimmed(*delegated) + ")";
+    v.fix = delegate_fix();
+  }
+  return v;
+}
+
+std::string delegated_controllers() {
+  return trimmed(fs::read_file(manager_cgroup() + "/cgroup.controllers").value_or("(unknown)"));
+}
+
+std::unique_ptr<Backend> open_systemd(const std::string& run_name) {
+  return std::make_unique<SystemdBackend>(run_name);
+}
+
+}  // namespace memrun::cgroup

@@ -1,0 +1,157 @@
+// The systemd backend against a real systemd 252 as PID 1: as root (system
+// manager) and as an unprivileged user with a lingering user manager. These
+// run in the systemd VM (tests/vm/); elsewhere they skip, unless
+// MEMRUN_REQUIRE_SYSTEMD=1 (as that VM suite sets) makes that a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/fs.h"
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+const char* kSpec = R"(tests:
+  - {name: fits, run: [{W}, --touch, 48MiB], memory: 96MiB}
+  - {name: ooms, run: [{W}, --touch, 200MiB], memory: 64MiB, expect: oom}
+)";
+
+// Runs a shell command as root for the test's set-up; fails the test if it fails.
+void sh(const std::string& command) {
+  auto r = run_program({"sh", "-c", command});
+  ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.out << r.err;
+}
+
+// A user with a lingering user manager; optionally without the memory
+// controller, taken away as an administrator would: systemd 252 makes
+// memory available to user@UID.service whenever a sibling accounts memory,
+// whatever its Delegate= says, so it is disabled on the user's slice.
+void ensure_user(const std::string& name, int uid, bool without_memory = false) {
+  std::string u = std::to_string(uid);
+  if (without_memory)
+    sh("mkdir -p /etc/systemd/system/user-" + u + ".slice.d && printf '[Slice]\\nDisableControllers=memory\\n' > "
+       "/etc/systemd/system/user-" + u + ".slice.d/memory.conf && systemctl daemon-reload");
+  sh("id " + name + " >/dev/null 2>&1 || useradd -m -u " + u + " " + name);
+  sh("loginctl enable-linger " + name + " && for i in $(seq 300); do [ -S /run/user/" + u +
+     "/systemd/private ] && exit 0; sleep 0.1; done; exit 1");
+}
+
+std::vector<std::string> as_user(const std::string& name, int uid) {
+  return {"runuser", "-u", name, "--", "env", "XDG_RUNTIME_DIR=/run/user/" + std::to_string(uid), memrun_bin()};
+}
+
+// memrun's units (memrun-<run id>.scope, memrun-doctor-<pid>.scope) and
+// cgroups, anywhere: none may outlive a run. (memrun-vm.* is the VM's own
+// unit.) systemd ends an empty scope asynchronously: wait a little.
+std::string leftovers(const std::string& user = "", int uid = 0) {
+  const std::string units = " list-units --all --no-legend 'memrun-[0-9]*' 'memrun-doctor-*'";
+  std::string list = user.empty() ? "systemctl" + units
+                                  : "runuser -u " + user + " -- env XDG_RUNTIME_DIR=/run/user/" +
+                                        std::to_string(uid) + " systemctl --user" + units;
+  std::string found;
+  for (int i = 0; i < 50; ++i) {
+    auto units = run_program({"sh", "-c", list});
+    auto dirs = run_program({"sh", "-c", "find /sys/fs/cgroup -type d -name 'memrun-[0-9]*' -o -type d -name 'memrun-doctor-*'"});
+    found = units.out + dirs.out;
+    if (found.empty()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return found;
+}
+
+class Systemd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cgroup::host().systemd_pid1 && cgroup::host().mode == cgroup::Mode::unified) {
+      ::chmod(dir.path().c_str(), 0777);  // the unprivileged user writes its report there
+      return;
+    }
+    const char* require = std::getenv("MEMRUN_REQUIRE_SYSTEMD");
+    if (require && std::string(require) == "1") FAIL() << "systemd as PID 1 with cgroup v2 is required here";
+    GTEST_SKIP() << "PID 1 is not systemd on cgroup v2 here (the systemd VM suite runs these)";
+  }
+  Scratch dir;
+};
+
+TEST_F(Systemd, AsRootAScopeFromTheSystemManagerSurvivesATestsOom) {
+  auto run = run_spec(dir, kSpec, {"--backend", "systemd"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.report["host"]["backend"], "systemd");
+  EXPECT_NE(run.report["host"]["cgroup_path"].get<std::string>().find("/system.slice/memrun-"), std::string::npos);
+  EXPECT_EQ(test_named(run, "ooms")["outcome"], "oom");
+  EXPECT_GE(test_named(run, "fits")["peak_bytes"], 48u << 20);
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST_F(Systemd, AnUnprivilegedUserGetsADelegatedScope) {
+  ensure_user("memrun-user", 1500);
+  auto run = run_spec_with(dir, kSpec, as_user("memrun-user", 1500));
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.report["host"]["backend"], "systemd");  // auto, without root
+  EXPECT_NE(run.report["host"]["cgroup_path"].get<std::string>().find("/user@1500.service/"), std::string::npos);
+  const auto& ooms = test_named(run, "ooms");
+  EXPECT_EQ(ooms["outcome"], "oom");  // the limit held, and memrun lived to say so
+  EXPECT_GE(ooms["oom_kills"], 1);
+  EXPECT_EQ(test_named(run, "fits")["outcome"], "pass");
+  EXPECT_GE(test_named(run, "fits")["peak_bytes"], 48u << 20);
+  EXPECT_EQ(leftovers("memrun-user", 1500), "");
+
+  auto doctor = run_program({"runuser", "-u", "memrun-user", "--", "env", "XDG_RUNTIME_DIR=/run/user/1500",
+                             memrun_bin(), "doctor"});
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out;
+  EXPECT_NE(doctor.out.find("systemd (auto)"), std::string::npos) << doctor.out;
+  EXPECT_NE(doctor.out.find("delegated          cpu memory pids"), std::string::npos) << doctor.out;
+}
+
+TEST_F(Systemd, WithoutMemoryDelegatedItRefusesWithTheFix) {
+  ensure_user("memrun-nodeleg", 1501, true);
+  auto doctor = run_program({"runuser", "-u", "memrun-nodeleg", "--", "env", "XDG_RUNTIME_DIR=/run/user/1501",
+                             memrun_bin(), "doctor"});
+  EXPECT_EQ(doctor.exit_code, 3) << doctor.out;
+  EXPECT_NE(doctor.out.find("the memory controller is not delegated to the user manager"), std::string::npos)
+      << doctor.out;
+  EXPECT_NE(doctor.out.find("Delegate=pids memory"), std::string::npos) << doctor.out;
+  auto run = run_spec_with(dir, kSpec, as_user("memrun-nodeleg", 1501));
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_NE(run.err.find("fix:"), std::string::npos) << run.err;
+  EXPECT_EQ(leftovers("memrun-nodeleg", 1501), "");
+}
+
+TEST_F(Systemd, SigtermToMemrunCleansUpTheScope) {
+  ensure_user("memrun-user", 1500);
+  std::string pidfile = dir.path() + "/daemon.pid";
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: long, run: [" + workload() + ", --daemon, " +
+                                                pidfile + ", --hold, 1h], memory: 64MiB}\n");
+  auto argv = as_user("memrun-user", 1500);
+  for (const auto& a : {spec, std::string("--json"), dir.path() + "/report.json", std::string("--run-dir"), dir.path() + "/runs"})
+    argv.push_back(a);
+  auto started = start_program(argv);
+  for (int i = 0; i < 100 && !std::filesystem::exists(pidfile); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!std::filesystem::exists(pidfile)) {
+    ::kill(started.pid, SIGKILL);
+    auto r = finish_program(started);
+    FAIL() << "the test never started:\n" << r.out << r.err;
+  }
+  // runuser forwards SIGTERM to memrun.
+  ::kill(started.pid, SIGTERM);
+  auto run = finish_program(started);
+  EXPECT_EQ(run.exit_code, 143) << run.out << run.err;
+  int pid = 0;
+  std::ifstream(pidfile) >> pid;
+  EXPECT_FALSE(process_alive(pid));
+  EXPECT_NE(fs::read_file(dir.path() + "/report.json").value_or("").find("\"interrupted\""), std::string::npos);
+  EXPECT_EQ(leftovers("memrun-user", 1500), "");
+}
+
+}  // namespace
+}  // namespace memrun::testing
