@@ -166,6 +166,28 @@ uint64_t effective_limit(const std::string& dir, const std::string& top,
 /// `timeout_ms`); for kernels without cgroup.kill. Returns true when empty.
 bool kill_listed(const std::string& procs_file, int timeout_ms);
 
+/// The start time of process `pid` (clock ticks after boot, field 22 of
+/// /proc/PID/stat), or 0 when there is no such process. With the pid, it
+/// identifies a process across pid reuse.
+uint64_t process_start_time(int pid);
+
+/// The identity a run's directory name ends with: "<pid>-<start time>".
+std::string run_identity();
+
+/// Run directories (memrun-...-<pid>-<start>) below `parent` whose memrun
+/// is gone: killed by SIGKILL, or by the machine. A live run's are never
+/// listed.
+std::vector<std::string> dead_runs(const std::string& parent);
+
+/// Kills every process in the tree below `dir` (deepest groups first) and
+/// removes its directories.
+void remove_tree(const std::string& dir);
+
+/// Removes what dead runs left below the places `options` would use (each
+/// v1 hierarchy, or the v2 parent); returns the directories removed. Every
+/// run does this before it starts; `memrun gc` does only this.
+std::vector<std::string> collect_garbage(const OpenOptions& options);
+
 /// rmdir(2) of a group, retried while EBUSY (processes still exiting) for up
 /// to `timeout_ms`, calling `kill` between tries. Throws on failure.
 void remove_dir(const std::string& dir, int timeout_ms,

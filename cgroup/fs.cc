@@ -63,9 +63,13 @@ void write_file(const std::string& path, const std::string& value,
   }
 }
 
+std::string trim(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 std::optional<uint64_t> parse_u64(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  std::string t = trim(text);
   if (t == "max") return UINT64_MAX;
   if (t.empty()) return std::nullopt;
   uint64_t v = 0;

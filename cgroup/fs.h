@@ -34,6 +34,9 @@ std::map<std::string, uint64_t> parse_keyed(const std::string& text);
 /// parse_keyed of a file; an empty map when the file does not exist.
 std::map<std::string, uint64_t> read_keyed(const std::string& path);
 
+/// `text` without trailing newlines and spaces, as cgroup files end.
+std::string trim(std::string text);
+
 /// True when `path` exists.
 bool exists(const std::string& path);
 

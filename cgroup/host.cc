@@ -92,11 +92,8 @@ Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
   if (!h.v2_self.empty()) {
     auto text = fs::read_file(h.v2_self + "/cgroup.controllers");
     if (text)
-      for (const auto& c : split(*text, ' ')) {
-        std::string t = c;
-        while (!t.empty() && t.back() == '\n') t.pop_back();
-        if (!t.empty()) h.v2_controllers.insert(t);
-      }
+      for (const auto& c : split(fs::trim(*text), ' '))
+        if (!c.empty()) h.v2_controllers.insert(c);
   }
   bool any_v1 = !h.v1_self.empty();
   if (!h.v2_mount.empty())

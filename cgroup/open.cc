@@ -94,11 +94,28 @@ Verdict check(const OpenOptions& options) {
   return host().mode == Mode::legacy ? v1 : v2;
 }
 
+std::vector<std::string> collect_garbage(const OpenOptions& options) {
+  Verdict v = check(options);
+  std::vector<std::string> parents;
+  // A systemd scope ends with its memrun and systemd removes its cgroups.
+  if (v.problem.empty() && v.backend != "systemd") parents.push_back(v.parent);
+  if (v.backend == "v1")
+    if (auto p = host().v1_self.find("pids"); p != host().v1_self.end()) parents.push_back(p->second);
+  std::vector<std::string> removed;
+  for (const auto& parent : parents)
+    for (const auto& dir : dead_runs(parent)) {
+      remove_tree(dir);
+      removed.push_back(dir);
+    }
+  return removed;
+}
+
 std::unique_ptr<Backend> open(const OpenOptions& options) {
   Verdict v = check(options);
   if (!v.problem.empty())
     throw Error(kExitNoEnforce, "memory limits cannot be enforced (backend " + v.backend +
                                     "): " + v.problem + ".\n  fix: " + v.fix);
+  collect_garbage(options);
   if (v.backend == "systemd") return open_systemd(options.run_name);
   if (v.backend == "v2") return open_v2(v.parent, options.run_name);
   return open_v1(v.parent, options.run_name);

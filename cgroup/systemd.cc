@@ -61,10 +61,6 @@ std::string delegate_fix() {
          "(systemctl show -p DisableControllers user-" + uid + ".slice user.slice)";
 }
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // Connects to the manager: the bus first, then its private socket (which
 // works without a D-Bus daemon, as systemctl does).
@@ -151,7 +147,7 @@ class SystemdBackend : public Backend {
     for (std::string line; std::getline(lines, line);)
       if (line.rfind("0::", 0) == 0) self = line.substr(3);
     scope_dir_ = host().v2_mount + self;
-    auto controllers = trimmed(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
+    auto controllers = fs::trim(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
     if (controllers.find("memory") == std::string::npos)
       throw Error(kExitNoEnforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
                                       ").\n  fix: " + delegate_fix());
@@ -201,14 +197,14 @@ Verdict check_systemd() {
   auto delegated = fs::read_file(manager_cgroup() + "/cgroup.controllers");
   if (delegated && delegated->find("memory") == std::string::npos) {
     v.problem = "the memory controller is not delegated to the " + std::string(root() ? "system" : "user") +
-                " manager (it has: " + trimmed(*delegated) + ")";
+                " manager (it has: " + fs::trim(*delegated) + ")";
     v.fix = delegate_fix();
   }
   return v;
 }
 
 std::string delegated_controllers() {
-  return trimmed(fs::read_file(manager_cgroup() + "/cgroup.controllers").value_or("(unknown)"));
+  return fs::trim(fs::read_file(manager_cgroup() + "/cgroup.controllers").value_or("(unknown)"));
 }
 
 std::unique_ptr<Backend> open_systemd(const std::string& run_name) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <sstream>
+#include <vector>
 #include <thread>
 
 #include "cgroup/cgroup.h"
@@ -48,6 +49,59 @@ bool kill_listed(const std::string& procs_file, int timeout_ms) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+}
+
+uint64_t process_start_time(int pid) {
+  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return 0;
+  // The command name (field 2) may hold spaces and parentheses: count the
+  // fields after its closing parenthesis. starttime is field 22.
+  auto close = stat->rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat->substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && in >> field; ++i)
+    if (i == 22) return fs::parse_u64(field).value_or(0);
+  return 0;
+}
+
+std::string run_identity() {
+  int pid = ::getpid();
+  return std::to_string(pid) + "-" + std::to_string(process_start_time(pid));
+}
+
+std::vector<std::string> dead_runs(const std::string& parent) {
+  std::vector<std::string> dead;
+  DIR* d = ::opendir(parent.c_str());
+  if (!d) return dead;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("memrun-", 0) != 0 || e->d_type != DT_DIR) continue;
+    // ...-<pid>-<start>: the last two dash-separated numbers.
+    auto b = name.rfind('-');
+    auto a = b == std::string::npos || b == 0 ? std::string::npos : name.rfind('-', b - 1);
+    if (a == std::string::npos) continue;
+    auto pid = fs::parse_u64(name.substr(a + 1, b - a - 1));
+    auto start = fs::parse_u64(name.substr(b + 1));
+    if (!pid || !start || *pid == 0 || *pid > 4194304) continue;
+    if (process_start_time(static_cast<int>(*pid)) == *start) continue;  // alive
+    dead.push_back(parent + "/" + name);
+  }
+  ::closedir(d);
+  return dead;
+}
+
+void remove_tree(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(d))
+      if (e->d_type == DT_DIR && std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+        children.push_back(dir + "/" + e->d_name);
+    ::closedir(d);
+    for (const auto& c : children) remove_tree(c);
+  }
+  if (fs::try_write_file(dir + "/cgroup.kill", "1") != 0) kill_listed(dir + "/cgroup.procs", 2000);
+  remove_dir(dir, 2000, [&] { kill_listed(dir + "/cgroup.procs", 100); });
 }
 
 void remove_dir(const std::string& dir, int timeout_ms,

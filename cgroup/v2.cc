@@ -126,6 +126,8 @@ class V2Group : public Group {
     f.oom_kills = f.events["oom_kill"];
     f.oom_group_kills = f.events.count("oom_group_kill") ? f.events["oom_group_kill"] : 0;
     f.limit_reached = f.events["max"] > 0;
+    // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
+    if (auto pe = fs::read_keyed(path_ + "/pids.events"); pe.count("max")) f.events["pids_max"] = pe["max"];
     f.stat = fs::read_keyed(path_ + "/memory.stat");
     f.breakdown = breakdown_of(f.stat);
     f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];

@@ -58,7 +58,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   // Prove it: a real group with a real limit, read back, then removed.
   try {
     cgroup::OpenOptions o = options;
-    o.run_name = "memrun-doctor-" + std::to_string(::getpid());
+    o.run_name = "memrun-doctor-" + cgroup::run_identity();
     auto backend = cgroup::open(o);
     const uint64_t limit = 64ull << 20;
     auto group = backend->create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});

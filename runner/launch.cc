@@ -45,6 +45,14 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
       ::dup2(cmd.stderr_fd, 2) < 0)
     die(report_fd, 1);
   if (::chdir(cmd.cwd.c_str()) != 0) die(report_fd, 2);
+  if (!cmd.oom_score_adj.empty()) {
+    // Best effort: a test that keeps memrun's lowered score is still run.
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!::write(fd, cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
+      ::close(fd);
+    }
+  }
   // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
   // with the defaults, as from a shell.
   sigset_t none;

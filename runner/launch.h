@@ -18,6 +18,9 @@ struct Command {
   std::vector<std::string> env;   ///< NAME=value, complete
   std::string cwd;
   int stdout_fd = -1, stderr_fd = -1;
+  /// Written to the child's /proc/self/oom_score_adj before exec, when not
+  /// empty (see protect_memrun in run.cc).
+  std::string oom_score_adj;
 };
 
 /// A started process.

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <set>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
@@ -71,7 +72,7 @@ int merge(const std::vector<std::string>& paths, const std::string& output, cons
   std::vector<nlohmann::ordered_json> reports;
   for (const auto& p : paths) reports.push_back(read_report(p));
   auto merged = merge_reports(reports, paths);
-  if (!output.empty()) write_atomically(output, merged.dump(2) + "\n");
+  if (!output.empty()) write_atomically(output, merged.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_ci_outputs(merged, ci);
   const auto& s = merged["summary"];
   fmt::print("merged {} reports: {} passed, {} failed\n", paths.size(), s["passed"].get<int>(), s["failed"].get<int>());
@@ -132,7 +133,7 @@ int run(const Options& o) {
   info.interrupted_by = run.interrupted_by;
   console.summary(run.tests, plan.tests.size(), info.interrupted_by);
   auto report = json_report(info, run);
-  if (!o.json.empty()) write_atomically(o.json, report.dump(2) + "\n");
+  if (!o.json.empty()) write_atomically(o.json, report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write_ci_outputs(report, o.ci);
   if (info.interrupted_by) return 128 + info.interrupted_by;
   return exit_code_for(run.tests, plan.tests.size());
@@ -173,6 +174,8 @@ int main(int argc, char** argv) {
 
   auto* doctor_cmd = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
   doctor_cmd->fallthrough();  // --backend, --cgroup-parent
+  auto* gc_cmd = app.add_subcommand("gc", "remove the cgroups and kill the processes that killed memrun runs left");
+  gc_cmd->fallthrough();  // --backend, --cgroup-parent
   auto* list_cmd = app.add_subcommand("list", "list the tests of specs without running them");
   std::vector<std::string> list_specs;
   list_cmd->add_option("spec", list_specs, "YAML spec files")->required()->check(CLI::ExistingPath);
@@ -204,6 +207,16 @@ int main(int argc, char** argv) {
   try {
     if (*doctor_cmd) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
     if (*list_cmd) return list(list_specs, o);
+    if (*gc_cmd) {
+      auto removed = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
+      std::set<std::string> runs;  // on v1, a run has a directory per hierarchy
+      for (const auto& dir : removed) {
+        fmt::print("removed {}\n", dir);
+        runs.insert(dir.substr(dir.rfind('/') + 1));
+      }
+      fmt::print("{} dead run{} cleaned up\n", runs.size(), runs.size() == 1 ? "" : "s");
+      return kExitOk;
+    }
     if (*merge_cmd) return merge(merge_inputs, merge_output, o.ci);
     if (o.specs.empty()) {
       fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <regex>
 
+#include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 
 namespace memrun {
@@ -104,7 +105,8 @@ std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
 
 std::string new_run_id() {
   std::time_t now = std::time(nullptr);
-  return fmt::format("{:%Y%m%d-%H%M%S}-{}", fmt::localtime(now), ::getpid());
+  // pid and start time last: what `memrun gc` tells live runs from dead by.
+  return fmt::format("{:%Y%m%d-%H%M%S}-{}", fmt::localtime(now), cgroup::run_identity());
 }
 
 }  // namespace memrun

@@ -54,7 +54,8 @@ struct Plan {
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                const std::string& run_id, const std::string& run_dir);
 
-/// A run id from the local time and this process's pid.
+/// A run id: local time, then this process's pid and start time, which
+/// identify the run's cgroups as this process's (see cgroup::dead_runs).
 std::string new_run_id();
 
 }  // namespace memrun

@@ -13,6 +13,7 @@
 
 #include "cgroup/error.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 #ifndef MEMRUN_VERSION
 #define MEMRUN_VERSION "0.0.0"
@@ -36,6 +37,25 @@ std::string breakdown_text(const cgroup::Breakdown& b) {
                      format_size(b.sock));
 }
 
+// `text` as valid UTF-8 without control characters (but newlines and
+// tabs): a test's output may hold any bytes, and JSON and XML 1.0 take
+// neither invalid UTF-8 nor most control characters. Others become '?'.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = utf8_length(text, i);
+    if (len == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += '?';
+      i += 1;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 // The last lines of a test's stderr, then of its stdout.
 std::string both_tails(const PlannedTest& p) {
   std::string out;
@@ -43,7 +63,7 @@ std::string both_tails(const PlannedTest& p) {
     std::string tail = log_tail(path, 10);
     if (!tail.empty()) out += (out.empty() ? "" : "\n") + tail;
   }
-  return out;
+  return printable(out);
 }
 
 nlohmann::ordered_json test_json(const Result& r) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "cgroup/error.h"
+#include "cgroup/fs.h"
 #include "runner/launch.h"
 #include "runner/units.h"
 
@@ -82,8 +83,20 @@ int open_log(const std::string& path) {
 
 double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
 
+// Under global memory pressure the kernel's OOM killer should pick a test,
+// never the runner that reports on it. Lowering one's oom_score_adj needs
+// CAP_SYS_RESOURCE (root); then tests get back the value memrun started
+// with. Without it, raising is always allowed: tests get memrun's value
+// + 500 instead. Returns what tests get.
+std::string protect_memrun() {
+  const std::string path = "/proc/self/oom_score_adj";
+  int own = std::atoi(fs::trim(fs::read_file(path).value_or("0")).c_str());
+  if (own > -500 && fs::try_write_file(path, "-500") == 0) return std::to_string(own);
+  return std::to_string(std::min(1000, own + 500));
+}
+
 Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions& options,
-               const SignalGuard& signals, int* interrupted_by) {
+               const SignalGuard& signals, int* interrupted_by, const std::string& oom_score_adj) {
   using clock = std::chrono::steady_clock;
   const TestSpec& t = *p.test;
   Result r;
@@ -101,6 +114,7 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
   cmd.env = environment(t);
   cmd.argv = t.argv;
   cmd.cwd = t.cwd;
+  cmd.oom_score_adj = oom_score_adj;
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     r.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -271,6 +285,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
   // they can be reaped once their cgroup is killed.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalGuard signals;
+  const std::string oom_score_adj = protect_memrun();
   RunResults out;
   auto not_run = [&](const PlannedTest& p, Outcome outcome, const std::string& reason) {
     Result r;
@@ -286,7 +301,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
     s.planned = &p;
     if (!setup_up_to_date(*p.spec->setup)) {
       s.ran = true;
-      s.result = run_one(p, backend, options, signals, &out.interrupted_by);
+      s.result = run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj);
       if (!s.result.passed)
         setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result.reason + ")";
     }
@@ -300,7 +315,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
     } else if (!setup_failed.empty()) {
       not_run(p, Outcome::error, setup_failed);
     } else {
-      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by));
+      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj));
       on_done(out.tests.back());
       if (options.fail_fast && !out.tests.back().passed) break;
     }

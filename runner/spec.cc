@@ -1,5 +1,7 @@
 #include "runner/spec.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 
 #include "cgroup/error.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 
@@ -311,10 +314,32 @@ class Parser {
     return t;
   }
 
+  // Everything memrun writes (JSON, JUnit) is UTF-8: a spec must be too.
+  void check_utf8(const std::string& text) const {
+    int line = 1, column = 1;
+    for (size_t i = 0; i < text.size();) {
+      unsigned char c = static_cast<unsigned char>(text[i]);
+      size_t len = utf8_length(text, i);
+      if (len == 0) {
+        YAML::Mark m;
+        m.line = line - 1;
+        m.column = column - 1;
+        fail(m, fmt::format("the spec is not valid UTF-8 (byte 0x{:02x}); save it as UTF-8", c));
+      }
+      if (c == '\n') ++line, column = 1;
+      else ++column;
+      i += len;
+    }
+  }
+
   Spec parse(const std::string& text) const {
+    check_utf8(text);
     YAML::Node root;
     try {
       root = YAML::Load(text);
+    } catch (const YAML::DeepRecursion& e) {
+      fail(e.mark, "the spec is nested too deeply (more than " + std::to_string(e.depth() - 1) +
+                       " levels); a spec needs three or four");
     } catch (const YAML::Exception& e) {
       fail(e.mark, "invalid YAML: " + e.msg);
     }
