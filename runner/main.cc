@@ -1,5 +1,6 @@
 // memrun's command line: spec -> plan -> run -> report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
+#include "runner/bisect.h"
 #include "runner/ci_report.h"
 #include "runner/doctor.h"
 #include "runner/merge.h"
@@ -34,6 +36,8 @@ struct Options {
   std::string shard;        ///< --shard K/N
   std::string timings;      ///< --timings: a previous JSON report
   CiOutputs ci;             ///< --junit, --markdown
+  double scale = 1;         ///< --scale: every limit times this
+  std::vector<std::string> sets;  ///< --set NAME.memory=SIZE
 };
 
 // Applies --shard and --timings to the selection.
@@ -79,8 +83,71 @@ int merge(const std::vector<std::string>& paths, const std::string& output, cons
   return exit_code_of(merged);
 }
 
+int bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
+                   const std::string& tolerance, int trials, const Options& o) {
+  BisectOptions bo;
+  if (!range.empty()) parse_memory_range(range, &bo);
+  if (!tolerance.empty()) parse_tolerance(tolerance, &bo);
+  if (trials < 1) throw Error(kExitUsage, "--trials must be at least 1");
+  bo.trials = trials;
+  std::vector<Spec> specs;
+  const TestSpec* test = nullptr;
+  if (!test_name.empty()) {
+    if (words.size() != 1) throw Error(kExitUsage, "memrun bisect SPEC --test NAME: give one spec");
+    specs = load_all(words);
+    for (const auto& t : specs[0].tests)
+      if (t.name == test_name) test = &t;
+    if (!test) throw Error(kExitUsage, words[0] + " has no test named '" + test_name + "' (memrun list shows them)");
+  } else {
+    // memrun bisect --memory-range LO:HI -- COMMAND...
+    if (words.empty() || range.empty())
+      throw Error(kExitUsage, "give a spec and --test NAME, or --memory-range LO:HI -- COMMAND...");
+    TestSpec t;
+    t.name = "command";
+    t.argv = words;
+    t.command = fmt::format("{}", fmt::join(words, " "));
+    t.memory = bo.high;
+    t.timeout = kDefaultTimeout;
+    t.cwd = std::filesystem::current_path().string();
+    t.pids = kDefaultPids;
+    specs.push_back({"(command line)", std::nullopt, {t}});
+    test = &specs[0].tests[0];
+  }
+  std::string run_id = new_run_id();
+  bo.run_dir = o.run_dir + "/" + run_id;
+  std::filesystem::create_directories(bo.run_dir);
+  auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
+  fmt::print("bisecting the memory limit of '{}' on the {} backend; logs in {}\n", test->name, backend->name(),
+             bo.run_dir);
+  auto r = bisect(*test, specs[0], *backend, bo, stdout);
+  backend->close();
+  fmt::print("\nsmallest passing limit: {} ({} bytes){}; kernel peak without pressure {}; {} runs\n",
+             format_size(r.minimum), r.minimum,
+             r.failing ? ", fails at " + format_size(r.failing) : "", format_size(r.first_peak), r.runs);
+  uint64_t mib = (r.minimum + (1 << 20) - 1) >> 20;
+  fmt::print("for the spec (the minimum, rounded up; add the headroom you want on top):\n    memory: {}MiB\n", mib);
+  return kExitOk;
+}
+
+int repro(const std::string& report_path, const std::string& name) {
+  auto report = read_report(report_path);
+  for (const auto& t : report["tests"]) {
+    if (t.value("name", "") != name) continue;
+    std::string env;
+    const auto vars = t.value("env", nlohmann::ordered_json::object());
+    for (const auto& [k, v] : vars.items())
+      env += fmt::format("{}='{}' ", k, v.get<std::string>());
+    fmt::print("cd '{}' && {}{}memrun '{}' --filter '^{}$' --set '{}.memory={}' --backend {}\n",
+               report.value("cwd", "."), env.empty() ? "" : "env ", env, t.value("spec", ""), name, name,
+               t.value("requested_limit_bytes", uint64_t{0}), report["host"].value("backend", "auto"));
+    return kExitOk;
+  }
+  throw Error(kExitUsage, report_path + " has no test named '" + name + "'");
+}
+
 int run(const Options& o) {
   auto specs = load_all(o.specs);
+  apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;
   Selection selection = o.selection;
@@ -171,6 +238,8 @@ int main(int argc, char** argv) {
   app.add_option("--markdown", o.ci.markdown, "write a Markdown table of the verdicts to this file");
   app.add_option("--shard", o.shard, "run only shard K of N (K/N, 1-based), for CI matrix jobs");
   app.add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
+  app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)");
+  app.add_option("--set", o.sets, "override one test's limit: NAME.memory=SIZE (repeatable)");
 
   auto* doctor_cmd = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
   doctor_cmd->fallthrough();  // --backend, --cgroup-parent
@@ -190,6 +259,22 @@ int main(int argc, char** argv) {
   merge_cmd->add_option("-o,--output", merge_output, "write the merged JSON report here");
   merge_cmd->add_option("--junit", o.ci.junit, "write the merged JUnit XML here");
   merge_cmd->add_option("--markdown", o.ci.markdown, "write the merged Markdown table here");
+  auto* bisect_cmd = app.add_subcommand(
+      "bisect", "find the smallest memory limit at which a test passes: bisect SPEC --test NAME, or "
+                "bisect --memory-range LO:HI -- COMMAND...");
+  std::vector<std::string> bisect_words;
+  std::string bisect_test, bisect_range, bisect_tolerance;
+  int bisect_trials = 1;
+  bisect_cmd->add_option("words", bisect_words, "the spec, or the command after --");
+  bisect_cmd->add_option("--test", bisect_test, "the test of the spec to bisect");
+  bisect_cmd->add_option("--memory-range", bisect_range, "LO:HI, e.g. 64MiB:4GiB (default: from the first run)");
+  bisect_cmd->add_option("--tolerance", bisect_tolerance, "stop when the range is this narrow: a size or N% (default 1%)");
+  bisect_cmd->add_option("--trials", bisect_trials, "runs per probe; a probe passes when all do (flaky tests)");
+  bisect_cmd->fallthrough();
+  auto* repro_cmd = app.add_subcommand("repro", "print the command line that reruns one test of a report alone");
+  std::string repro_report, repro_name;
+  repro_cmd->add_option("report", repro_report, "a JSON report")->required()->check(CLI::ExistingFile);
+  repro_cmd->add_option("name", repro_name, "the test's name")->required();
   app.require_subcommand(0, 1);
 
   try {
@@ -207,6 +292,8 @@ int main(int argc, char** argv) {
   try {
     if (*doctor_cmd) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
     if (*list_cmd) return list(list_specs, o);
+    if (*bisect_cmd) return bisect_command(bisect_words, bisect_test, bisect_range, bisect_tolerance, bisect_trials, o);
+    if (*repro_cmd) return repro(repro_report, repro_name);
     if (*gc_cmd) {
       auto removed = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
       std::set<std::string> runs;  // on v1, a run has a directory per hierarchy

@@ -1,0 +1,77 @@
+// memrun bisect, --scale, --set and repro with the real binary and kernel.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+constexpr double MiB = 1 << 20;
+
+class Bisect : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
+  Scratch dir;
+};
+
+TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
+  auto run = run_memrun({"bisect", "--memory-range", "64MiB:1GiB", "--tolerance", "1%", "--run-dir",
+                         dir.path() + "/runs", "--", workload(), "--touch", "200MiB"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex(R"(smallest passing limit: .* \((\d+) bytes\).* (\d+) runs)")))
+      << run.out;
+  double minimum = std::stod(m[1]);
+  int runs = std::stoi(m[2]);
+  // 200 MiB of anonymous memory cannot be reclaimed: the true minimum is
+  // 200 MiB plus the process's own pages, a MiB or so.
+  EXPECT_GE(minimum, 200 * MiB);
+  EXPECT_LE(minimum, 200 * MiB * 1.02 + 2 * MiB);
+  EXPECT_LE(runs, 10);
+  EXPECT_NE(run.out.find("memory: 201MiB"), std::string::npos) << run.out;
+}
+
+TEST_F(Bisect, PageCacheMakesTheMinimumLowerThanThePeak) {
+  auto run = run_memrun({"bisect", std::string(SOURCE_DIR) + "/specs/shell.yaml", "--test", "sort-spills-to-disk",
+                         "--tolerance", "5%", "--run-dir", dir.path() + "/runs"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex(R"(\((\d+) bytes\).*peak without pressure ([0-9.]+) MiB)")))
+      << run.out;
+  EXPECT_LT(std::stod(m[1]) / MiB, std::stod(m[2]) * 0.8) << run.out;
+}
+
+TEST_F(Bisect, ScaleAndSetTightenLimits) {
+  std::string yaml = "tests:\n  - {name: a, run: [{W}, --touch, 40MiB], memory: 64MiB}\n"
+                     "  - {name: b, run: [{W}, --touch, 40MiB], memory: 64MiB}\n";
+  auto scaled = run_spec(dir, yaml, {"--scale", "0.5"});
+  EXPECT_EQ(test_named(scaled, "a")["limit_bytes"], 32 * MiB);
+  EXPECT_EQ(test_named(scaled, "a")["outcome"], "oom");
+  auto set = run_spec(dir, yaml, {"--set", "b.memory=48MiB"});
+  EXPECT_EQ(test_named(set, "a")["limit_bytes"], 64 * MiB);
+  EXPECT_EQ(test_named(set, "b")["limit_bytes"], 48 * MiB);
+  auto bad = run_spec(dir, yaml, {"--set", "nope.memory=1GiB"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("no test named 'nope'"), std::string::npos);
+}
+
+TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
+  auto run = run_spec(dir, "env: {K: v}\ntests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB}\n");
+  std::string report = dir.path() + "/report.json";
+  auto repro = run_memrun({"repro", report, "t"});
+  EXPECT_EQ(repro.exit_code, 0) << repro.err;
+  EXPECT_NE(repro.out.find("env K='v' memrun '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
+            std::string::npos)
+      << repro.out;
+  // And the printed command does rerun it: the same OOM.
+  std::string command = repro.out.substr(0, repro.out.find('\n'));
+  command.replace(command.find("memrun '"), 6, memrun_bin());
+  auto again = run_program({"sh", "-c", command + " --run-dir " + dir.path() + "/again"});
+  EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
+  EXPECT_NE(again.out.find("got oom at 64.0 MiB"), std::string::npos) << again.out;
+}
+
+}  // namespace
+}  // namespace memrun::testing
