@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cgroup/error.h"
+#include "runner/plot.h"
 #include "runner/report.h"
 #include "runner/units.h"
 
@@ -171,6 +172,7 @@ std::string github_annotations(const nlohmann::ordered_json& report) {
 void write_ci_outputs(const nlohmann::ordered_json& report, const CiOutputs& outputs) {
   if (!outputs.junit.empty()) write_atomically(outputs.junit, junit_xml(report));
   if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown_table(report));
+  if (!outputs.html.empty()) write_atomically(outputs.html, html_report(report));
   const char* gha = std::getenv("GITHUB_ACTIONS");
   if (!gha || std::string(gha) != "true") return;
   fmt::print("{}", github_annotations(report));

@@ -25,6 +25,7 @@ std::string github_annotations(const nlohmann::ordered_json& report);
 struct CiOutputs {
   std::string junit;     ///< --junit PATH
   std::string markdown;  ///< --markdown PATH
+  std::string html;      ///< --html PATH (runner/plot.h)
 };
 
 /// Writes the requested outputs atomically; under GitHub Actions

@@ -236,6 +236,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", o.verbose, "say where cgroups are made");
   app.add_option("--junit", o.ci.junit, "write JUnit XML (for CI test tabs) to this file");
   app.add_option("--markdown", o.ci.markdown, "write a Markdown table of the verdicts to this file");
+  app.add_option("--html", o.ci.html, "write a self-contained HTML report with a memory plot per test");
   app.add_option("--shard", o.shard, "run only shard K of N (K/N, 1-based), for CI matrix jobs");
   app.add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
   app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)");
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
   merge_cmd->add_option("-o,--output", merge_output, "write the merged JSON report here");
   merge_cmd->add_option("--junit", o.ci.junit, "write the merged JUnit XML here");
   merge_cmd->add_option("--markdown", o.ci.markdown, "write the merged Markdown table here");
+  merge_cmd->add_option("--html", o.ci.html, "write the merged HTML report here");
   auto* bisect_cmd = app.add_subcommand(
       "bisect", "find the smallest memory limit at which a test passes: bisect SPEC --test NAME, or "
                 "bisect --memory-range LO:HI -- COMMAND...");

@@ -66,6 +66,18 @@ std::string both_tails(const PlannedTest& p) {
   return printable(out);
 }
 
+// The samples, plus the kernel's exact peak as a point of its own (at the
+// highest sample's time), so that a spike between two samples still shows.
+nlohmann::ordered_json timeline_json(const Result& r) {
+  const Timeline& tl = r.timeline;
+  return {{"interval_s", tl.interval_s * tl.stride},
+          {"t_s", tl.t_s},
+          {"current", tl.current},
+          {"anon", tl.anon},
+          {"file", tl.file},
+          {"kernel_peak", {{"t_s", tl.t_s.empty() ? r.duration_s : tl.peak_t_s}, {"bytes", r.peak}}}};
+}
+
 nlohmann::ordered_json test_json(const Result& r) {
   const PlannedTest& p = *r.planned;
   const TestSpec& t = *p.test;
@@ -103,8 +115,10 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"cpu_system_s", r.cpu_system_s},
       {"samples", r.samples},
       {"placement", r.placement},
+      {"memory_high_bytes", t.memory_high ? nlohmann::ordered_json(*t.memory_high) : nlohmann::ordered_json(nullptr)},
       {"breakdown", breakdown_json(r.kernel.breakdown)},
       {"breakdown_at_peak", breakdown_json(r.at_peak)},
+      {"timeline", timeline_json(r)},
       {"memory_stat", r.kernel.stat},
       {"events", r.kernel.events},
       {"pressure_us", r.kernel.pressure_us},

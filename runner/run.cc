@@ -34,6 +34,24 @@ const char* to_string(Outcome outcome) {
   return "error";
 }
 
+void Timeline::add(double t, uint64_t cur, uint64_t a, uint64_t f) {
+  if (++skipped < stride) return;
+  skipped = 0;
+  if (t_s.size() >= kMaxPoints) {
+    // Keep every other point; from now on record half as often.
+    for (size_t i = 0; 2 * i < t_s.size(); ++i) {
+      t_s[i] = t_s[2 * i];
+      current[i] = current[2 * i];
+      anon[i] = anon[2 * i];
+      file[i] = file[2 * i];
+    }
+    size_t n = (t_s.size() + 1) / 2;
+    t_s.resize(n), current.resize(n), anon.resize(n), file.resize(n);
+    stride *= 2;
+  }
+  t_s.push_back(t), current.push_back(cur), anon.push_back(a), file.push_back(f);
+}
+
 namespace {
 
 // While memrun runs tests, SIGINT/SIGTERM/SIGHUP arrive on a signalfd so that
@@ -120,6 +138,7 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
     r.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
     return finish();
   }
+  r.timeline.interval_s = options.sample_interval.count() / 1e3;
   cmd.stdout_fd = open_log(p.stdout_path);
   cmd.stderr_fd = open_log(p.stderr_path);
 
@@ -163,9 +182,12 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
     }
     auto u = group->usage();
     ++r.samples;
+    double t = std::chrono::duration<double>(clock::now() - t0).count();
+    r.timeline.add(t, u.current, u.breakdown.anon, u.breakdown.file);
     if (u.current >= r.sampled_peak) {
       r.at_peak = u.breakdown;
       r.reclaimable_at_sampled_peak = u.reclaimable_file;
+      r.timeline.peak_t_s = t;
     }
     r.sampled_peak = std::max(r.sampled_peak, u.current);
     r.working_set_peak = std::max(r.working_set_peak, u.current - std::min(u.current, u.reclaimable_file));

@@ -15,6 +15,20 @@
 
 namespace memrun {
 
+/// Memory over time, sampled while a test runs. Bounded: past kMaxPoints it
+/// keeps every other point and records half as often, so that memrun's own
+/// memory stays flat however long a test runs.
+struct Timeline {
+  static constexpr size_t kMaxPoints = 2048;
+  double interval_s = 0;             ///< time between recorded points
+  std::vector<double> t_s;           ///< seconds since the test started
+  std::vector<uint64_t> current, anon, file;
+  int stride = 1, skipped = 0;       ///< record every stride-th sample
+  double peak_t_s = 0;               ///< when the highest sample was taken
+  /// Adds a sample (or skips it, per the stride).
+  void add(double t, uint64_t cur, uint64_t a, uint64_t f);
+};
+
 /// How a test ended.
 enum class Outcome {
   pass,         ///< exited 0
@@ -49,6 +63,8 @@ struct Result {
   /// Where the memory was at the highest sample: what an OOM report shows.
   /// Without samples (a test shorter than one interval), the final figures.
   cgroup::Breakdown at_peak;
+  /// memory.current and its anon/file split over time.
+  Timeline timeline;
   /// What the test could not have given back: the larger of the highest
   /// sampled usage net of reclaimable cache and the kernel peak net of the
   /// cache seen at the highest sample. An estimate, <= peak.

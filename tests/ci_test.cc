@@ -57,6 +57,30 @@ std::map<std::string, bool> verdicts(const nlohmann::json& report) {
   return out;
 }
 
+TEST_F(Ci, HtmlReportHasATableAndAPlotPerTest) {
+  std::string html = dir.path() + "/report.html";
+  auto run = run_spec(dir, kMixed, {"--html", html});
+  std::string text = slurp(html);
+  EXPECT_EQ(run_program({"xmllint", "--html", "--noout", html}).exit_code, 0);
+  size_t svgs = 0, rows = 0;
+  for (size_t at = 0; (at = text.find("<svg", at)) != std::string::npos; ++at) ++svgs;
+  for (size_t at = 0; (at = text.find("<tr><td", at)) != std::string::npos; ++at) ++rows;
+  EXPECT_EQ(svgs, 5u);
+  EXPECT_EQ(rows, 5u);
+  // Each plot is well-formed SVG with labelled axes and the limit.
+  size_t start = text.find("<svg"), end = text.find("</svg>", start) + 6;
+  std::string svg = dir.write("one.svg", text.substr(start, end - start));
+  EXPECT_EQ(run_program({"xmllint", "--noout", svg}).exit_code, 0);
+  for (const char* s : {">MiB</text>", ">seconds</text>", "limit 16.0 MiB", "kernel peak"})
+    EXPECT_NE(slurp(svg).find(s), std::string::npos) << s;
+  EXPECT_NE(text.find(">OOM kill</text>"), std::string::npos);
+  EXPECT_NE(text.find("id=\"t-ooms\""), std::string::npos);
+  // And the JSON timeline has the kernel's peak as a point of its own.
+  const auto& tl = test_named(run, "times-out")["timeline"];
+  EXPECT_GT(tl["t_s"].size(), 5u);
+  EXPECT_EQ(tl["kernel_peak"]["bytes"], test_named(run, "times-out")["peak_bytes"]);
+}
+
 TEST_F(Ci, ShardsAddUpToTheFullRunAndMergeToItsVerdicts) {
   std::string yaml = "tests:\n";
   for (int i = 1; i <= 7; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'true', memory: 16MiB}\n";
