@@ -25,7 +25,13 @@ std::string summary_of(const nlohmann::ordered_json& t) {
                                    format_size(u64(t, "limit_bytes")),
                                    format_signed_size(t.value("headroom_bytes", int64_t{0})));
   std::string outcome = t.value("outcome", "");
-  if (outcome == "oom") return fmt::format("OOM-killed at {} ({})", format_size(u64(t, "limit_bytes")), memory);
+  if (outcome == "oom") {
+    std::string victims;
+    for (const auto& k : t.value("oom_victims", nlohmann::ordered_json::array()))
+      victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", k.value("name", ""),
+                             k.value("pid", 0), format_size(k.value("anon_rss_bytes", uint64_t{0})));
+    return fmt::format("OOM-killed at {} ({}){}", format_size(u64(t, "limit_bytes")), memory, victims);
+  }
   return t.value("reason", "") + (outcome == "error" || outcome == "interrupted" ? "" : " (" + memory + ")");
 }
 

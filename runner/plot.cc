@@ -148,6 +148,11 @@ std::string html_report(const nlohmann::ordered_json& report) {
                           esc(t.value("reason", "")), format_size(b.value("anon", uint64_t{0})),
                           format_size(b.value("file", uint64_t{0})), format_size(b.value("kernel", uint64_t{0})),
                           format_size(b.value("shmem", uint64_t{0})), format_size(b.value("sock", uint64_t{0})));
+      for (const auto& k : t.value("oom_victims", nlohmann::ordered_json::array()))
+        html += fmt::format("<p>the kernel killed <b>{}</b> (pid {}): anon-rss {}, file-rss {}, shmem-rss {}</p>\n",
+                            esc(k.value("name", "")), k.value("pid", 0), format_size(k.value("anon_rss_bytes", uint64_t{0})),
+                            format_size(k.value("file_rss_bytes", uint64_t{0})),
+                            format_size(k.value("shmem_rss_bytes", uint64_t{0})));
       if (!t.value("log_tail", "").empty()) html += "<pre>" + esc(t.value("log_tail", "")) + "</pre>\n";
     }
     html += "</section>\n";

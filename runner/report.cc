@@ -66,6 +66,14 @@ std::string both_tails(const PlannedTest& p) {
   return printable(out);
 }
 
+nlohmann::ordered_json victims_json(const std::vector<OomKill>& kills) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& k : kills)
+    out.push_back({{"pid", k.pid}, {"name", printable(k.name)}, {"anon_rss_bytes", k.anon_rss},
+                   {"file_rss_bytes", k.file_rss}, {"shmem_rss_bytes", k.shmem_rss}});
+  return out;
+}
+
 // The samples, plus the kernel's exact peak as a point of its own (at the
 // highest sample's time), so that a spike between two samples still shows.
 nlohmann::ordered_json timeline_json(const Result& r) {
@@ -119,6 +127,7 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"breakdown", breakdown_json(r.kernel.breakdown)},
       {"breakdown_at_peak", breakdown_json(r.at_peak)},
       {"timeline", timeline_json(r)},
+      {"oom_victims", victims_json(r.oom_victims)},
       {"memory_stat", r.kernel.stat},
       {"events", r.kernel.events},
       {"pressure_us", r.kernel.pressure_us},
@@ -183,8 +192,12 @@ void Console::test(const Result& r) const {
 
 void Console::details(const Result& r) const {
   fmt::print(out_, "      {}\n", r.reason);
-  if (r.outcome == Outcome::oom)
+  if (r.outcome == Outcome::oom) {
     fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.at_peak));
+    for (const auto& k : r.oom_victims)
+      fmt::print(out_, "      the kernel killed {} (pid {}): anon-rss {}, file-rss {}, shmem-rss {}\n", k.name, k.pid,
+                 format_size(k.anon_rss), format_size(k.file_rss), format_size(k.shmem_rss));
+  }
   if (r.outcome != Outcome::error && r.outcome != Outcome::interrupted) {
     for (const auto& path : {r.planned->stderr_path, r.planned->stdout_path}) {
       std::string tail = log_tail(path, 10);

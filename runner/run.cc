@@ -114,7 +114,8 @@ std::string protect_memrun() {
 }
 
 Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions& options,
-               const SignalGuard& signals, int* interrupted_by, const std::string& oom_score_adj) {
+               const SignalGuard& signals, int* interrupted_by, const std::string& oom_score_adj,
+               KernelLog& kernel_log) {
   using clock = std::chrono::steady_clock;
   const TestSpec& t = *p.test;
   Result r;
@@ -206,6 +207,12 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
   r.cpu_user_s = seconds(ru.ru_utime);
   r.cpu_system_s = seconds(ru.ru_stime);
   r.kernel = group->finish();
+  if (r.kernel.oom_kills > 0) {
+    // The group's last two path components name it in the kernel's log.
+    const std::string& path = group->path();
+    auto slash = path.rfind('/', path.rfind('/') - 1);
+    r.oom_victims = kernel_log.oom_kills(path.substr(slash + 1));
+  }
   if (r.samples == 0) r.at_peak = r.kernel.breakdown;
   if (!r.kernel.peak) {
     r.peak = r.sampled_peak;
@@ -308,6 +315,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   SignalGuard signals;
   const std::string oom_score_adj = protect_memrun();
+  KernelLog kernel_log;
   RunResults out;
   auto not_run = [&](const PlannedTest& p, Outcome outcome, const std::string& reason) {
     Result r;
@@ -323,7 +331,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
     s.planned = &p;
     if (!setup_up_to_date(*p.spec->setup)) {
       s.ran = true;
-      s.result = run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj);
+      s.result = run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj, kernel_log);
       if (!s.result.passed)
         setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result.reason + ")";
     }
@@ -337,7 +345,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
     } else if (!setup_failed.empty()) {
       not_run(p, Outcome::error, setup_failed);
     } else {
-      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj));
+      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj, kernel_log));
       on_done(out.tests.back());
       if (options.fail_fast && !out.tests.back().passed) break;
     }

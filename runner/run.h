@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/kmsg.h"
 #include "runner/plan.h"
 
 namespace memrun {
@@ -65,6 +66,8 @@ struct Result {
   cgroup::Breakdown at_peak;
   /// memory.current and its anon/file split over time.
   Timeline timeline;
+  /// The processes the OOM killer chose (from the kernel log, when readable).
+  std::vector<OomKill> oom_victims;
   /// What the test could not have given back: the larger of the highest
   /// sampled usage net of reclaimable cache and the kernel peak net of the
   /// cache seen at the highest sample. An estimate, <= peak.

@@ -38,6 +38,13 @@ TEST_F(Host, OverTheLimitIsAnOomKill) {
   EXPECT_EQ(t["limit_bytes"], 64 * MiB);
   EXPECT_LE(t["peak_bytes"], 64 * MiB);
   EXPECT_NE(run.out.find("expected pass, got oom at 64.0 MiB"), std::string::npos) << run.out;
+  // Who was killed, from the kernel's log (readable by root).
+  if (::access("/dev/kmsg", R_OK) == 0) {
+    ASSERT_EQ(t["oom_victims"].size(), 1u) << run.out;
+    EXPECT_EQ(t["oom_victims"][0]["name"], "memrun-workload");
+    EXPECT_GT(t["oom_victims"][0]["anon_rss_bytes"], 32 * MiB);
+    EXPECT_NE(run.out.find("the kernel killed memrun-workload"), std::string::npos) << run.out;
+  }
 }
 
 TEST_F(Host, UnderTheLimitThePeakIsWhatWasTouched) {

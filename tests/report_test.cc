@@ -151,6 +151,23 @@ TEST(Report, AtomicWriteKeepsThePreviousFileOnFailure) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(KernelLog, FindsTheVictimsOfOneGroup) {
+  std::vector<std::string> log = {
+      "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/x/memrun-r/001-a,"
+      "task_memcg=/x/memrun-r/001-a,task=big,pid=41,uid=0",
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:128904kB, anon-rss:101888kB, file-rss:3224kB, "
+      "shmem-rss:8kB, UID:0 pgtables:248kB oom_score_adj:0",
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/002-b,task_memcg=/x/memrun-r/002-b,task=other,pid=42,uid=0",
+      "Memory cgroup out of memory: Killed process 42 (other) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0",
+  };
+  auto kills = parse_oom_kills(log, "memrun-r/001-a");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].pid, 41);
+  EXPECT_EQ(kills[0].name, "big");
+  EXPECT_EQ(kills[0].anon_rss, 101888u * 1024);
+  EXPECT_EQ(kills[0].shmem_rss, 8u * 1024);
+}
+
 TEST(Report, LogTail) {
   std::string path = "/tmp/memrun-tail-" + std::to_string(::getpid());
   std::ofstream(path) << "1\n2\n3\n4\n";

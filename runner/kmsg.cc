@@ -1,0 +1,72 @@
+#include "runner/kmsg.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <set>
+
+namespace memrun {
+
+KernelLog::KernelLog() {
+  fd_ = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd_ >= 0) ::lseek(fd_, 0, SEEK_END);  // only what happens from now on
+}
+
+KernelLog::~KernelLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix) {
+  std::vector<std::string> messages;
+  if (fd_ < 0) return {};
+  char record[8192];
+  for (;;) {
+    // One read, one record: "prio,seq,usec,flags;message\n".
+    ssize_t n = ::read(fd_, record, sizeof record - 1);
+    if (n < 0 && errno == EPIPE) continue;  // overwritten records: go on
+    if (n <= 0) break;
+    std::string r(record, static_cast<size_t>(n));
+    auto semi = r.find(';');
+    if (semi == std::string::npos) continue;
+    auto end = r.find('\n', semi);
+    messages.push_back(r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1));
+  }
+  return parse_oom_kills(messages, group_suffix);
+}
+
+std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix) {
+  // The kernel logs, per kill (mm/oom_kill.c, 5.0+):
+  //   oom-kill:constraint=...,oom_memcg=PATH,task_memcg=PATH,task=NAME,pid=N,uid=U
+  //   Memory cgroup out of memory: Killed process N (NAME) total-vm:..kB,
+  //     anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, ...
+  std::set<int> ours;
+  std::vector<OomKill> kills;
+  for (const auto& m : messages) {
+    if (m.rfind("oom-kill:", 0) == 0) {
+      auto memcg = m.find("task_memcg="), pid = m.find(",pid=");
+      if (memcg == std::string::npos || pid == std::string::npos) continue;
+      std::string path = m.substr(memcg + 11, m.find(',', memcg) - memcg - 11);
+      if (path.size() >= group_suffix.size() &&
+          path.compare(path.size() - group_suffix.size(), group_suffix.size(), group_suffix) == 0)
+        ours.insert(std::atoi(m.c_str() + pid + 5));
+      continue;
+    }
+    auto killed = m.find("Killed process ");
+    if (killed == std::string::npos) continue;
+    OomKill k;
+    char name[256] = {0};
+    unsigned long long anon = 0, file = 0, shmem = 0;
+    if (std::sscanf(m.c_str() + killed, "Killed process %d (%255[^)]) total-vm:%*llukB, anon-rss:%llukB, "
+                                          "file-rss:%llukB, shmem-rss:%llukB",
+                    &k.pid, name, &anon, &file, &shmem) < 2 || !ours.count(k.pid))
+      continue;
+    k.name = name;
+    k.anon_rss = anon * 1024, k.file_rss = file * 1024, k.shmem_rss = shmem * 1024;
+    kills.push_back(k);
+  }
+  return kills;
+}
+
+}  // namespace memrun

@@ -1,0 +1,39 @@
+// Which process the kernel's OOM killer chose, from the kernel log
+// (/dev/kmsg): memory.events counts kills but does not say who died.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memrun {
+
+/// One OOM kill, as the kernel logged it.
+struct OomKill {
+  int pid = 0;
+  std::string name;  ///< the task's comm
+  uint64_t anon_rss = 0, file_rss = 0, shmem_rss = 0;  ///< bytes, at the kill
+};
+
+/// The kernel log from the moment it is opened. Reading /dev/kmsg needs
+/// root where kernel.dmesg_restrict=1 (Debian's default); without it, no
+/// kill is ever found and reports only count them.
+class KernelLog {
+ public:
+  KernelLog();
+  ~KernelLog();
+  KernelLog(const KernelLog&) = delete;
+  KernelLog& operator=(const KernelLog&) = delete;
+  /// The OOM kills logged since the last call in the cgroup whose path ends
+  /// with `group_suffix` (e.g. "memrun-RUN/001-test").
+  std::vector<OomKill> oom_kills(const std::string& group_suffix);
+
+ private:
+  int fd_ = -1;
+};
+
+/// Parses kernel log messages (one per line, without the "prio,seq,..;"
+/// prefix) into the kills of `group_suffix`; the seam for tests.
+std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix);
+
+}  // namespace memrun
