@@ -41,7 +41,7 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   //   oom-kill:constraint=...,oom_memcg=PATH,task_memcg=PATH,task=NAME,pid=N,uid=U
   //   Memory cgroup out of memory: Killed process N (NAME) total-vm:..kB,
   //     anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, ...
-  std::set<int> ours;
+  std::set<int> ours, reported;
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
     if (m.rfind("oom-kill:", 0) == 0) {
@@ -62,6 +62,9 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
                                           "file-rss:%llukB, shmem-rss:%llukB",
                     &k.pid, name, &anon, &file, &shmem) < 2 || !ours.count(k.pid))
       continue;
+    // With memory.oom.group the kernel kills the whole group and logs the
+    // first victim twice: once chosen, once with its group.
+    if (!reported.insert(k.pid).second) continue;
     k.name = name;
     k.anon_rss = anon * 1024, k.file_rss = file * 1024, k.shmem_rss = shmem * 1024;
     kills.push_back(k);
