@@ -58,7 +58,7 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
     OomKill k;
     char name[256] = {0};
     unsigned long long anon = 0, file = 0, shmem = 0;
-    if (std::sscanf(m.c_str() + killed, "Killed process %d (%255[^)]) total-vm:%*llukB, anon-rss:%llukB, "
+    if (std::sscanf(m.c_str() + killed, "Killed process %d (%255[^)]) total-vm:%*ukB, anon-rss:%llukB, "
                                           "file-rss:%llukB, shmem-rss:%llukB",
                     &k.pid, name, &anon, &file, &shmem) < 2 || !ours.count(k.pid))
       continue;

@@ -36,6 +36,7 @@ struct Options {
   std::string shard;        ///< --shard K/N
   std::string timings;      ///< --timings: a previous JSON report
   CiOutputs ci;             ///< --junit, --markdown
+  std::string sample_interval = "20ms";  ///< --sample-interval, "0" for off
   double scale = 1;         ///< --scale: every limit times this
   std::vector<std::string> sets;  ///< --set NAME.memory=SIZE
 };
@@ -185,6 +186,14 @@ int run(const Options& o) {
 
   RunOptions ro;
   ro.fail_fast = o.fail_fast;
+  if (o.sample_interval == "0") {
+    ro.sample_interval = std::chrono::milliseconds(0);
+  } else {
+    std::string why;
+    auto d = parse_duration(o.sample_interval, &why);
+    if (!d) throw Error(kExitUsage, "--sample-interval: " + why + " (or 0 to turn sampling off)");
+    ro.sample_interval = *d;
+  }
   auto run = run_plan(
       plan, *backend, ro,
       [&](const SetupResult& s) {
@@ -239,6 +248,8 @@ int main(int argc, char** argv) {
   app.add_option("--html", o.ci.html, "write a self-contained HTML report with a memory plot per test");
   app.add_option("--shard", o.shard, "run only shard K of N (K/N, 1-based), for CI matrix jobs");
   app.add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
+  app.add_option("--sample-interval", o.sample_interval,
+                 "how often memory is sampled for timelines and the page-cache estimate (default 20ms; 0: off)");
   app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)");
   app.add_option("--set", o.sets, "override one test's limit: NAME.memory=SIZE (repeatable)");
 

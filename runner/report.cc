@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
+#include "cgroup/fs.h"
 #include "runner/units.h"
 #include "runner/utf8.h"
 
@@ -64,6 +66,16 @@ std::string both_tails(const PlannedTest& p) {
     if (!tail.empty()) out += (out.empty() ? "" : "\n") + tail;
   }
   return printable(out);
+}
+
+// memrun's own high-water mark, which the footprint benchmark reads: it
+// must stay flat. VmHWM, not getrusage's ru_maxrss: the latter keeps the
+// peak of the image memrun was exec'd from (a Python parent's, say).
+uint64_t own_max_rss() {
+  std::istringstream in(fs::read_file("/proc/self/status").value_or(""));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
 }
 
 nlohmann::ordered_json victims_json(const std::vector<OomKill>& kills) {
@@ -243,6 +255,7 @@ nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
       {"run_id", info.run_id},
       {"run_dir", info.run_dir},
       {"cwd", std::filesystem::current_path().string()},
+      {"memrun_max_rss_bytes", own_max_rss()},
       {"started", iso(info.started)},
       {"ended", iso(info.ended)},
       {"interrupted_by", info.interrupted_by ? nlohmann::ordered_json(strsignal(info.interrupted_by)) : nlohmann::ordered_json(nullptr)},

@@ -171,7 +171,9 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
       r.outcome = Outcome::timeout;
       break;
     }
-    int n = ::poll(fds, 2, static_cast<int>(std::min(left, options.sample_interval).count()));
+    bool sampling = options.sample_interval.count() > 0;
+    auto wait = std::min<std::chrono::milliseconds>(left, std::chrono::hours(1));
+    int n = ::poll(fds, 2, static_cast<int>((sampling ? std::min(wait, options.sample_interval) : wait).count()));
     if (n < 0 && errno != EINTR) throw_errno(1, "poll");
     if (n > 0 && fds[0].revents) break;
     if (n > 0 && fds[1].revents) {
@@ -181,6 +183,7 @@ Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions&
         break;
       }
     }
+    if (!sampling) continue;
     auto u = group->usage();
     ++r.samples;
     double t = std::chrono::duration<double>(clock::now() - t0).count();

@@ -88,7 +88,8 @@ struct Result {
 /// Options of a run.
 struct RunOptions {
   bool fail_fast = false;  ///< stop after the first test that does not pass
-  /// How often memory.current is sampled while a test runs.
+  /// How often memory.current is sampled while a test runs; 0: never (no
+  /// timeline, no working-set estimate, the kernel peak only).
   std::chrono::milliseconds sample_interval{20};
 };
 

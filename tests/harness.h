@@ -64,8 +64,8 @@ RunOutput run_spec_with(const Scratch& dir, const std::string& yaml, const std::
 /// The report entry of test `name`; fails the test if absent.
 const nlohmann::json& test_named(const RunOutput& run, const std::string& name);
 
-/// memrun-* cgroup directories left below where memrun makes its groups:
-/// must be empty after every run.
+/// Run directories of memruns that are gone, below where memrun makes its
+/// groups: must be empty after every run.
 std::vector<std::string> leftover_cgroups();
 
 /// True when process `pid` exists (and is not a zombie).
