@@ -21,19 +21,26 @@ KernelLog::~KernelLog() {
 std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix) {
   std::vector<std::string> messages;
   if (fd_ < 0) return {};
-  char record[8192];
-  for (;;) {
-    // One read, one record: "prio,seq,usec,flags;message\n".
-    ssize_t n = ::read(fd_, record, sizeof record - 1);
-    if (n < 0 && errno == EPIPE) continue;  // overwritten records: go on
-    if (n <= 0) break;
-    std::string r(record, static_cast<size_t>(n));
-    auto semi = r.find(';');
-    if (semi == std::string::npos) continue;
-    auto end = r.find('\n', semi);
-    messages.push_back(r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1));
+  // The kernel may log a kill a moment after the victim's exit was seen:
+  // look again, briefly, until the kill shows up.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    char record[8192];
+    for (;;) {
+      // One read, one record: "prio,seq,usec,flags;message\n".
+      ssize_t n = ::read(fd_, record, sizeof record - 1);
+      if (n < 0 && errno == EPIPE) continue;  // overwritten records: go on
+      if (n <= 0) break;
+      std::string r(record, static_cast<size_t>(n));
+      auto semi = r.find(';');
+      if (semi == std::string::npos) continue;
+      auto end = r.find('\n', semi);
+      messages.push_back(r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1));
+    }
+    auto kills = parse_oom_kills(messages, group_suffix);
+    if (!kills.empty()) return kills;
+    ::usleep(10000);
   }
-  return parse_oom_kills(messages, group_suffix);
+  return {};
 }
 
 std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix) {
