@@ -165,6 +165,27 @@ TEST_F(Faults, ALimitTooSmallToEvenStartGivesAClearVerdict) {
   EXPECT_EQ(run.exit_code, 1);
 }
 
+TEST_F(Faults, AFullDiskKeepsThePreviousReportAndSaysSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  std::string disk = dir.path() + "/disk";
+  std::filesystem::create_directories(disk);
+  ASSERT_EQ(run_program({"mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", disk}).exit_code, 0);
+  std::string report = disk + "/report.json";
+  std::ofstream(report) << "{\"previous\": true}";
+  // Fill the rest of the filesystem.
+  run_program({"sh", "-c", "head -c 1M /dev/zero > " + disk + "/filler"});
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");
+  auto run = run_memrun({spec, "--json", report, "--run-dir", dir.path() + "/runs"});
+  std::string previous = fs::read_file(report).value_or("");
+  auto files = run_program({"ls", "-A", disk}).out;
+  run_program({"umount", disk});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("cannot write the report " + report), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("No space left on device"), std::string::npos) << run.err;
+  EXPECT_EQ(previous, "{\"previous\": true}") << "the previous report was damaged";
+  EXPECT_EQ(files, "filler\nreport.json\n") << "a temporary file was left behind";
+}
+
 TEST_F(Faults, BinaryOutputStillGivesValidReports) {
   std::string xml = dir.path() + "/junit.xml";
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'head -c 3000 /dev/urandom >&2; exit 1', memory: 16MiB}\n",
