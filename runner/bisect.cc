@@ -35,7 +35,7 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
   const std::vector<Spec> specs{Spec{spec.path, std::nullopt, {t}}};
   Probe p;
   for (int i = 0; i < trials && p.passed; ++i) {
-    Plan plan = make_plan(specs, {}, "", run_dir);
+    Plan plan = make_plan(specs, {}, run_dir);
     plan.tests[0].group = fmt::format("probe-{}", ++*runs);
     auto results = run_plan(plan, backend, {}, [](const SetupResult&) {}, [](const Result&) {});
     if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");

@@ -64,7 +64,7 @@ int list(const std::vector<std::string>& paths, const Options& o) {
   auto specs = load_all(paths);
   Selection selection = o.selection;
   shard_selection(o, &selection);
-  Plan plan = make_plan(specs, selection, "", "");
+  Plan plan = make_plan(specs, selection, "");
   for (const auto& p : plan.tests) {
     const TestSpec& t = *p.test;
     fmt::print("{}:{}  {}  memory {}  expect {}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
@@ -153,7 +153,7 @@ int run(const Options& o) {
   std::string run_dir = o.run_dir + "/" + run_id;
   Selection selection = o.selection;
   shard_selection(o, &selection);
-  Plan plan = make_plan(specs, selection, run_id, run_dir);
+  Plan plan = make_plan(specs, selection, run_dir);
   if (plan.tests.empty() && selection.shard_count == 0)
     throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
 

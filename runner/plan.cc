@@ -15,7 +15,7 @@
 namespace memrun {
 
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
-               const std::string& run_id, const std::string& run_dir) {
+               const std::string& run_dir) {
   std::regex filter;
   try {
     filter = std::regex(selection.filter.empty() ? "" : selection.filter, std::regex::ECMAScript);
@@ -43,7 +43,7 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
       if (shard[i] == selection.shard_index - 1) mine.push_back(selected[i]);
     selected = mine;
   }
-  Plan plan{run_id, run_dir, {}, {}};
+  Plan plan{run_dir, {}, {}};
   for (const auto& spec : specs) {
     size_t before = plan.tests.size();
     for (const auto& [owner, t] : selected) {

@@ -42,7 +42,6 @@ struct PlannedTest {
 
 /// Everything a run needs to know before it starts.
 struct Plan {
-  std::string run_id;   ///< e.g. 20261130-101502-4242
   std::string run_dir;  ///< folder for logs (and reports by default)
   /// The setups of the specs that have selected tests, in spec order.
   std::vector<PlannedTest> setups;
@@ -52,7 +51,7 @@ struct Plan {
 /// Selects and names the tests of `specs`. Throws Error(kExitUsage) on a bad
 /// --filter regex.
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
-               const std::string& run_id, const std::string& run_dir);
+               const std::string& run_dir);
 
 /// A run id: local time, then this process's pid and start time, which
 /// identify the run's cgroups as this process's (see cgroup::dead_runs).

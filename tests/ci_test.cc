@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -22,12 +23,8 @@ const char* kMixed = R"(tests:
   - {name: fails, run: 'echo "<broken & bad>" >&2; exit 2', memory: 16MiB}
 )";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The whole file ("" when absent).
+std::string slurp(const std::string& path) { return fs::read_file(path).value_or(""); }
 
 class Ci : public ::testing::Test {
  protected:

@@ -7,22 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
 
 namespace memrun::testing {
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 std::string workload() { return WORKLOAD_BIN; }
 
@@ -80,8 +69,8 @@ RunOutput finish_program(const Started& st) {
   ::waitpid(st.pid, &status, 0);
   RunOutput r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(st.out_path);
-  r.err = slurp(st.err_path);
+  r.out = fs::read_file(st.out_path).value_or("");
+  r.err = fs::read_file(st.err_path).value_or("");
   return r;
 }
 
@@ -105,7 +94,7 @@ RunOutput run_spec_with(const Scratch& dir, const std::string& yaml, const std::
     args.push_back(a);
   args.insert(args.end(), extra.begin(), extra.end());
   RunOutput r = run_program(args);
-  if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(slurp(report));
+  if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(fs::read_file(report).value_or(""));
   return r;
 }
 
