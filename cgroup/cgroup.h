@@ -108,6 +108,11 @@ class Backend {
   /// written. Throws memrun::Error if it cannot be made.
   virtual std::unique_ptr<Group> create(const std::string& name,
                                         const Limits& limits) = 0;
+  /// How much more memory the run's tree may be charged before an
+  /// ancestor's limit is hit: the smallest `limit - usage` over the limited
+  /// ancestors of run_path(); UINT64_MAX when none is limited. What a
+  /// scheduler may hand out (see runner/budget.h).
+  virtual uint64_t room() const = 0;
   /// Removes the run's directory (after every group was destroyed).
   virtual void close() = 0;
 };
@@ -161,6 +166,17 @@ std::string delegated_controllers();
 /// the file `limit_file`; UINT64_MAX when none is set.
 uint64_t effective_limit(const std::string& dir, const std::string& top,
                          const std::string& limit_file);
+
+/// The smallest `limit - usage` among `dir` and its ancestors up to `top`
+/// that have a finite limit in `limit_file` (usage from `usage_file`);
+/// UINT64_MAX when none has.
+uint64_t room_below(const std::string& dir, const std::string& top,
+                    const std::string& limit_file, const std::string& usage_file);
+
+/// Sends `sig` once to every process listed in `dir`'s cgroup.procs and its
+/// sub-groups'. For a polite SIGTERM before kill_all: unlike SIGKILL, a
+/// process may catch it and clean up.
+void signal_tree(const std::string& dir, int sig);
 
 /// Kills every pid listed in `procs_file` until it lists none (bounded by
 /// `timeout_ms`); for kernels without cgroup.kill. Returns true when empty.

@@ -164,6 +164,7 @@ class SystemdBackend : public Backend {
   std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
     return v2_->create(name, limits);
   }
+  uint64_t room() const override { return v2_->room(); }
   // The scope itself ends with memrun, its last process (see the top).
   void close() override { v2_->close(); }
 

@@ -30,6 +30,38 @@ uint64_t effective_limit(const std::string& dir, const std::string& top,
   return lowest;
 }
 
+uint64_t room_below(const std::string& dir, const std::string& top,
+                    const std::string& limit_file, const std::string& usage_file) {
+  uint64_t room = UINT64_MAX;
+  std::string d = dir;
+  for (;;) {
+    // v1 writes "unlimited" as a huge page-aligned number (LONG_MAX rounded
+    // down to a page); anything past 2^60 bytes is no limit in practice.
+    auto limit = fs::read_u64(d + "/" + limit_file);
+    if (limit && *limit < (uint64_t{1} << 60)) {
+      uint64_t used = fs::read_u64(d + "/" + usage_file).value_or(0);
+      room = std::min(room, *limit - std::min(*limit, used));
+    }
+    if (d.size() <= top.size()) break;
+    auto slash = d.rfind('/');
+    if (slash == std::string::npos || slash == 0) break;
+    d = d.substr(0, slash);
+  }
+  return room;
+}
+
+void signal_tree(const std::string& dir, int sig) {
+  std::istringstream in(fs::read_file(dir + "/cgroup.procs").value_or(""));
+  for (pid_t pid; in >> pid;) ::kill(pid, sig);
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(d))
+      if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(dir + "/" + e->d_name);
+    ::closedir(d);
+    for (const auto& c : children) signal_tree(c, sig);
+  }
+}
+
 bool kill_listed(const std::string& procs_file, int timeout_ms) {
   // Without cgroup.kill (v1, v2 before 5.14) a process may fork between our
   // read of cgroup.procs and its SIGKILL; its child then shows up on the next

@@ -121,8 +121,8 @@ class V1Backend : public Backend {
     run_ = parent + "/" + run_name;
     const auto& self = host().v1_self;
     make_dir(run_, kExitNoEnforce);
-    std::string top = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
-    ancestors_limit_ = effective_limit(run_, top, "memory.limit_in_bytes");
+    top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
+    ancestors_limit_ = effective_limit(run_, top_, "memory.limit_in_bytes");
     memsw_ = fs::exists(run_ + "/memory.memsw.limit_in_bytes");
     // Hierarchical accounting is fixed at 1 since 5.x; older kernels need it
     // set before the group has children so ancestors' limits apply.
@@ -161,6 +161,10 @@ class V1Backend : public Backend {
     return group;
   }
 
+  uint64_t room() const override {
+    return room_below(run_, top_, "memory.limit_in_bytes", "memory.usage_in_bytes");
+  }
+
   void close() override {
     if (closed_) return;
     closed_ = true;
@@ -169,7 +173,7 @@ class V1Backend : public Backend {
   }
 
  private:
-  std::string run_, pids_run_;
+  std::string run_, pids_run_, top_;
   uint64_t ancestors_limit_ = UINT64_MAX;
   bool memsw_ = false;  // swap accounting
   bool closed_ = false;

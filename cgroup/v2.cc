@@ -236,6 +236,10 @@ class V2Backend : public Backend {
     return group;
   }
 
+  uint64_t room() const override {
+    return room_below(run_, host().v2_mount, "memory.max", "memory.current");
+  }
+
   void close() override {
     if (closed_) return;
     closed_ = true;

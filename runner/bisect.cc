@@ -37,7 +37,8 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
   for (int i = 0; i < trials && p.passed; ++i) {
     Plan plan = make_plan(specs, {}, run_dir);
     plan.tests[0].group = fmt::format("probe-{}", ++*runs);
-    auto results = run_plan(plan, backend, {}, [](const SetupResult&) {}, [](const Result&) {});
+    RunObserver quiet;
+    auto results = run_plan(plan, backend, {}, quiet);
     if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");
     p.last = results.tests.at(0);
     p.last.planned = nullptr;  // the plan is gone

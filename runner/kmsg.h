@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -24,12 +25,15 @@ class KernelLog {
   ~KernelLog();
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
-  /// The OOM kills logged since the last call in the cgroup whose path ends
-  /// with `group_suffix` (e.g. "memrun-RUN/001-test").
+  /// The OOM kills logged since the log was opened in the cgroup whose path
+  /// ends with `group_suffix` (e.g. "memrun-RUN/001-test"), each reported
+  /// once.
   std::vector<OomKill> oom_kills(const std::string& group_suffix);
 
  private:
+  static constexpr size_t kMaxPending = 4096;
   int fd_ = -1;
+  std::deque<std::string> pending_;  // kill lines not yet claimed by a test
 };
 
 /// Parses kernel log messages (one per line, without the "prio,seq,..;"

@@ -12,8 +12,10 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 #include "runner/bisect.h"
+#include "runner/budget.h"
 #include "runner/ci_report.h"
 #include "runner/doctor.h"
+#include "runner/live.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
 #include "runner/report.h"
@@ -39,6 +41,54 @@ struct Options {
   std::string sample_interval = "20ms";  ///< --sample-interval, "0" for off
   double scale = 1;         ///< --scale: every limit times this
   std::vector<std::string> sets;  ///< --set NAME.memory=SIZE
+  int jobs = 1;             ///< -j
+  std::string memory_budget;  ///< --memory-budget SIZE
+  bool allow_oversubscribe = false;
+  std::string max_log = "64MiB";  ///< --max-log, "0" for no cap
+  std::string grace = "5s";       ///< --grace
+  std::string live = "auto";      ///< --live auto|on|off
+};
+
+std::chrono::milliseconds duration_option(const std::string& flag, const std::string& text, const char* zero) {
+  if (text == "0") return std::chrono::milliseconds(0);
+  std::string why;
+  auto d = parse_duration(text, &why);
+  if (!d) throw Error(kExitUsage, flag + ": " + why + " (or 0 " + zero + ")");
+  return *d;
+}
+
+uint64_t size_option(const std::string& flag, const std::string& text) {
+  std::string why;
+  auto v = parse_size(text, &why);
+  if (!v) throw Error(kExitUsage, flag + ": " + why);
+  return *v;
+}
+
+// What the console shows while the run goes: a line per finished test,
+// and on a terminal the live view below them.
+class ConsoleObserver : public RunObserver {
+ public:
+  ConsoleObserver(const Console& console, LiveView* live) : console_(console), live_(live) {}
+  void setup_done(const SetupResult& s) override {
+    if (live_) live_->clear();
+    console_.setup(s);
+    std::fflush(stdout);
+  }
+  void test_done(const Result& r) override {
+    if (live_) {
+      live_->clear();
+      live_->finished(r);
+    }
+    console_.test(r);
+    std::fflush(stdout);
+  }
+  void tick(const std::vector<Progress>& running) override {
+    if (live_) live_->update(running);
+  }
+
+ private:
+  const Console& console_;
+  LiveView* live_;
 };
 
 // Applies --shard and --timings to the selection.
@@ -186,24 +236,37 @@ int run(const Options& o) {
 
   RunOptions ro;
   ro.fail_fast = o.fail_fast;
-  if (o.sample_interval == "0") {
-    ro.sample_interval = std::chrono::milliseconds(0);
-  } else {
-    std::string why;
-    auto d = parse_duration(o.sample_interval, &why);
-    if (!d) throw Error(kExitUsage, "--sample-interval: " + why + " (or 0 to turn sampling off)");
-    ro.sample_interval = *d;
+  ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
+  ro.grace = duration_option("--grace", o.grace, "to kill at once");
+  ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
+  if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
+  ro.jobs = o.jobs;
+  ro.allow_oversubscribe = o.allow_oversubscribe;
+  ro.timings = selection.timings;
+  // One test at a time needs no budget: its own limit is all it promises.
+  // With -j, or when asked, the limits of running tests must fit in one.
+  if (!o.memory_budget.empty())
+    ro.budget = Budget{size_option("--memory-budget", o.memory_budget), "--memory-budget"};
+  else if (o.jobs > 1)
+    ro.budget = default_budget(mem_available(), backend->room());
+  if (ro.budget)
+    fmt::print("up to {} tests at once within a memory budget of {} ({})\n", o.jobs, format_size(ro.budget->bytes),
+               ro.budget->source);
+  std::fflush(stdout);
+
+  info.jobs = o.jobs;
+  if (ro.budget) info.budget = ro.budget->bytes;
+
+  bool live = o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO));
+  std::optional<LiveView> view;
+  if (live) {
+    view.emplace(stdout, plan.tests.size(), o.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
+                 ro.timings);
+    ro.tick = std::chrono::milliseconds(200);
   }
-  auto run = run_plan(
-      plan, *backend, ro,
-      [&](const SetupResult& s) {
-        console.setup(s);
-        std::fflush(stdout);
-      },
-      [&](const Result& r) {
-        console.test(r);
-        std::fflush(stdout);
-      });
+  ConsoleObserver observer(console, view ? &*view : nullptr);
+  auto run = run_plan(plan, *backend, ro, observer);
+  if (view) view->clear();
   backend->close();
   info.ended = std::chrono::system_clock::now();
   info.interrupted_by = run.interrupted_by;
@@ -252,6 +315,19 @@ int main(int argc, char** argv) {
                  "how often memory is sampled for timelines and the page-cache estimate (default 20ms; 0: off)");
   app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)");
   app.add_option("--set", o.sets, "override one test's limit: NAME.memory=SIZE (repeatable)");
+  app.add_option("-j,--jobs", o.jobs,
+                 "run up to N tests at once, within the memory budget (default 1: one at a time, in spec order)");
+  app.add_option("--memory-budget", o.memory_budget,
+                 "the sum of the limits of running tests stays within SIZE (default with -j: the memory "
+                 "available to memrun less 10%)");
+  app.add_flag("--allow-oversubscribe", o.allow_oversubscribe,
+               "run a test whose limit exceeds the budget alone, instead of failing it with `error`");
+  app.add_option("--max-log", o.max_log, "keep at most SIZE of each test's stdout and stderr (default 64MiB; 0: all)");
+  app.add_option("--grace", o.grace,
+                 "on Ctrl-C/SIGTERM/SIGHUP, how long tests get after SIGTERM before SIGKILL (default 5s); "
+                 "a second signal kills at once");
+  app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 
   auto* doctor_cmd = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
   doctor_cmd->fallthrough();  // --backend, --cgroup-parent

@@ -145,6 +145,9 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"pressure_us", r.kernel.pressure_us},
       {"stdout", p.stdout_path},
       {"stderr", p.stderr_path},
+      {"stdout_bytes", r.stdout_bytes},
+      {"stderr_bytes", r.stderr_bytes},
+      {"log_discarded_bytes", r.log_discarded_bytes},
       {"started", when(r.started)},
       {"ended", when(r.ended)},
       // Self-contained for CI outputs made elsewhere (memrun merge): the
@@ -212,7 +215,8 @@ void Console::details(const Result& r) const {
   }
   if (r.outcome != Outcome::error && r.outcome != Outcome::interrupted) {
     for (const auto& path : {r.planned->stderr_path, r.planned->stdout_path}) {
-      std::string tail = log_tail(path, 10);
+      // A test's bytes must not drive the terminal (or a CI log viewer).
+      std::string tail = printable(log_tail(path, 10));
       if (tail.empty()) continue;
       fmt::print(out_, "      --- last lines of {}\n", path);
       size_t start = 0;
@@ -262,6 +266,8 @@ nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
       {"host", {{"kernel", info.kernel}, {"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"cgroup_path", info.cgroup_path}}},
       {"shard", info.shard_count ? nlohmann::ordered_json({{"index", info.shard_index}, {"count", info.shard_count}})
                                  : nlohmann::ordered_json(nullptr)},
+      {"jobs", info.jobs},
+      {"memory_budget_bytes", info.budget ? nlohmann::ordered_json(*info.budget) : nlohmann::ordered_json(nullptr)},
       {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
       {"setups", setups},
       {"tests", tests},

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ struct RunInfo {
   std::chrono::system_clock::time_point started, ended;
   int interrupted_by = 0;  ///< signal number, 0 if none
   int shard_index = 0, shard_count = 0;  ///< --shard K/N; 0/0 without
+  int jobs = 1;                          ///< -j
+  std::optional<uint64_t> budget;        ///< the memory budget, if any
 };
 
 /// Console output; colour only when enabled.

@@ -1,61 +1,32 @@
+// Stage 3: the run. One event loop waits on every running test at once:
+// epoll over each test's pidfd (its exit) and log pipes, a signalfd (Ctrl-C
+// and friends) and one timerfd armed for the nearest timeout, sample or
+// grace period. No thread per test: memrun's cost stays flat with -j.
 #include "runner/run.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <deque>
 #include <filesystem>
 
 #include "cgroup/error.h"
 #include "cgroup/fs.h"
-#include "runner/launch.h"
-#include "runner/units.h"
-
-extern char** environ;
+#include "runner/running.h"
 
 namespace memrun {
-
-const char* to_string(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::pass: return "pass";
-    case Outcome::fail: return "fail";
-    case Outcome::oom: return "oom";
-    case Outcome::timeout: return "timeout";
-    case Outcome::error: return "error";
-    case Outcome::interrupted: return "interrupted";
-  }
-  return "error";
-}
-
-void Timeline::add(double t, uint64_t cur, uint64_t a, uint64_t f) {
-  if (++skipped < stride) return;
-  skipped = 0;
-  if (t_s.size() >= kMaxPoints) {
-    // Keep every other point; from now on record half as often.
-    for (size_t i = 0; 2 * i < t_s.size(); ++i) {
-      t_s[i] = t_s[2 * i];
-      current[i] = current[2 * i];
-      anon[i] = anon[2 * i];
-      file[i] = file[2 * i];
-    }
-    size_t n = (t_s.size() + 1) / 2;
-    t_s.resize(n), current.resize(n), anon.resize(n), file.resize(n);
-    stride *= 2;
-  }
-  t_s.push_back(t), current.push_back(cur), anon.push_back(a), file.push_back(f);
-}
-
 namespace {
 
+using clock = std::chrono::steady_clock;
+
 // While memrun runs tests, SIGINT/SIGTERM/SIGHUP arrive on a signalfd so that
-// the running test is killed and its cgroup removed before memrun exits.
+// running tests are stopped and their groups removed before memrun exits.
 class SignalGuard {
  public:
   SignalGuard() {
@@ -63,13 +34,14 @@ class SignalGuard {
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
     ::sigprocmask(SIG_BLOCK, &set_, &old_);
     fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) throw_errno(1, "signalfd");
   }
   ~SignalGuard() {
-    if (fd_ >= 0) ::close(fd_);
+    ::close(fd_);
     ::sigprocmask(SIG_SETMASK, &old_, nullptr);
   }
   int fd() const { return fd_; }
-  /// The pending signal, or 0.
+  /// The next pending signal, or 0.
   int take() const {
     signalfd_siginfo info;
     return ::read(fd_, &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
@@ -79,27 +51,6 @@ class SignalGuard {
   sigset_t set_, old_;
   int fd_ = -1;
 };
-
-std::vector<std::string> environment(const TestSpec& t) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (!t.env.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
-  }
-  for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
-  // Tests may size themselves to their limit.
-  env.push_back("MEMRUN_TEST=" + t.name);
-  env.push_back("MEMRUN_MEMORY_LIMIT=" + std::to_string(t.memory));
-  return env;
-}
-
-int open_log(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno(kExitUsage, "cannot write the log " + path);
-  return fd;
-}
-
-double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
 
 // Under global memory pressure the kernel's OOM killer should pick a test,
 // never the runner that reports on it. Lowering one's oom_score_adj needs
@@ -113,185 +64,221 @@ std::string protect_memrun() {
   return std::to_string(std::min(1000, own + 500));
 }
 
-Result run_one(const PlannedTest& p, cgroup::Backend& backend, const RunOptions& options,
-               const SignalGuard& signals, int* interrupted_by, const std::string& oom_score_adj,
-               KernelLog& kernel_log) {
-  using clock = std::chrono::steady_clock;
-  const TestSpec& t = *p.test;
+// What an epoll event is about: a test (by a serial never reused, so that
+// nothing is mistaken for a later test's fd) and which of its fds, or one
+// of the loop's own fds.
+enum Source : uint64_t { kExit = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
+constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1;
+uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
+
+// The result of a test that never started.
+Result unstarted(const PlannedTest& p, Outcome outcome, const std::string& reason) {
   Result r;
   r.planned = &p;
-  r.started = std::chrono::system_clock::now();
-  auto t0 = clock::now();
-  auto finish = [&] {
-    r.ended = std::chrono::system_clock::now();
-    r.duration_s = std::chrono::duration<double>(clock::now() - t0).count();
-    decide(r, t);
-    return r;
-  };
+  r.outcome = outcome;
+  r.reason = reason;
+  r.limit = p.test->memory;
+  return r;
+}
 
-  Command cmd;
-  cmd.env = environment(t);
-  cmd.argv = t.argv;
-  cmd.cwd = t.cwd;
-  cmd.oom_score_adj = oom_score_adj;
-  cmd.path = find_executable(t.argv[0], cmd.env);
-  if (cmd.path.empty()) {
-    r.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
-    return finish();
+itimerspec at(clock::time_point t) {
+  itimerspec spec{};
+  if (t == clock::time_point::max()) return spec;  // disarmed
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  // steady_clock is CLOCK_MONOTONIC; a zero time would disarm the timer.
+  ns = std::max<int64_t>(ns, 1);
+  spec.it_value.tv_sec = ns / 1000000000;
+  spec.it_value.tv_nsec = ns % 1000000000;
+  return spec;
+}
+
+class Loop {
+ public:
+  Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer)
+      : options_(options), observer_(observer) {
+    // Daemons a test leaves behind are reparented to memrun, not to PID 1,
+    // so that they can be reaped once their group is killed.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    context_.backend = &backend;
+    context_.kernel_log = &kernel_log_;
+    context_.oom_score_adj = protect_memrun();
+    context_.sample_interval = options.sample_interval;
+    context_.max_log = options.max_log;
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");
+    watch(signals_.fd(), tag(kSignalSerial, kLoop));
+    watch(timer_, tag(kTimerSerial, kLoop));
   }
-  r.timeline.interval_s = options.sample_interval.count() / 1e3;
-  cmd.stdout_fd = open_log(p.stdout_path);
-  cmd.stderr_fd = open_log(p.stderr_path);
-
-  std::unique_ptr<cgroup::Group> group;
-  Child child;
-  try {
-    group = backend.create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
-    child = launch(cmd, group->placement());
-  } catch (const Error& e) {
-    ::close(cmd.stdout_fd);
-    ::close(cmd.stderr_fd);
-    r.reason = e.what();
-    if (group) group->destroy();
-    return finish();
+  ~Loop() {
+    slots_.clear();  // destroys what a failing run left (see ~RunningTest)
+    ::close(timer_);
+    ::close(epoll_);
   }
-  ::close(cmd.stdout_fd);
-  ::close(cmd.stderr_fd);
-  r.placement = child.placement;
 
-  // Wait for the exit, the timeout or a signal, sampling usage meanwhile.
-  // A test that ends before the first interval is never sampled: its cost
-  // stays a fork, an exec and a poll.
-  auto deadline = t0 + t.timeout;
-  r.outcome = Outcome::pass;  // refined by decide()
-  pollfd fds[2] = {{child.pidfd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-    if (left.count() <= 0) {
-      r.outcome = Outcome::timeout;
-      break;
+  int interrupted_by() const { return interrupted_by_; }
+
+  /// Runs `tests` offered in `order` under `admission`; `done(i, result)`
+  /// is called for every test i that ran, was refused or was cut off by a
+  /// signal. With `fail_fast`, no test starts after one did not pass; those
+  /// never started are not reported.
+  void run(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
+           bool fail_fast, const std::function<void(size_t, Result)>& done) {
+    std::deque<size_t> queue;
+    for (size_t i : order) {
+      // A test that can never fit is reported at once, not after the rest.
+      std::string refusal = admission.refusal(tests[i]->test->memory);
+      if (refusal.empty()) {
+        queue.push_back(i);
+        continue;
+      }
+      done(i, unstarted(*tests[i], Outcome::error, refusal));
     }
-    bool sampling = options.sample_interval.count() > 0;
-    auto wait = std::min<std::chrono::milliseconds>(left, std::chrono::hours(1));
-    int n = ::poll(fds, 2, static_cast<int>((sampling ? std::min(wait, options.sample_interval) : wait).count()));
-    if (n < 0 && errno != EINTR) throw_errno(1, "poll");
-    if (n > 0 && fds[0].revents) break;
-    if (n > 0 && fds[1].revents) {
-      if (int sig = signals.take()) {
-        *interrupted_by = sig;
-        r.outcome = Outcome::interrupted;
-        break;
+    bool stop_starting = false;
+    auto next_tick = clock::now() + options_.tick;
+    for (;;) {
+      // Start what fits, in the offered order; a test that cannot fit now
+      // lets smaller ones behind it start (they only use what is free).
+      for (auto it = queue.begin(); !stop_starting && !interrupted_by_ && it != queue.end();) {
+        const PlannedTest& p = *tests[*it];
+        if (!admission.may_start(p.test->memory)) {
+          ++it;
+          continue;
+        }
+        size_t index = *it;
+        it = queue.erase(it);
+        auto test = std::make_unique<RunningTest>(p);
+        if (!test->start(context_)) {
+          Result r = test->not_started();
+          stop_starting = fail_fast && !r.passed;
+          done(index, std::move(r));
+          continue;
+        }
+        admission.started(p.test->memory);
+        uint64_t serial = next_serial_++;
+        watch(test->pidfd(), tag(serial, kExit));
+        watch(test->out().reader(), tag(serial, kStdout));
+        watch(test->err().reader(), tag(serial, kStderr));
+        slots_.push_back({serial, index, std::move(test)});
+      }
+      if (slots_.empty()) break;
+      wait(next_tick);
+      auto now = clock::now();
+      for (auto& s : slots_) {
+        RunningTest& t = *s.test;
+        if (t.exited()) continue;
+        if (t.deadline() <= now) t.time_out();
+        if (t.grace_end() && *t.grace_end() <= now) t.kill_now();
+        if (t.next_sample() <= now) t.sample();
+      }
+      if (options_.tick.count() > 0 && next_tick <= now) {
+        std::vector<Progress> progress;
+        for (const auto& s : slots_) progress.push_back({&s.test->planned(), s.test->elapsed_s(), s.test->current()});
+        observer_.tick(progress);
+        next_tick = now + options_.tick;
+      }
+      reap();
+      for (auto it = slots_.begin(); it != slots_.end();) {
+        if (!it->test->exited()) {
+          ++it;
+          continue;
+        }
+        Result r = it->test->finish(kernel_log_);
+        admission.ended(it->test->planned().test->memory);
+        size_t index = it->index;
+        it = slots_.erase(it);
+        stop_starting = stop_starting || (fail_fast && !r.passed);
+        done(index, std::move(r));
       }
     }
-    if (!sampling) continue;
-    auto u = group->usage();
-    ++r.samples;
-    double t = std::chrono::duration<double>(clock::now() - t0).count();
-    r.timeline.add(t, u.current, u.breakdown.anon, u.breakdown.file);
-    if (u.current >= r.sampled_peak) {
-      r.at_peak = u.breakdown;
-      r.reclaimable_at_sampled_peak = u.reclaimable_file;
-      r.timeline.peak_t_s = t;
+    if (!interrupted_by_) return;
+    for (size_t i : queue) done(i, unstarted(*tests[i], Outcome::interrupted, "not run: memrun was interrupted"));
+  }
+
+ private:
+  struct Slot {
+    uint64_t serial;
+    size_t index;  // in the list being run
+    std::unique_ptr<RunningTest> test;
+  };
+
+  void watch(int fd, uint64_t data) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = data;
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(1, "epoll_ctl");
+  }
+
+  // One wait: until an fd is ready or the nearest deadline, then handles
+  // the fds (signals, logs). Deadlines are checked by the caller.
+  void wait(clock::time_point next_tick) {
+    auto next = options_.tick.count() > 0 ? next_tick : clock::time_point::max();
+    for (const auto& s : slots_) {
+      next = std::min({next, s.test->deadline(), s.test->next_sample()});
+      if (s.test->grace_end()) next = std::min(next, *s.test->grace_end());
     }
-    r.sampled_peak = std::max(r.sampled_peak, u.current);
-    r.working_set_peak = std::max(r.working_set_peak, u.current - std::min(u.current, u.reclaimable_file));
+    auto spec = at(next);
+    ::timerfd_settime(timer_, TFD_TIMER_ABSTIME, &spec, nullptr);
+    epoll_event events[32];
+    int n = ::epoll_wait(epoll_, events, 32, -1);
+    if (n < 0 && errno != EINTR) throw_errno(1, "epoll_wait");
+    for (int i = 0; i < n; ++i) {
+      uint64_t serial = events[i].data.u64 >> 2;
+      auto source = static_cast<Source>(events[i].data.u64 & 3);
+      if (source == kLoop) {
+        if (serial == kSignalSerial) on_signals();
+        uint64_t expirations;
+        if (serial == kTimerSerial) (void)!::read(timer_, &expirations, sizeof expirations);
+        continue;
+      }
+      for (auto& s : slots_) {
+        if (s.serial != serial) continue;
+        // A pipe that ended is closed by its relay, which removes it from
+        // the epoll set. An exit is collected by reap().
+        if (source == kStdout) s.test->out().pump();
+        if (source == kStderr) s.test->err().pump();
+      }
+    }
   }
-  if (r.outcome != Outcome::pass) group->kill_all();
-  int status = 0;
-  rusage ru{};
-  while (::wait4(child.pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-  ::close(child.pidfd);
-  // Whatever the test left running (daemons, setsid'd grandchildren) dies
-  // with it. memrun is their subreaper, so reap them too.
-  group->kill_all();
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {}
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.cpu_user_s = seconds(ru.ru_utime);
-  r.cpu_system_s = seconds(ru.ru_stime);
-  r.kernel = group->finish();
-  if (r.kernel.oom_kills > 0) {
-    // The group's last two path components name it in the kernel's log.
-    const std::string& path = group->path();
-    auto slash = path.rfind('/', path.rfind('/') - 1);
-    r.oom_victims = kernel_log.oom_kills(path.substr(slash + 1));
+
+  void on_signals() {
+    while (int sig = signals_.take()) {
+      // The first signal stops the run politely (SIGTERM, then SIGKILL
+      // after the grace period); another one kills at once.
+      bool first = interrupted_by_ == 0;
+      if (first) interrupted_by_ = sig;
+      for (auto& s : slots_) {
+        if (s.test->exited()) continue;
+        if (first) s.test->interrupt(options_.grace);
+        else s.test->kill_now();
+      }
+    }
   }
-  if (r.samples == 0) r.at_peak = r.kernel.breakdown;
-  if (!r.kernel.peak) {
-    r.peak = r.sampled_peak;
-    r.peak_sampled = true;
+
+  // Collects every child that exited: the tests' main processes (their
+  // status goes to their test) and the orphans they left (memrun is their
+  // subreaper), so that no zombie outlives its test.
+  void reap() {
+    int status;
+    rusage usage;
+    pid_t pid;
+    while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
+      for (auto& s : slots_)
+        if (s.test->pid() == pid) s.test->reaped(status, usage);
   }
-  try {
-    group->destroy();
-  } catch (const Error& e) {
-    r.reason = e.what();
-  }
-  return finish();
-}
+
+  const RunOptions& options_;
+  RunObserver& observer_;
+  SignalGuard signals_;
+  KernelLog kernel_log_;
+  RunContext context_;
+  int epoll_ = -1, timer_ = -1;
+  uint64_t next_serial_ = 2;  // 0 and 1 are the loop's own
+  std::vector<Slot> slots_;
+  int interrupted_by_ = 0;
+};
 
 }  // namespace
-
-void decide(Result& r, const TestSpec& t) {
-  r.limit = std::min(t.memory, r.kernel.effective_limit ? r.kernel.effective_limit : t.memory);
-  if (r.kernel.peak) r.peak = *r.kernel.peak;
-  r.page_cache = r.kernel.reclaimable_file;
-  if (r.outcome == Outcome::pass) {
-    // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
-    // come from anywhere.
-    if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
-    else if (r.exit_code != 0) r.outcome = Outcome::fail;
-  }
-  // Page cache grows until the limit and is then reclaimed instead of
-  // anything being killed, so a streaming test's kernel peak is the limit by
-  // construction. When the peak came near the limit, headroom rests on what
-  // could not be reclaimed: the kernel peak less the cache the highest sample
-  // saw (never less than any sample's own working set). A spike the samples
-  // missed still counts in full, so the estimate never flatters the test.
-  if (r.samples > 0) {
-    uint64_t net_peak = r.peak - std::min(r.peak, r.reclaimable_at_sampled_peak);
-    r.working_set_peak = std::min(r.peak, std::max(r.working_set_peak, net_peak));
-  } else {
-    r.working_set_peak = r.peak;
-  }
-  bool near_limit = r.kernel.limit_reached || r.peak >= r.limit / 10 * 9;
-  // An OOM kill means the limit was really needed: no estimate then.
-  bool oom = r.outcome == Outcome::oom;
-  // And a few pages of cache are no reason for an estimate: it takes 5% of
-  // the limit.
-  bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
-  r.headroom_basis = near_limit && !oom && much_cache ? "working_set" : "peak";
-  uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
-  r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
-  r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
-
-  const Expectation& e = t.expect;
-  switch (e.kind) {
-    case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
-    case Expectation::oom: r.passed = r.outcome == Outcome::oom; break;
-    case Expectation::fail: r.passed = r.outcome == Outcome::fail; break;
-    case Expectation::exit_code:
-      r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && r.exit_code == e.code;
-      break;
-  }
-  if (!r.passed && r.reason.empty()) {
-    std::string got = to_string(r.outcome);
-    if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
-    if (r.outcome == Outcome::fail)
-      got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
-                      : " (exit " + std::to_string(r.exit_code) + ")";
-    if (r.outcome == Outcome::timeout) got += " after " + format_duration(t.timeout.count() / 1e3);
-    r.reason = "expected " + e.describe() + ", got " + got;
-  }
-  bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
-  if (r.passed && headroom_applies && t.min_headroom) {
-    uint64_t need = t.min_headroom->for_limit(r.limit);
-    if (r.headroom < static_cast<int64_t>(need)) {
-      r.passed = false;
-      r.reason = "headroom " + format_signed_size(r.headroom) + " is below min_headroom " +
-                 format_size(need) + " (peak " + format_size(r.peak) + " of " + format_size(r.limit) + ")";
-    }
-  }
-}
 
 bool setup_up_to_date(const Setup& setup) {
   namespace fs = std::filesystem;
@@ -311,48 +298,46 @@ bool setup_up_to_date(const Setup& setup) {
 }
 
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
-                    const std::function<void(const SetupResult&)>& on_setup,
-                    const std::function<void(const Result&)>& on_done) {
-  // Daemons a test leaves behind are reparented to memrun, not to PID 1, so
-  // they can be reaped once their cgroup is killed.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  SignalGuard signals;
-  const std::string oom_score_adj = protect_memrun();
-  KernelLog kernel_log;
+                    RunObserver& observer) {
+  Loop loop(backend, options, observer);
   RunResults out;
-  auto not_run = [&](const PlannedTest& p, Outcome outcome, const std::string& reason) {
-    Result r;
-    r.planned = &p;
-    r.outcome = outcome;
-    r.reason = reason;
-    r.limit = p.test->memory;
-    out.tests.push_back(r);
-  };
+  // Setups, one at a time and in spec order: a test may need the outputs
+  // of its spec's setup, and setups are not bound by the budget.
   std::string setup_failed;
   for (const auto& p : plan.setups) {
     SetupResult s;
     s.planned = &p;
     if (!setup_up_to_date(*p.spec->setup)) {
       s.ran = true;
-      s.result = run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj, kernel_log);
+      Admission alone(1, std::nullopt, false);
+      loop.run({&p}, {0}, alone, false, [&](size_t, Result r) { s.result = std::move(r); });
       if (!s.result.passed)
         setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result.reason + ")";
     }
-    out.setups.push_back(s);
-    on_setup(out.setups.back());
-    if (out.interrupted_by || !setup_failed.empty()) break;
+    out.setups.push_back(std::move(s));
+    observer.setup_done(out.setups.back());
+    if (loop.interrupted_by() || !setup_failed.empty()) break;
   }
-  for (const auto& p : plan.tests) {
-    if (out.interrupted_by) {
-      not_run(p, Outcome::interrupted, "not run: memrun was interrupted");
-    } else if (!setup_failed.empty()) {
-      not_run(p, Outcome::error, setup_failed);
-    } else {
-      out.tests.push_back(run_one(p, backend, options, signals, &out.interrupted_by, oom_score_adj, kernel_log));
-      on_done(out.tests.back());
-      if (options.fail_fast && !out.tests.back().passed) break;
-    }
+
+  std::vector<std::optional<Result>> results(plan.tests.size());
+  if (loop.interrupted_by() || !setup_failed.empty()) {
+    for (size_t i = 0; i < plan.tests.size(); ++i)
+      results[i] = loop.interrupted_by()
+                       ? unstarted(plan.tests[i], Outcome::interrupted, "not run: memrun was interrupted")
+                       : unstarted(plan.tests[i], Outcome::error, setup_failed);
+  } else {
+    std::vector<const PlannedTest*> tests;
+    for (const auto& p : plan.tests) tests.push_back(&p);
+    Admission admission(options.jobs, options.budget, options.allow_oversubscribe);
+    loop.run(tests, start_order(plan.tests, options.jobs, options.timings), admission, options.fail_fast,
+             [&](size_t i, Result r) {
+               results[i] = std::move(r);
+               observer.test_done(*results[i]);
+             });
   }
+  for (auto& r : results)
+    if (r) out.tests.push_back(std::move(*r));
+  out.interrupted_by = loop.interrupted_by();
   return out;
 }
 

@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/budget.h"
 #include "runner/kmsg.h"
 #include "runner/plan.h"
 
@@ -81,16 +83,33 @@ struct Result {
   int64_t headroom = 0;  ///< bytes; negative when over
   double headroom_pct = 0;
   std::string placement;  ///< "clone3" or "join" (see launch.h)
+  /// What the test wrote to stdout and stderr, and what the log cap
+  /// (RunOptions::max_log) discarded of it.
+  uint64_t stdout_bytes = 0, stderr_bytes = 0, log_discarded_bytes = 0;
   double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
   std::chrono::system_clock::time_point started, ended;
 };
 
 /// Options of a run.
 struct RunOptions {
-  bool fail_fast = false;  ///< stop after the first test that does not pass
+  bool fail_fast = false;  ///< start no test after one that did not pass
   /// How often memory.current is sampled while a test runs; 0: never (no
   /// timeline, no working-set estimate, the kernel peak only).
   std::chrono::milliseconds sample_interval{20};
+  int jobs = 1;  ///< tests running at once, at most
+  /// With a budget, the sum of the limits of running tests stays within it
+  /// (see budget.h); without, only `jobs` bounds them.
+  std::optional<Budget> budget;
+  bool allow_oversubscribe = false;  ///< run over-budget tests alone instead of refusing them
+  /// Seconds per test name from a previous report: with several jobs the
+  /// longest start first.
+  std::map<std::string, double> timings;
+  uint64_t max_log = uint64_t{64} << 20;  ///< bytes kept per log; 0: all
+  /// On SIGINT/SIGTERM/SIGHUP, how long running tests get between SIGTERM
+  /// and SIGKILL; a second signal cuts it short.
+  std::chrono::milliseconds grace{5000};
+  /// How often RunObserver::tick is called; 0: never.
+  std::chrono::milliseconds tick{0};
 };
 
 /// What a setup did.
@@ -108,12 +127,32 @@ struct RunResults {
   int interrupted_by = 0;     ///< the signal that stopped the run, or 0
 };
 
-/// Runs each spec's setup (unless up to date), then the plan's tests one by
-/// one in `backend`. `on_setup` and `on_done` are called as soon as each
-/// result is known.
+/// A running test, as a live view shows it.
+struct Progress {
+  const PlannedTest* planned = nullptr;
+  double elapsed_s = 0;
+  uint64_t current = 0;  ///< the latest sample of its usage; 0 before one
+};
+
+/// Told about a run as it goes. Every call comes from the run's loop,
+/// between two waits: an observer that blocks holds up every test's
+/// sampling and timeout.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void setup_done(const SetupResult&) {}
+  virtual void test_done(const Result&) {}
+  /// Every RunOptions::tick while tests run, with those running.
+  virtual void tick(const std::vector<Progress>&) {}
+};
+
+/// Runs each spec's setup (unless up to date) one at a time, then the plan's
+/// tests, as many at once as `options` admit, in `backend`; one event loop
+/// waits on all of them (see run.cc). `observer` hears of each result as
+/// soon as it is known. The results are in the plan's order whatever the
+/// order they ended in.
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
-                    const std::function<void(const SetupResult&)>& on_setup,
-                    const std::function<void(const Result&)>& on_done);
+                    RunObserver& observer);
 
 /// True when the setup declares outputs, all exist, and none is older than
 /// any of its inputs.

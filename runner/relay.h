@@ -1,0 +1,46 @@
+// A test's stdout or stderr, relayed from a pipe into its log file up to a
+// cap. With the file itself as the test's stdout, a test writing without end
+// would fill the disk; through a pipe memrun decides what is kept, and the
+// test is only slowed when memrun is busy (the pipe's 64 KiB buffer).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memrun {
+
+class LogRelay {
+ public:
+  /// Creates the pipe and the log file at `path` (truncated). `cap`: bytes
+  /// kept in the file, 0 for no cap. Throws Error(kExitUsage) when the log
+  /// cannot be written.
+  LogRelay(const std::string& path, uint64_t cap);
+  ~LogRelay();
+  LogRelay(const LogRelay&) = delete;
+  LogRelay& operator=(const LogRelay&) = delete;
+
+  /// The end the test writes to; close it (close_writer) once the test has
+  /// been started, so that the pipe ends when the test's processes are gone.
+  int writer() const { return write_fd_; }
+  void close_writer();
+  /// The end memrun watches (non-blocking); -1 once the pipe has ended.
+  int reader() const { return read_fd_; }
+
+  /// Moves what the pipe holds into the file (or, past the cap, discards
+  /// it), without blocking. Returns false when the pipe has ended: every
+  /// writer closed it.
+  bool pump();
+  /// After the test's processes are gone: pumps until the pipe is empty,
+  /// closes it and notes in the file what the cap discarded.
+  void finish();
+
+  uint64_t bytes() const { return kept_ + discarded_; }  ///< what the test wrote
+  uint64_t discarded() const { return discarded_; }      ///< what the cap dropped
+
+ private:
+  std::string path_;
+  uint64_t cap_, kept_ = 0, discarded_ = 0;
+  int read_fd_ = -1, write_fd_ = -1, file_fd_ = -1, null_fd_ = -1;
+};
+
+}  // namespace memrun

@@ -1,0 +1,82 @@
+// The verdict: from the kernel's figures to an outcome, the headroom and
+// pass/fail against what the spec expects.
+#include "runner/run.h"
+#include "runner/units.h"
+
+namespace memrun {
+
+const char* to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::pass: return "pass";
+    case Outcome::fail: return "fail";
+    case Outcome::oom: return "oom";
+    case Outcome::timeout: return "timeout";
+    case Outcome::error: return "error";
+    case Outcome::interrupted: return "interrupted";
+  }
+  return "error";
+}
+
+void decide(Result& r, const TestSpec& t) {
+  r.limit = std::min(t.memory, r.kernel.effective_limit ? r.kernel.effective_limit : t.memory);
+  if (r.kernel.peak) r.peak = *r.kernel.peak;
+  r.page_cache = r.kernel.reclaimable_file;
+  if (r.outcome == Outcome::pass) {
+    // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
+    // come from anywhere.
+    if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
+    else if (r.exit_code != 0) r.outcome = Outcome::fail;
+  }
+  // Page cache grows until the limit and is then reclaimed instead of
+  // anything being killed, so a streaming test's kernel peak is the limit by
+  // construction. When the peak came near the limit, headroom rests on what
+  // could not be reclaimed: the kernel peak less the cache the highest sample
+  // saw (never less than any sample's own working set). A spike the samples
+  // missed still counts in full, so the estimate never flatters the test.
+  if (r.samples > 0) {
+    uint64_t net_peak = r.peak - std::min(r.peak, r.reclaimable_at_sampled_peak);
+    r.working_set_peak = std::min(r.peak, std::max(r.working_set_peak, net_peak));
+  } else {
+    r.working_set_peak = r.peak;
+  }
+  bool near_limit = r.kernel.limit_reached || r.peak >= r.limit / 10 * 9;
+  // An OOM kill means the limit was really needed: no estimate then.
+  bool oom = r.outcome == Outcome::oom;
+  // And a few pages of cache are no reason for an estimate: it takes 5% of
+  // the limit.
+  bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
+  r.headroom_basis = near_limit && !oom && much_cache ? "working_set" : "peak";
+  uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
+  r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
+  r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
+
+  const Expectation& e = t.expect;
+  switch (e.kind) {
+    case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
+    case Expectation::oom: r.passed = r.outcome == Outcome::oom; break;
+    case Expectation::fail: r.passed = r.outcome == Outcome::fail; break;
+    case Expectation::exit_code:
+      r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && r.exit_code == e.code;
+      break;
+  }
+  if (!r.passed && r.reason.empty()) {
+    std::string got = to_string(r.outcome);
+    if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
+    if (r.outcome == Outcome::fail)
+      got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
+                      : " (exit " + std::to_string(r.exit_code) + ")";
+    if (r.outcome == Outcome::timeout) got += " after " + format_duration(t.timeout.count() / 1e3);
+    r.reason = "expected " + e.describe() + ", got " + got;
+  }
+  bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
+  if (r.passed && headroom_applies && t.min_headroom) {
+    uint64_t need = t.min_headroom->for_limit(r.limit);
+    if (r.headroom < static_cast<int64_t>(need)) {
+      r.passed = false;
+      r.reason = "headroom " + format_signed_size(r.headroom) + " is below min_headroom " +
+                 format_size(need) + " (peak " + format_size(r.peak) + " of " + format_size(r.limit) + ")";
+    }
+  }
+}
+
+}  // namespace memrun
