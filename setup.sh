@@ -11,8 +11,8 @@ build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
 # The VM tests boot Debian's kernel under qemu (tests/vm/).
 vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # xmllint checks the JUnit output against tests/junit.xsd; clang builds the
-# libFuzzer target (tests/fuzz/).
-test_packages=(libxml2-utils clang libclang-rt-14-dev "${vm_packages[@]}")
+# libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal.
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {

@@ -297,7 +297,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "write the JSON report (schema memrun-report/1) to this file");
   app.add_option("--filter", o.selection.filter, "run only tests whose name matches this regex");
   app.add_option("--tag", o.selection.tags, "run only tests with one of these tags (repeatable)");
-  app.add_flag("--fail-fast", o.fail_fast, "stop after the first test that does not pass");
+  app.add_flag("--fail-fast", o.fail_fast,
+               "start no test after the first that does not pass (with -j, those running finish)");
   app.add_option("--backend", o.backend,
                  "auto: without root on a systemd host, systemd; else v2 where it has the memory "
                  "controller, else v1. Or v2, v1, systemd")

@@ -190,6 +190,7 @@ class Loop {
         stop_starting = stop_starting || (fail_fast && !r.passed);
         done(index, std::move(r));
       }
+      reap();  // what finish() killed: the tests' orphans
     }
     if (!interrupted_by_) return;
     for (size_t i : queue) done(i, unstarted(*tests[i], Outcome::interrupted, "not run: memrun was interrupted"));

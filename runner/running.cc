@@ -121,7 +121,9 @@ void RunningTest::sample() {
   current_ = u.current;
   // Keep the cadence; after a stall (memrun busy elsewhere) start afresh
   // rather than firing a burst of catch-up samples.
-  next_sample_ = std::max(next_sample_ + interval_, clock::now());
+  auto now = clock::now();
+  next_sample_ += interval_;
+  if (next_sample_ <= now) next_sample_ = now + interval_;
 }
 
 void RunningTest::time_out() {

@@ -67,6 +67,59 @@ TEST_P(Signals, KillTheRunningTestWriteTheReportAndExit128PlusN) {
 
 INSTANTIATE_TEST_SUITE_P(IntTermHup, Signals, ::testing::Values(SIGINT, SIGTERM, SIGHUP));
 
+TEST_F(Faults, TheFirstSignalAsksTestsToStopASecondKillsAtOnce) {
+  // Two tests at once: one cleans up on SIGTERM, one ignores it.
+  std::string cleaned = dir.path() + "/cleaned", polite = dir.path() + "/polite.pid",
+              stubborn = dir.path() + "/stubborn.pid", report = dir.path() + "/report.json";
+  std::string spec = dir.write(
+      "spec.yaml", "tests:\n"
+                   "  - {name: polite, memory: 32MiB, run: 'trap \"echo bye > " + cleaned + "; exit 0\" TERM; echo $$ > " +
+                       polite + "; while :; do sleep 0.1; done'}\n"
+                   "  - {name: stubborn, memory: 32MiB, run: 'trap \"\" TERM; echo $$ > " + stubborn +
+                       "; exec sleep 3600'}\n");
+  auto started = start_program({memrun_bin(), spec, "-j", "2", "--grace", "60s", "--json", report, "--run-dir",
+                                dir.path() + "/runs"});
+  ASSERT_TRUE(wait_for_file(polite) && wait_for_file(stubborn)) << "the tests never started";
+  ::kill(started.pid, SIGINT);
+  // The polite test got SIGTERM and cleaned up; memrun waits out the grace
+  // period for the stubborn one.
+  EXPECT_TRUE(wait_for_file(cleaned)) << "the polite test never saw SIGTERM";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(process_alive(started.pid)) << "memrun did not give the tests their grace period";
+  EXPECT_TRUE(process_alive(read_pid(stubborn)));
+  // A second Ctrl-C does not wait.
+  auto second = std::chrono::steady_clock::now();
+  ::kill(started.pid, SIGINT);
+  auto run = finish_program(started);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - second).count();
+  EXPECT_EQ(run.exit_code, 130) << run.out << run.err;
+  EXPECT_LT(took, 20.0) << "the second signal did not cut the 60 s grace period short";
+  EXPECT_FALSE(process_alive(read_pid(stubborn)));
+  auto j = nlohmann::json::parse(fs::read_file(report).value_or("{}"));
+  ASSERT_EQ(j["tests"].size(), 2u) << run.out;
+  EXPECT_EQ(j["tests"][0]["outcome"], "interrupted");
+  EXPECT_EQ(j["tests"][1]["outcome"], "interrupted");
+}
+
+TEST_F(Faults, AGibibyteToStdoutIsCappedWithANoteWhileMemrunStaysFlat) {
+  auto run = run_spec(dir, "tests:\n  - {name: flood, run: 'head -c 1073741824 /dev/zero', memory: 64MiB}\n",
+                      {"--max-log", "1MiB"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto& t = test_named(run, "flood");
+  EXPECT_EQ(t["stdout_bytes"], 1u << 30);
+  EXPECT_EQ(t["log_discarded_bytes"], (1u << 30) - (1u << 20));
+  std::string log = fs::read_file(t["stdout"].get<std::string>()).value_or("");
+  EXPECT_LT(log.size(), (1u << 20) + 1024);
+  EXPECT_GE(log.size(), 1u << 20);
+  EXPECT_NE(log.find("[memrun: this log was capped at 1.00 MiB; the test wrote 1.00 GiB"), std::string::npos);
+  EXPECT_LT(run.report["memrun_max_rss_bytes"], 16u << 20);
+  // The default cap: 64 MiB per stream.
+  auto capped = run_spec(dir, "tests:\n  - {name: flood, run: 'head -c 80000000 /dev/zero >&2', memory: 64MiB}\n");
+  const auto& c = test_named(capped, "flood");
+  EXPECT_EQ(c["stderr_bytes"], 80000000u);
+  EXPECT_EQ(c["log_discarded_bytes"], 80000000u - (64u << 20));
+}
+
 TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   // A run killed by SIGKILL can clean nothing: its cgroups and its test's
   // daemon stay.

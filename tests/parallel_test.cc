@@ -1,0 +1,266 @@
+// Parallel runs (-j) within a memory budget, against the real kernel: the
+// sum of the limits of running tests never exceeds the budget, verdicts and
+// peaks do not depend on -j, and the live view draws in a real terminal.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cgroup/fs.h"
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+
+class Parallel : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
+  Scratch dir;
+};
+
+// "2026-11-30T10:15:02.123Z" as milliseconds since the epoch.
+int64_t epoch_ms(const std::string& iso) {
+  std::tm tm{};
+  int ms = 0;
+  std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+              &tm.tm_sec, &ms);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(::timegm(&tm)) * 1000 + ms;
+}
+
+// The most intervals [start, end) covering one moment; an end and a start
+// at the same instant do not overlap.
+int max_overlap(std::vector<std::pair<int64_t, int>> events) {
+  std::sort(events.begin(), events.end());  // at a tie, -1 (an end) first
+  int now = 0, most = 0;
+  for (const auto& [t, delta] : events) most = std::max(most, now += delta);
+  return most;
+}
+
+// The same, weighted by each interval's limit: the memory promised at once.
+uint64_t max_promised(const nlohmann::json& tests) {
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (const auto& t : tests) {
+    if (t["started"].is_null()) continue;
+    int64_t limit = t["requested_limit_bytes"];
+    events.push_back({epoch_ms(t["started"]), limit});
+    events.push_back({epoch_ms(t["ended"]), -limit});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t now = 0, most = 0;
+  for (const auto& [t, delta] : events) most = std::max(most, now += delta);
+  return static_cast<uint64_t>(most);
+}
+
+std::vector<std::pair<int64_t, int>> intervals(const nlohmann::json& tests) {
+  std::vector<std::pair<int64_t, int>> events;
+  for (const auto& t : tests) {
+    if (t["started"].is_null()) continue;
+    events.push_back({epoch_ms(t["started"]), 1});
+    events.push_back({epoch_ms(t["ended"]), -1});
+  }
+  return events;
+}
+
+TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
+  // Each test notes its own start and end (the tests' clock, not memrun's)
+  // and touches 150 MiB: the kernel must see real memory, at once.
+  std::string events = dir.path() + "/events";
+  std::string yaml = "tests:\n";
+  for (int i = 1; i <= 8; ++i)
+    yaml += "  - name: t" + std::to_string(i) + "\n    memory: 200MiB\n    run: 'echo \"$(date +%s%3N) 1\" >> " + events +
+            "; {W} --touch 150MiB --hold 700ms; echo \"$(date +%s%3N) -1\" >> " + events + "; echo $MEMRUN_TEST'\n";
+  auto run = run_spec(dir, yaml, {"-j", "8", "--memory-budget", "400MiB"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto& tests = run.report["tests"];
+  ASSERT_EQ(tests.size(), 8u);
+  EXPECT_EQ(run.report["jobs"], 8);
+  EXPECT_EQ(run.report["memory_budget_bytes"], 400 * MiB);
+  for (int i = 1; i <= 8; ++i) {
+    const auto& t = tests[i - 1];
+    EXPECT_EQ(t["name"], "t" + std::to_string(i)) << "the report keeps the spec's order";
+    EXPECT_TRUE(t["passed"]) << t.dump();
+    EXPECT_GE(t["peak_bytes"], 150 * MiB);
+    // Each test's output stays its own.
+    EXPECT_EQ(fs::trim(fs::read_file(t["stdout"].get<std::string>()).value_or("")), t["name"]);
+  }
+  // By memrun's report: never more than two, and two at times (it did run
+  // in parallel); the promised memory never above the budget.
+  EXPECT_EQ(max_overlap(intervals(tests)), 2);
+  EXPECT_LE(max_promised(tests), 400 * MiB);
+  // By the tests' own clocks: never more than two either.
+  std::vector<std::pair<int64_t, int>> seen;
+  std::istringstream in(fs::read_file(events).value_or(""));
+  for (int64_t t; in >> t;) {
+    int delta;
+    in >> delta;
+    seen.push_back({t, delta});
+  }
+  ASSERT_EQ(seen.size(), 16u);
+  EXPECT_LE(max_overlap(seen), 2);
+}
+
+TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
+  const std::string yaml =
+      "tests:\n"
+      "  - {name: passes, run: [{W}, --touch, 60MiB, --hold, 200ms], memory: 128MiB}\n"
+      "  - {name: ooms, run: [{W}, --touch, 100MiB], memory: 64MiB}\n"
+      "  - {name: expected-oom, run: [{W}, --touch, 100MiB], memory: 48MiB, expect: oom}\n"
+      "  - {name: fails, run: 'exit 3', memory: 16MiB}\n"
+      "  - {name: exit-4, run: 'exit 4', memory: 16MiB, expect: 4}\n"
+      "  - {name: times-out, run: 'sleep 10', memory: 16MiB, timeout: 300ms}\n"
+      "  - {name: tree, run: [{W}, --children, 3, --touch, 20MiB, --hold, 200ms], memory: 128MiB}\n"
+      "  - {name: headroom, run: [{W}, --touch, 50MiB], memory: 64MiB, min_headroom: 32MiB}\n";
+  auto one = run_spec(dir, yaml, {"-j", "1"});
+  auto many = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "512MiB"});
+  ASSERT_EQ(one.report["tests"].size(), 8u) << one.out << one.err;
+  ASSERT_EQ(many.report["tests"].size(), 8u) << many.out << many.err;
+  EXPECT_EQ(one.exit_code, many.exit_code);
+  EXPECT_EQ(one.report["summary"], many.report["summary"]);
+  EXPECT_GE(max_overlap(intervals(many.report["tests"])), 2) << "-j 4 ran one at a time";
+  for (size_t i = 0; i < 8; ++i) {
+    const auto &a = one.report["tests"][i], &b = many.report["tests"][i];
+    SCOPED_TRACE(a["name"].get<std::string>());
+    for (const char* key : {"name", "outcome", "passed", "exit_code", "signal", "limit_bytes", "oom_kills", "expected"})
+      EXPECT_EQ(a[key], b[key]) << key;
+    // The reason, but for the figures a min_headroom failure quotes.
+    auto reason = [](const nlohmann::json& t) {
+      std::string r = t["reason"];
+      if (r.rfind("headroom ", 0) != 0) return r;
+      auto from = r.find(" is below");
+      return r.substr(from, r.find(" (peak") - from);
+    };
+    EXPECT_EQ(reason(a), reason(b));
+    // Peaks: within 2 MiB. Shared pages of the workload's binary and
+    // libraries are charged to whichever group touches them first, which
+    // differs between runs whatever -j is.
+    EXPECT_NEAR(a["peak_bytes"].get<double>(), b["peak_bytes"].get<double>(), 2.0 * MiB);
+  }
+}
+
+TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlone) {
+  const std::string yaml =
+      "tests:\n"
+      "  - {name: small-1, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n"
+      "  - {name: huge, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 500MiB}\n"
+      "  - {name: small-2, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n"
+      "  - {name: small-3, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n";
+  auto refused = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "300MiB"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  const auto& huge = test_named(refused, "huge");
+  EXPECT_EQ(huge["outcome"], "error");
+  EXPECT_TRUE(huge["started"].is_null());
+  EXPECT_NE(huge["reason"].get<std::string>().find("exceeds the memory budget 300.0 MiB"), std::string::npos)
+      << huge["reason"];
+  EXPECT_NE(refused.out.find("--allow-oversubscribe"), std::string::npos) << refused.out;
+  for (const char* name : {"small-1", "small-2", "small-3"}) EXPECT_TRUE(test_named(refused, name)["passed"]);
+  EXPECT_EQ(max_overlap(intervals(refused.report["tests"])), 3);
+
+  auto alone = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "300MiB", "--allow-oversubscribe"});
+  EXPECT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  const auto& h = test_named(alone, "huge");
+  ASSERT_FALSE(h["started"].is_null());
+  int64_t from = epoch_ms(h["started"]), to = epoch_ms(h["ended"]);
+  for (const auto& t : alone.report["tests"]) {
+    if (t["name"] == "huge") continue;
+    bool apart = epoch_ms(t["ended"]) <= from || epoch_ms(t["started"]) >= to;
+    EXPECT_TRUE(apart) << t["name"] << " ran beside the oversubscribed test";
+  }
+}
+
+TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n", {"-j", "2"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  uint64_t budget = run.report["memory_budget_bytes"];
+  // Below MemAvailable (memrun keeps a reserve), and not absurdly small.
+  std::istringstream meminfo(fs::read_file("/proc/meminfo").value_or(""));
+  uint64_t available = 0;
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib;
+    meminfo >> kib;
+    if (key == "MemAvailable:") available = kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  EXPECT_LT(budget, available);
+  EXPECT_GT(budget, available / 2);
+  EXPECT_NE(run.out.find("within a memory budget of"), std::string::npos) << run.out;
+}
+
+// The live view, drawn in a real terminal: tmux runs memrun in a pty, and
+// capture-pane shows the screen as a user would see it.
+class LiveView : public Parallel {
+ protected:
+  void SetUp() override {
+    if (::system("command -v tmux >/dev/null") != 0) FAIL() << "tmux is needed (./setup.sh test installs it)";
+    socket_ = "memrun-test-" + std::to_string(::getpid());
+  }
+  void TearDown() override {
+    tmux({"kill-server"});
+    Parallel::TearDown();
+  }
+  std::string tmux(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"tmux", "-L", socket_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv).out;
+  }
+  std::string screen() { return tmux({"capture-pane", "-p", "-t", "view"}); }
+  std::string socket_;
+};
+
+TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
+  std::string yaml = "tests:\n";
+  for (const char* name : {"alpha", "beta", "gamma"})
+    yaml += std::string("  - {name: ") + name + ", run: [" + workload() + ", --touch, 50MiB, --hold, 4s], memory: 100MiB}\n";
+  std::string spec = dir.write("spec.yaml", yaml);
+  std::string command = memrun_bin() + " " + spec + " -j 2 --memory-budget 200MiB --run-dir " + dir.path() +
+                        "/runs; echo MEMRUN-EXIT=$?; sleep 60";
+  tmux({"new-session", "-d", "-s", "view", "-x", "140", "-y", "40", command});
+  // While two tests run: a status line and a line per test with a bar
+  // half full (50 of 100 MiB).
+  std::string during;
+  for (int i = 0; i < 100 && during.find("[##########") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    during = screen();
+  }
+  EXPECT_NE(during.find("0/3 done  2 running"), std::string::npos) << during;
+  EXPECT_NE(during.find("of 200.0 MiB"), std::string::npos) << during;
+  EXPECT_NE(during.find("  alpha  [##########"), std::string::npos) << during;
+  EXPECT_NE(during.find("  beta   [##########"), std::string::npos) << during;
+  EXPECT_NE(during.find("/ 100.0 MiB"), std::string::npos) << during;
+  EXPECT_EQ(during.find("gamma  ["), std::string::npos) << "a third test ran beyond the budget:\n" << during;
+  // At the end: the finished lines and the summary; the view is gone.
+  std::string after;
+  for (int i = 0; i < 300 && after.find("MEMRUN-EXIT=") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = screen();
+  }
+  EXPECT_NE(after.find("MEMRUN-EXIT=0"), std::string::npos) << after;
+  EXPECT_NE(after.find("3 passed, 0 failed"), std::string::npos) << after;
+  for (const char* name : {"alpha", "beta", "gamma"})
+    EXPECT_NE(after.find(std::string("PASS  ") + name), std::string::npos) << after;
+  EXPECT_EQ(after.find("running"), std::string::npos) << "the live view was left on screen:\n" << after;
+  EXPECT_EQ(after.find("[#"), std::string::npos) << after;
+}
+
+TEST_F(Parallel, WithoutATerminalEachFinishedTestIsOnePlainLine) {
+  auto run = run_spec(dir,
+                      "tests:\n  - {name: a, run: 'printf \"\\033[2J\\033[31mred\\n\"; exit 1', memory: 16MiB}\n"
+                      "  - {name: b, run: 'true', memory: 16MiB}\n",
+                      {"-j", "2"});
+  EXPECT_EQ(run.exit_code, 1);
+  for (char c : run.out) EXPECT_TRUE(c == '\n' || static_cast<unsigned char>(c) >= 0x20) << int(c) << run.out;
+  EXPECT_NE(run.out.find("PASS  b"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("FAIL  a"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace memrun::testing
