@@ -269,9 +269,10 @@ nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
       {"jobs", info.jobs},
       {"memory_budget_bytes", info.budget ? nlohmann::ordered_json(*info.budget) : nlohmann::ordered_json(nullptr)},
       {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
-      {"setups", setups},
-      {"tests", tests},
   };
+  // Moved in, not listed above: an initializer list would copy every test.
+  j["setups"] = std::move(setups);
+  j["tests"] = std::move(tests);
   return j;
 }
 
