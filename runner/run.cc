@@ -100,7 +100,6 @@ class Loop {
     // so that they can be reaped once their group is killed.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     context_.backend = &backend;
-    context_.kernel_log = &kernel_log_;
     context_.oom_score_adj = protect_memrun();
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;

@@ -126,6 +126,11 @@ void RunningTest::sample() {
   if (next_sample_ <= now) next_sample_ = now + interval_;
 }
 
+uint64_t RunningTest::current() const {
+  if (interval_.count() > 0 || !group_) return current_;
+  return group_->usage().current;
+}
+
 void RunningTest::time_out() {
   result_.outcome = Outcome::timeout;
   deadline_ = clock::time_point::max();

@@ -21,7 +21,6 @@ namespace memrun {
 /// What every test of a run shares.
 struct RunContext {
   cgroup::Backend* backend = nullptr;
-  KernelLog* kernel_log = nullptr;
   std::string oom_score_adj;  ///< for the tests' /proc/self/oom_score_adj
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
@@ -55,8 +54,8 @@ class RunningTest {
   clock::time_point deadline() const { return deadline_; }
   clock::time_point next_sample() const { return next_sample_; }
   std::optional<clock::time_point> grace_end() const { return grace_end_; }
-  /// The most recent sample of memory.current (0 before the first).
-  uint64_t current() const { return current_; }
+  /// memory.current as last sampled; read now when sampling is off.
+  uint64_t current() const;
   double elapsed_s() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
 
   /// Samples usage into the timeline and the peak estimates.

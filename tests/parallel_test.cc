@@ -201,14 +201,15 @@ class LiveView : public Parallel {
  protected:
   void SetUp() override {
     if (::system("command -v tmux >/dev/null") != 0) FAIL() << "tmux is needed (./setup.sh test installs it)";
-    socket_ = "memrun-test-" + std::to_string(::getpid());
+    // In the scratch folder, so that it goes with it (tmux leaves it).
+    socket_ = dir.path() + "/tmux.sock";
   }
   void TearDown() override {
     tmux({"kill-server"});
     Parallel::TearDown();
   }
   std::string tmux(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"tmux", "-L", socket_};
+    std::vector<std::string> argv = {"tmux", "-S", socket_};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_program(argv).out;
   }
