@@ -175,12 +175,22 @@ std::string github_annotations(const nlohmann::ordered_json& report) {
   return out;
 }
 
+namespace {
+bool under_github_actions() {
+  const char* gha = std::getenv("GITHUB_ACTIONS");
+  return gha && std::string(gha) == "true";
+}
+}  // namespace
+
+bool ci_outputs_wanted(const CiOutputs& o) {
+  return !o.junit.empty() || !o.markdown.empty() || !o.html.empty() || under_github_actions();
+}
+
 void write_ci_outputs(const nlohmann::ordered_json& report, const CiOutputs& outputs) {
   if (!outputs.junit.empty()) write_atomically(outputs.junit, junit_xml(report));
   if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown_table(report));
   if (!outputs.html.empty()) write_atomically(outputs.html, html_report(report));
-  const char* gha = std::getenv("GITHUB_ACTIONS");
-  if (!gha || std::string(gha) != "true") return;
+  if (!under_github_actions()) return;
   fmt::print("{}", github_annotations(report));
   if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
     // The step summary is shared by every command of the step: append.

@@ -28,6 +28,10 @@ struct CiOutputs {
   std::string html;      ///< --html PATH (runner/plot.h)
 };
 
+/// True when write_ci_outputs has anything to do: an output was asked for,
+/// or memrun runs under GitHub Actions.
+bool ci_outputs_wanted(const CiOutputs& outputs);
+
 /// Writes the requested outputs atomically; under GitHub Actions
 /// (GITHUB_ACTIONS=true) also prints the annotations to stdout and appends
 /// the table to $GITHUB_STEP_SUMMARY.

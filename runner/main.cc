@@ -64,15 +64,17 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
   return *v;
 }
 
-// What the console shows while the run goes: a line per finished test,
-// and on a terminal the live view below them.
-class ConsoleObserver : public RunObserver {
+// Where each result goes as it comes in: a console line (on a terminal,
+// above the live view) and the report's entry.
+class Outputs : public RunObserver {
  public:
-  ConsoleObserver(const Console& console, LiveView* live) : console_(console), live_(live) {}
+  Outputs(const Console& console, LiveView* live, Report& report, const Plan& plan)
+      : console_(console), live_(live), report_(report), plan_(plan) {}
   void setup_done(const SetupResult& s) override {
     if (live_) live_->clear();
     console_.setup(s);
     std::fflush(stdout);
+    report_.add_setup(s);
   }
   void test_done(const Result& r) override {
     if (live_) {
@@ -81,6 +83,7 @@ class ConsoleObserver : public RunObserver {
     }
     console_.test(r);
     std::fflush(stdout);
+    report_.add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
   }
   void tick(const std::vector<Progress>& running) override {
     if (live_) live_->update(running);
@@ -89,6 +92,8 @@ class ConsoleObserver : public RunObserver {
  private:
   const Console& console_;
   LiveView* live_;
+  Report& report_;
+  const Plan& plan_;
 };
 
 // Applies --shard and --timings to the selection.
@@ -264,16 +269,25 @@ int run(const Options& o) {
                  ro.timings);
     ro.tick = std::chrono::milliseconds(200);
   }
-  ConsoleObserver observer(console, view ? &*view : nullptr);
+  Report report(run_dir);
+  Outputs observer(console, view ? &*view : nullptr, report, plan);
   auto run = run_plan(plan, *backend, ro, observer);
   if (view) view->clear();
   backend->close();
   info.ended = std::chrono::system_clock::now();
   info.interrupted_by = run.interrupted_by;
   console.summary(run.tests, plan.tests.size(), info.interrupted_by);
-  auto report = json_report(info, run);
-  if (!o.json.empty()) write_atomically(o.json, report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-  write_ci_outputs(report, o.ci);
+  if (!o.json.empty()) report.write(o.json, info);
+  if (ci_outputs_wanted(o.ci)) {
+    // The CI outputs are made from the report as written: from --json when
+    // it is a file, else from a copy in the run folder.
+    std::string from = o.json;
+    if (from.empty() || !std::filesystem::is_regular_file(from)) {
+      from = run_dir + "/report.json";
+      report.write(from, info);
+    }
+    write_ci_outputs(read_report(from), o.ci);
+  }
   if (info.interrupted_by) return 128 + info.interrupted_by;
   return exit_code_for(run.tests, plan.tests.size());
 }

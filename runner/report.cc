@@ -240,20 +240,65 @@ void Console::summary(const std::vector<Result>& results, size_t planned, int in
   if (interrupted_by) fmt::print(out_, "memrun was interrupted by {}\n", strsignal(interrupted_by));
 }
 
-nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
-  const auto& results = run.tests;
-  nlohmann::ordered_json tests = nlohmann::ordered_json::array(), setups = nlohmann::ordered_json::array();
-  size_t passed = 0;
-  for (const auto& r : results) {
-    tests.push_back(test_json(r));
-    passed += r.passed;
+namespace {
+
+// One element of a report array, as nlohmann's dump(2) would print it at
+// the depth of the report's "tests" and "setups": four spaces in.
+std::string element(const nlohmann::ordered_json& j) {
+  std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "    ";
+  out.reserve(text.size() + text.size() / 8);
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "    ";
   }
-  for (const auto& s : run.setups) {
-    nlohmann::ordered_json j = {{"spec", s.planned->spec->path}, {"ran", s.ran}};
-    if (s.ran) j["result"] = test_json(s.result);
-    setups.push_back(j);
+  return out;
+}
+
+void write_all(int fd, const std::string& text, uint64_t offset) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_errno(kExitUsage, "cannot spool the report in the run folder");
+    done += static_cast<size_t>(n);
   }
-  nlohmann::ordered_json j = {
+}
+
+}  // namespace
+
+Report::Report(const std::string& dir) {
+  // O_TMPFILE (3.11+): a file without a name, gone with memrun however it
+  // ends. Where the filesystem lacks it, a named file unlinked at once.
+  spool_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (spool_ < 0) {
+    std::string path = dir + "/.report-spool." + std::to_string(::getpid());
+    spool_ = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (spool_ >= 0) ::unlink(path.c_str());
+  }
+  if (spool_ < 0) throw_errno(kExitUsage, "cannot write in the run folder " + dir);
+}
+
+Report::~Report() { ::close(spool_); }
+
+void Report::add_setup(const SetupResult& s) {
+  nlohmann::ordered_json j = {{"spec", s.planned->spec->path}, {"ran", s.ran}};
+  if (s.ran) j["result"] = test_json(s.result);
+  setups_.push_back(element(j));
+}
+
+void Report::add_test(size_t index, const Result& r) {
+  std::string text = element(test_json(r));
+  write_all(spool_, text, spooled_);
+  if (tests_.size() <= index) tests_.resize(index + 1);
+  tests_[index] = {spooled_, static_cast<uint32_t>(text.size())};
+  spooled_ += text.size();
+  ++total_;
+  passed_ += r.passed;
+}
+
+void Report::write(const std::string& path, const RunInfo& info) const {
+  nlohmann::ordered_json head = {
       {"schema", "memrun-report/1"},
       {"memrun_version", MEMRUN_VERSION},
       {"run_id", info.run_id},
@@ -268,40 +313,61 @@ nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& run) {
                                  : nlohmann::ordered_json(nullptr)},
       {"jobs", info.jobs},
       {"memory_budget_bytes", info.budget ? nlohmann::ordered_json(*info.budget) : nlohmann::ordered_json(nullptr)},
-      {"summary", {{"total", results.size()}, {"passed", passed}, {"failed", results.size() - passed}}},
+      {"summary", {{"total", total_}, {"passed", passed_}, {"failed", total_ - passed_}}},
   };
-  // Moved in, not listed above: an initializer list would copy every test.
-  j["setups"] = std::move(setups);
-  j["tests"] = std::move(tests);
-  return j;
+  write_atomically(path, [&](const Sink& sink) {
+    std::string text = head.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    text.resize(text.size() - 2);  // the closing "\n}": setups and tests follow
+    sink(text + ",\n  \"setups\": ");
+    sink(setups_.empty() ? "[]" : "[\n");
+    for (size_t i = 0; i < setups_.size(); ++i) sink(setups_[i] + (i + 1 < setups_.size() ? ",\n" : "\n  ]"));
+    // One test at a time from the spool, in the plan's order.
+    sink(",\n  \"tests\": ");
+    sink(total_ == 0 ? "[]" : "[\n");
+    size_t written = 0;
+    std::string buffer;
+    for (const auto& t : tests_) {
+      if (t.length == 0) continue;
+      buffer.resize(t.length);
+      if (::pread(spool_, buffer.data(), t.length, static_cast<off_t>(t.offset)) != static_cast<ssize_t>(t.length))
+        throw_errno(kExitUsage, "cannot read back the report's spool");
+      sink(buffer + (++written < total_ ? ",\n" : "\n  ]"));
+    }
+    sink("\n}\n");
+  });
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
+void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce) {
   struct stat st;
   bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   std::string tmp = special ? path : path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno(kExitUsage, "cannot write the report " + path);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int saved = errno;
-      ::close(fd);
-      if (!special) ::unlink(tmp.c_str());
-      errno = saved;
-      throw_errno(kExitUsage, "cannot write the report " + path + " (the previous one is kept)");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (!special && ::fsync(fd) != 0) {
+  const std::string kept = "cannot write the report " + path + (special ? "" : " (the previous one is kept)");
+  // Whatever fails, the temporary file goes and the previous report stays.
+  auto fail = [&](const std::string& what) {
     int saved = errno;
     ::close(fd);
-    ::unlink(tmp.c_str());
+    if (!special) ::unlink(tmp.c_str());
     errno = saved;
-    throw_errno(kExitUsage, "cannot write the report " + path + " (the previous one is kept)");
+    throw_errno(kExitUsage, what);
+  };
+  try {
+    produce([&](const std::string& text) {
+      size_t done = 0;
+      while (done < text.size()) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno(kExitUsage, kept);
+        done += static_cast<size_t>(n);
+      }
+    });
+  } catch (...) {
+    ::close(fd);
+    if (!special) ::unlink(tmp.c_str());
+    throw;
   }
+  if (!special && ::fsync(fd) != 0) fail(kept);
   ::close(fd);
   if (!special && ::rename(tmp.c_str(), path.c_str()) != 0) {
     int saved = errno;
@@ -309,6 +375,10 @@ void write_atomically(const std::string& path, const std::string& text) {
     errno = saved;
     throw_errno(kExitUsage, "cannot write the report " + path);
   }
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const Sink& sink) { sink(text); });
 }
 
 std::string log_tail(const std::string& path, size_t max_lines) {

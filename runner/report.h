@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -50,12 +51,44 @@ class Console {
 /// True when stdout is a TTY and NO_COLOR is unset.
 bool want_color(std::FILE* out);
 
-/// The JSON report (docs/report.md).
-nlohmann::ordered_json json_report(const RunInfo& info, const RunResults& results);
+/// The JSON report (docs/report.md), built as the run goes: each result is
+/// rendered as it ends and spooled to an unlinked file in the run folder, so
+/// that memrun's memory does not grow with the number of tests or the length
+/// of their timelines. write() assembles the report in the plan's order.
+class Report {
+ public:
+  /// `dir`: where the spool lives (the run folder). Throws Error(kExitUsage)
+  /// when it cannot be written.
+  explicit Report(const std::string& dir);
+  ~Report();
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+  void add_setup(const SetupResult& s);
+  /// The result of the plan's `index`-th test; tests never added (never
+  /// started under --fail-fast) are absent from the report.
+  void add_test(size_t index, const Result& r);
+  /// Writes the whole report to `path` with write_atomically.
+  void write(const std::string& path, const RunInfo& info) const;
 
-/// Writes `text` to `path` atomically (a temp file in the same folder, then
-/// rename), so a reader never sees half a report; a non-regular target such
-/// as /dev/stdout is written directly. Throws Error(kExitUsage) on failure.
+ private:
+  struct Spooled {
+    uint64_t offset = 0;
+    uint32_t length = 0;  // 0: not added
+  };
+  int spool_ = -1;
+  uint64_t spooled_ = 0;
+  std::vector<Spooled> tests_;
+  std::vector<std::string> setups_;
+  size_t total_ = 0, passed_ = 0;
+};
+
+/// Writes what `produce` hands to its sink to `path` atomically (a temp file
+/// in the same folder, then rename), so a reader never sees half a report; a
+/// non-regular target such as /dev/stdout is written directly. Throws
+/// Error(kExitUsage) on failure, leaving the previous file as it was.
+using Sink = std::function<void(const std::string&)>;
+void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
+/// The same for a text at hand.
 void write_atomically(const std::string& path, const std::string& text);
 
 /// The last `max_lines` lines of a log file (at most 4 KiB are read).

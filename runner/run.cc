@@ -320,20 +320,29 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
   }
 
   std::vector<std::optional<Result>> results(plan.tests.size());
+  auto done = [&](size_t i, Result r) {
+    results[i] = std::move(r);
+    observer.test_done(*results[i]);
+    // The observer has what it needs (the report, say); keep only the
+    // figures, so that memrun's memory does not grow with every test's
+    // timeline and memory.stat.
+    Result& kept = *results[i];
+    kept.timeline = Timeline{};
+    kept.kernel.stat.clear();
+    kept.kernel.events.clear();
+    kept.kernel.pressure_us.clear();
+    kept.oom_victims.clear();
+  };
   if (loop.interrupted_by() || !setup_failed.empty()) {
     for (size_t i = 0; i < plan.tests.size(); ++i)
-      results[i] = loop.interrupted_by()
-                       ? unstarted(plan.tests[i], Outcome::interrupted, "not run: memrun was interrupted")
-                       : unstarted(plan.tests[i], Outcome::error, setup_failed);
+      done(i, loop.interrupted_by()
+                  ? unstarted(plan.tests[i], Outcome::interrupted, "not run: memrun was interrupted")
+                  : unstarted(plan.tests[i], Outcome::error, setup_failed));
   } else {
     std::vector<const PlannedTest*> tests;
     for (const auto& p : plan.tests) tests.push_back(&p);
     Admission admission(options.jobs, options.budget, options.allow_oversubscribe);
-    loop.run(tests, start_order(plan.tests, options.jobs, options.timings), admission, options.fail_fast,
-             [&](size_t i, Result r) {
-               results[i] = std::move(r);
-               observer.test_done(*results[i]);
-             });
+    loop.run(tests, start_order(plan.tests, options.jobs, options.timings), admission, options.fail_fast, done);
   }
   for (auto& r : results)
     if (r) out.tests.push_back(std::move(*r));

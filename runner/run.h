@@ -141,6 +141,8 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   virtual void setup_done(const SetupResult&) {}
+  /// A test's result, complete: the last moment its timeline and
+  /// memory.stat are held (run_plan then drops them).
   virtual void test_done(const Result&) {}
   /// Every RunOptions::tick while tests run, with those running.
   virtual void tick(const std::vector<Progress>&) {}
@@ -149,8 +151,10 @@ class RunObserver {
 /// Runs each spec's setup (unless up to date) one at a time, then the plan's
 /// tests, as many at once as `options` admit, in `backend`; one event loop
 /// waits on all of them (see run.cc). `observer` hears of each result as
-/// soon as it is known. The results are in the plan's order whatever the
-/// order they ended in.
+/// soon as it is known, not-run tests included; after that, results keep
+/// their figures but not their timeline, memory.stat, events, pressure or
+/// OOM victims (see RunObserver). The results are in the plan's order
+/// whatever the order they ended in.
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer);
 

@@ -103,13 +103,24 @@ TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
   EXPECT_EQ(r.headroom, 2ll << 20);
 }
 
+// A report written through the spool, read back.
+nlohmann::ordered_json written(Report& report, const RunInfo& info, std::string* text = nullptr) {
+  std::string path = "/tmp/memrun-report-test-" + std::to_string(::getpid()) + ".json";
+  report.write(path, info);
+  std::ifstream in(path);
+  std::string got((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(path);
+  if (text) *text = got;
+  return nlohmann::ordered_json::parse(got);
+}
+
 TEST(Report, JsonHasTheDocumentedFields) {
   Fixture f;
-  RunResults results;
-  results.tests = {f.result(Outcome::oom, -1, 64ull << 20)};
   RunInfo info;
   info.backend = "v1";
-  auto j = json_report(info, results);
+  Report report("/tmp");
+  report.add_test(0, f.result(Outcome::oom, -1, 64ull << 20));
+  auto j = written(report, info);
   EXPECT_EQ(j["schema"], "memrun-report/1");
   EXPECT_EQ(j["host"]["backend"], "v1");
   const auto& t = j["tests"][0];
@@ -120,6 +131,25 @@ TEST(Report, JsonHasTheDocumentedFields) {
   EXPECT_EQ(t["outcome"], "oom");
   EXPECT_TRUE(t["exit_code"].is_null());
   EXPECT_EQ(j["summary"]["failed"], 1);
+}
+
+TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
+  Fixture f;
+  Report report("/tmp");
+  // Ended in another order than planned (-j), one never started.
+  Result second = f.result(Outcome::pass, 0, 1 << 20), first = f.result(Outcome::fail, 3, 2 << 20);
+  report.add_test(2, second);
+  report.add_test(0, first);
+  std::string text;
+  auto j = written(report, RunInfo{}, &text);
+  ASSERT_EQ(j["tests"].size(), 2u);
+  EXPECT_EQ(j["tests"][0]["exit_code"], 3);
+  EXPECT_EQ(j["tests"][1]["exit_code"], 0);
+  EXPECT_EQ(j["summary"]["total"], 2);
+  EXPECT_EQ(j["summary"]["passed"], 1);
+  EXPECT_EQ(j["setups"], nlohmann::ordered_json::array());
+  // Assembled piece by piece, the text is what one dump(2) would print.
+  EXPECT_EQ(text, j.dump(2) + "\n");
 }
 
 TEST(Report, ConsoleLineIsPlainWithoutColor) {
