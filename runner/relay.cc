@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "cgroup/error.h"
 #include "runner/units.h"
@@ -11,13 +12,8 @@
 namespace memrun {
 
 LogRelay::LogRelay(const std::string& path, uint64_t cap) : path_(path), cap_(cap) {
-  file_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file_fd_ < 0) throw_errno(kExitUsage, "cannot write the log " + path);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    ::close(file_fd_);
-    throw_errno(1, "pipe");
-  }
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(1, "pipe");
   read_fd_ = fds[0];
   write_fd_ = fds[1];
   // Only memrun's end is non-blocking: the test writes as to any pipe.
@@ -34,16 +30,55 @@ void LogRelay::close_writer() {
   write_fd_ = -1;
 }
 
+int LogRelay::sink() {
+  bool keep = error_.empty() && (cap_ == 0 || kept_ < cap_);
+  if (keep && file_fd_ < 0) {
+    file_fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file_fd_ >= 0) return file_fd_;
+    fail();
+    keep = false;
+  }
+  if (keep) return file_fd_;
+  if (null_fd_ < 0) null_fd_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  return null_fd_;
+}
+
+void LogRelay::fail() {
+  // A run folder that cannot take the log (a full disk) costs the log, not
+  // the run: the test goes on writing into /dev/null, and the verdict is the
+  // kernel's either way.
+  error_ = std::string("cannot write the log ") + path_ + ": " + std::strerror(errno) + "; its output was discarded";
+}
+
 bool LogRelay::pump() {
   if (read_fd_ < 0) return false;
+  if (file_fd_ < 0 && null_fd_ < 0) {
+    // The first bytes decide whether a file is needed at all: a quiet test
+    // costs none (creating a file is most of a test's cost on some disks).
+    char first[4096];
+    ssize_t n;
+    do {
+      n = ::read(read_fd_, first, sizeof first);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN) return true;
+    if (n <= 0) return end();
+    int to = sink();
+    uint64_t keep = to != file_fd_ ? 0 : cap_ ? std::min<uint64_t>(n, cap_ - kept_) : static_cast<uint64_t>(n);
+    if (keep && ::write(to, first, keep) != static_cast<ssize_t>(keep)) {
+      fail();
+      keep = 0;
+    }
+    kept_ += keep;
+    discarded_ += static_cast<uint64_t>(n) - keep;
+  }
   for (;;) {
     // splice(2) moves the pipe's pages into the file (or /dev/null) without
     // copying them through memrun: its memory stays flat whatever the test
     // writes.
-    bool keep = cap_ == 0 || kept_ < cap_;
-    if (!keep && null_fd_ < 0) null_fd_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int to = sink();
+    bool keep = to == file_fd_;
     size_t room = keep && cap_ ? static_cast<size_t>(cap_ - kept_) : size_t{1} << 20;
-    ssize_t n = ::splice(read_fd_, nullptr, keep ? file_fd_ : null_fd_, nullptr, std::min(room, size_t{1} << 20),
+    ssize_t n = ::splice(read_fd_, nullptr, to, nullptr, std::min(room, size_t{1} << 20),
                          SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     if (n > 0) {
       (keep ? kept_ : discarded_) += static_cast<uint64_t>(n);
@@ -51,13 +86,18 @@ bool LogRelay::pump() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return true;
-    // 0: every writer closed the pipe. Any other error (a full disk for the
-    // log): stop relaying; the test then gets EPIPE/SIGPIPE like any
-    // program whose reader went away.
-    ::close(read_fd_);
-    read_fd_ = -1;
-    return false;
+    if (n < 0 && keep) {
+      fail();  // from now on into /dev/null
+      continue;
+    }
+    return end();  // 0: every writer closed the pipe
   }
+}
+
+bool LogRelay::end() {
+  ::close(read_fd_);
+  read_fd_ = -1;
+  return false;
 }
 
 void LogRelay::finish() {
@@ -69,16 +109,16 @@ void LogRelay::finish() {
     ::close(read_fd_);
     read_fd_ = -1;
   }
-  if (discarded_ > 0) {
+  if (discarded_ > 0 && error_.empty()) {
     std::string note = "\n[memrun: this log was capped at " + format_size(cap_) + "; the test wrote " +
                        format_size(kept_ + discarded_) + ", the last " + format_size(discarded_) +
                        " were discarded (raise the cap with --max-log)]\n";
     (void)!::write(file_fd_, note.data(), note.size());
   }
-  ::close(file_fd_);
-  file_fd_ = -1;
-  if (null_fd_ >= 0) ::close(null_fd_);
-  null_fd_ = -1;
+  for (int* fd : {&file_fd_, &null_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
 }
 
 }  // namespace memrun

@@ -11,9 +11,9 @@ namespace memrun {
 
 class LogRelay {
  public:
-  /// Creates the pipe and the log file at `path` (truncated). `cap`: bytes
-  /// kept in the file, 0 for no cap. Throws Error(kExitUsage) when the log
-  /// cannot be written.
+  /// Creates the pipe; the log file at `path` is made (truncated) when the
+  /// first byte comes, so that a quiet test costs no file. `cap`: bytes kept
+  /// in the file, 0 for no cap.
   LogRelay(const std::string& path, uint64_t cap);
   ~LogRelay();
   LogRelay(const LogRelay&) = delete;
@@ -36,8 +36,16 @@ class LogRelay {
 
   uint64_t bytes() const { return kept_ + discarded_; }  ///< what the test wrote
   uint64_t discarded() const { return discarded_; }      ///< what the cap dropped
+  /// Why the log file could not be written (its output was then discarded);
+  /// empty when it could.
+  const std::string& error() const { return error_; }
 
  private:
+  int sink();  // the file, made on first use; /dev/null past the cap or on error
+  void fail();  // records why the file cannot be written (errno)
+  bool end();   // the pipe ended: closes it, returns false
+
+  std::string error_;
   std::string path_;
   uint64_t cap_, kept_ = 0, discarded_ = 0;
   int read_fd_ = -1, write_fd_ = -1, file_fd_ = -1, null_fd_ = -1;

@@ -143,8 +143,9 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"memory_stat", r.kernel.stat},
       {"events", r.kernel.events},
       {"pressure_us", r.kernel.pressure_us},
-      {"stdout", p.stdout_path},
-      {"stderr", p.stderr_path},
+      // A stream the test never wrote to has no file.
+      {"stdout", null_if(r.stdout_bytes == 0, p.stdout_path)},
+      {"stderr", null_if(r.stderr_bytes == 0, p.stderr_path)},
       {"stdout_bytes", r.stdout_bytes},
       {"stderr_bytes", r.stderr_bytes},
       {"log_discarded_bytes", r.log_discarded_bytes},
@@ -255,14 +256,15 @@ std::string element(const nlohmann::ordered_json& j) {
   return out;
 }
 
-void write_all(int fd, const std::string& text, uint64_t offset) {
+bool write_all(int fd, const std::string& text, uint64_t offset) {
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno(kExitUsage, "cannot spool the report in the run folder");
+    if (n < 0) return false;
     done += static_cast<size_t>(n);
   }
+  return true;
 }
 
 }  // namespace
@@ -276,10 +278,12 @@ Report::Report(const std::string& dir) {
     spool_ = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (spool_ >= 0) ::unlink(path.c_str());
   }
-  if (spool_ < 0) throw_errno(kExitUsage, "cannot write in the run folder " + dir);
+  // Without it (a full or read-only run folder) entries are held in memory.
 }
 
-Report::~Report() { ::close(spool_); }
+Report::~Report() {
+  if (spool_ >= 0) ::close(spool_);
+}
 
 void Report::add_setup(const SetupResult& s) {
   nlohmann::ordered_json j = {{"spec", s.planned->spec->path}, {"ran", s.ran}};
@@ -289,10 +293,16 @@ void Report::add_setup(const SetupResult& s) {
 
 void Report::add_test(size_t index, const Result& r) {
   std::string text = element(test_json(r));
-  write_all(spool_, text, spooled_);
   if (tests_.size() <= index) tests_.resize(index + 1);
-  tests_[index] = {spooled_, static_cast<uint32_t>(text.size())};
-  spooled_ += text.size();
+  if (spool_ >= 0 && write_all(spool_, text, spooled_)) {
+    tests_[index] = {spooled_, static_cast<uint32_t>(text.size())};
+    spooled_ += text.size();
+  } else {
+    // The run folder is full (the tests' logs filled it): the entries wait
+    // in memory instead, and the report is still written where it can be.
+    tests_[index] = {0, static_cast<uint32_t>(text.size()), true};
+    held_[index] = std::move(text);
+  }
   ++total_;
   passed_ += r.passed;
 }
@@ -326,11 +336,16 @@ void Report::write(const std::string& path, const RunInfo& info) const {
     sink(total_ == 0 ? "[]" : "[\n");
     size_t written = 0;
     std::string buffer;
-    for (const auto& t : tests_) {
+    for (size_t i = 0; i < tests_.size(); ++i) {
+      const Spooled& t = tests_[i];
       if (t.length == 0) continue;
-      buffer.resize(t.length);
-      if (::pread(spool_, buffer.data(), t.length, static_cast<off_t>(t.offset)) != static_cast<ssize_t>(t.length))
-        throw_errno(kExitUsage, "cannot read back the report's spool");
+      if (t.held) {
+        buffer = held_.at(i);
+      } else {
+        buffer.resize(t.length);
+        if (::pread(spool_, buffer.data(), t.length, static_cast<off_t>(t.offset)) != static_cast<ssize_t>(t.length))
+          throw_errno(kExitUsage, "cannot read back the report's spool");
+      }
       sink(buffer + (++written < total_ ? ",\n" : "\n  ]"));
     }
     sink("\n}\n");

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -57,8 +58,7 @@ bool want_color(std::FILE* out);
 /// of their timelines. write() assembles the report in the plan's order.
 class Report {
  public:
-  /// `dir`: where the spool lives (the run folder). Throws Error(kExitUsage)
-  /// when it cannot be written.
+  /// `dir`: where the spool lives (the run folder).
   explicit Report(const std::string& dir);
   ~Report();
   Report(const Report&) = delete;
@@ -74,10 +74,12 @@ class Report {
   struct Spooled {
     uint64_t offset = 0;
     uint32_t length = 0;  // 0: not added
+    bool held = false;    // in held_, not in the spool
   };
   int spool_ = -1;
   uint64_t spooled_ = 0;
   std::vector<Spooled> tests_;
+  std::map<size_t, std::string> held_;  // entries the spool could not take
   std::vector<std::string> setups_;
   size_t total_ = 0, passed_ = 0;
 };

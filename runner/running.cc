@@ -169,6 +169,8 @@ Result RunningTest::finish(KernelLog& kernel_log) {
   r.stdout_bytes = out_->bytes();
   r.stderr_bytes = err_->bytes();
   r.log_discarded_bytes = out_->discarded() + err_->discarded();
+  for (const LogRelay* relay : {out_.get(), err_.get()})
+    if (!relay->error().empty()) log_error_ += (log_error_.empty() ? "" : "; ") + relay->error();
   ::close(child_.pidfd);
   child_.pidfd = -1;
   if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
@@ -200,6 +202,8 @@ Result RunningTest::done() {
   result_.ended = std::chrono::system_clock::now();
   result_.duration_s = elapsed_s();
   decide(result_, *result_.planned->test);
+  // A lost log does not change the verdict, but the report says so.
+  if (!log_error_.empty()) result_.reason += (result_.reason.empty() ? "" : "; ") + log_error_;
   return std::move(result_);
 }
 

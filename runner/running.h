@@ -90,6 +90,7 @@ class RunningTest {
   int status_ = 0;
   rusage usage_{};
   uint64_t current_ = 0;
+  std::string log_error_;  // a log file that could not be written
 };
 
 }  // namespace memrun

@@ -239,6 +239,27 @@ TEST_F(Faults, AFullDiskKeepsThePreviousReportAndSaysSo) {
   EXPECT_EQ(files, "filler\nreport.json\n") << "a temporary file was left behind";
 }
 
+TEST_F(Faults, AFullDiskCostsALogNotTheRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  std::string disk = dir.path() + "/disk";
+  std::filesystem::create_directories(disk);
+  ASSERT_EQ(run_program({"mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", disk}).exit_code, 0);
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: chatty, run: 'head -c 10000000 /dev/zero; exit 0', memory: 64MiB}\n"
+                                            "  - {name: quiet, run: 'true', memory: 16MiB}\n");
+  std::string report = dir.path() + "/report.json";
+  auto run = run_memrun({spec, "--json", report, "--run-dir", disk + "/runs"});
+  run_program({"umount", disk});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto j = nlohmann::json::parse(fs::read_file(report).value_or("{}"));
+  ASSERT_EQ(j["tests"].size(), 2u) << run.out << run.err;
+  const auto& chatty = j["tests"][0];
+  EXPECT_TRUE(chatty["passed"]) << "a lost log changed the verdict";
+  EXPECT_EQ(chatty["stdout_bytes"], 10000000u) << "the test did not write on (SIGPIPE?)";
+  EXPECT_NE(chatty["reason"].get<std::string>().find("No space left on device; its output was discarded"),
+            std::string::npos) << chatty["reason"];
+  EXPECT_TRUE(j["tests"][1]["stdout"].is_null()) << "a quiet test made a log file";
+}
+
 TEST_F(Faults, BinaryOutputStillGivesValidReports) {
   std::string xml = dir.path() + "/junit.xml";
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'head -c 3000 /dev/urandom >&2; exit 1', memory: 16MiB}\n",
