@@ -53,6 +53,7 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
       ::close(fd);
     }
   }
+  if (cmd.open_files.rlim_cur) ::setrlimit(RLIMIT_NOFILE, &cmd.open_files);
   // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
   // with the defaults, as from a shell.
   sigset_t none;

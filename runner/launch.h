@@ -2,6 +2,7 @@
 // from its first instruction.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <string>
@@ -21,6 +22,9 @@ struct Command {
   /// Written to the child's /proc/self/oom_score_adj before exec, when not
   /// empty (see protect_memrun in run.cc).
   std::string oom_score_adj;
+  /// The open-files limit the child gets back before exec, when memrun
+  /// raised its own (see raise_open_files in run.cc); rlim_cur 0: none.
+  rlimit open_files{0, 0};
 };
 
 /// A started process.

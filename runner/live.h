@@ -21,6 +21,10 @@ class LiveView {
   /// previous report's durations (for the ETA), may be empty.
   LiveView(std::FILE* out, size_t total, int jobs, std::optional<uint64_t> budget,
            std::map<std::string, double> timings);
+  /// Erases the view, whatever ended the run (an error included).
+  ~LiveView() { clear(); }
+  LiveView(const LiveView&) = delete;
+  LiveView& operator=(const LiveView&) = delete;
   /// Redraws the view with the tests running now.
   void update(const std::vector<Progress>& running);
   /// Erases the view, leaving the cursor where it began: call before

@@ -245,7 +245,10 @@ int run(const Options& o) {
   ro.grace = duration_option("--grace", o.grace, "to kill at once");
   ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
   if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
-  ro.jobs = o.jobs;
+  ro.jobs = std::min(o.jobs, jobs_within_open_files());
+  if (ro.jobs < o.jobs)
+    fmt::print("-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
+               "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, ro.jobs);
   ro.allow_oversubscribe = o.allow_oversubscribe;
   ro.timings = selection.timings;
   // One test at a time needs no budget: its own limit is all it promises.
@@ -255,17 +258,17 @@ int run(const Options& o) {
   else if (o.jobs > 1)
     ro.budget = default_budget(mem_available(), backend->room());
   if (ro.budget)
-    fmt::print("up to {} tests at once within a memory budget of {} ({})\n", o.jobs, format_size(ro.budget->bytes),
+    fmt::print("up to {} tests at once within a memory budget of {} ({})\n", ro.jobs, format_size(ro.budget->bytes),
                ro.budget->source);
   std::fflush(stdout);
 
-  info.jobs = o.jobs;
+  info.jobs = ro.jobs;
   if (ro.budget) info.budget = ro.budget->bytes;
 
   bool live = o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO));
   std::optional<LiveView> view;
   if (live) {
-    view.emplace(stdout, plan.tests.size(), o.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
+    view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
                  ro.timings);
     ro.tick = std::chrono::milliseconds(200);
   }

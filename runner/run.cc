@@ -7,12 +7,14 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <deque>
 #include <filesystem>
 
@@ -64,6 +66,24 @@ std::string protect_memrun() {
   return std::to_string(std::min(1000, own + 500));
 }
 
+// Each running test holds up to kFilesPerTest descriptors (pidfd, two
+// pipes, two logs, /dev/null past a cap, its group's), so -j 128 would pass
+// the usual soft limit of 1024. memrun raises its own soft limit to the hard
+// one; tests get the original back before exec (programs using select(2)
+// break above 1024). Returns the original, or {0, 0} when nothing was
+// raised; the same on every call.
+constexpr int kFilesPerTest = 10, kFilesOfMemrun = 32;
+rlimit raise_open_files() {
+  static const rlimit original = [] {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return rlimit{0, 0};
+    rlimit raised = limit;
+    raised.rlim_cur = raised.rlim_max;
+    return ::setrlimit(RLIMIT_NOFILE, &raised) == 0 ? limit : rlimit{0, 0};
+  }();
+  return original;
+}
+
 // What an epoll event is about: a test (by a serial never reused, so that
 // nothing is mistaken for a later test's fd) and which of its fds, or one
 // of the loop's own fds.
@@ -101,6 +121,7 @@ class Loop {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     context_.backend = &backend;
     context_.oom_score_adj = protect_memrun();
+    context_.open_files = raise_open_files();
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -295,6 +316,14 @@ bool setup_up_to_date(const Setup& setup) {
     if (ec || t < newest_input) return false;
   }
   return true;
+}
+
+int jobs_within_open_files() {
+  raise_open_files();
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return INT_MAX;
+  auto fit = (static_cast<int64_t>(limit.rlim_cur) - kFilesOfMemrun) / kFilesPerTest;
+  return static_cast<int>(std::clamp<int64_t>(fit, 1, INT_MAX));
 }
 
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,

@@ -158,6 +158,11 @@ class RunObserver {
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer);
 
+/// How many tests can run at once within memrun's open-files limit (each
+/// holds up to ten descriptors), once memrun has raised its soft limit to
+/// the hard one.
+int jobs_within_open_files();
+
 /// True when the setup declares outputs, all exist, and none is older than
 /// any of its inputs.
 bool setup_up_to_date(const Setup& setup);

@@ -73,6 +73,7 @@ bool RunningTest::start(const RunContext& context) {
   cmd.argv = t.argv;
   cmd.cwd = t.cwd;
   cmd.oom_score_adj = context.oom_score_adj;
+  cmd.open_files = context.open_files;
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     result_.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";

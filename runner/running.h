@@ -22,6 +22,7 @@ namespace memrun {
 struct RunContext {
   cgroup::Backend* backend = nullptr;
   std::string oom_score_adj;  ///< for the tests' /proc/self/oom_score_adj
+  rlimit open_files{0, 0};    ///< the tests' RLIMIT_NOFILE, when memrun raised its own
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
 };

@@ -177,6 +177,24 @@ TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlon
   }
 }
 
+TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
+  // 40 tests at once hold ~200-400 descriptors: over a soft limit of 128,
+  // which memrun raises for itself and gives back to each test.
+  std::string yaml = "tests:\n  - {name: limit, run: 'ulimit -n; sleep 1', memory: 16MiB}\n";
+  for (int i = 0; i < 39; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'sleep 1', memory: 16MiB}\n";
+  auto raised = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
+  ASSERT_EQ(raised.exit_code, 0) << raised.out << raised.err;
+  EXPECT_EQ(raised.report["jobs"], 40) << raised.out;
+  EXPECT_GE(max_overlap(intervals(raised.report["tests"])), 30);
+  EXPECT_EQ(fs::trim(fs::read_file(test_named(raised, "limit")["stdout"].get<std::string>()).value_or("")), "128");
+  // A hard limit it cannot raise: fewer at once, said, and still all clean.
+  auto capped = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
+  ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
+  EXPECT_NE(capped.out.find("-j 40: the open-files limit allows 9 tests at once"), std::string::npos) << capped.out;
+  EXPECT_EQ(capped.report["jobs"], 9);
+  EXPECT_LE(max_overlap(intervals(capped.report["tests"])), 9);
+}
+
 TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n", {"-j", "2"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
