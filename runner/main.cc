@@ -212,6 +212,21 @@ int run(const Options& o) {
   if (plan.tests.empty() && selection.shard_count == 0)
     throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
 
+  // Every flag is checked before anything is made.
+  RunOptions ro;
+  ro.fail_fast = o.fail_fast;
+  ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
+  ro.grace = duration_option("--grace", o.grace, "to kill at once");
+  ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
+  if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
+  ro.jobs = std::min(o.jobs, jobs_within_open_files());
+  ro.allow_oversubscribe = o.allow_oversubscribe;
+  ro.timings = selection.timings;
+  // One test at a time needs no budget: its own limit is all it promises.
+  // With -j, or when asked, the limits of running tests must fit in one.
+  std::optional<uint64_t> budget;
+  if (!o.memory_budget.empty()) budget = size_option("--memory-budget", o.memory_budget);
+
   auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
@@ -239,24 +254,12 @@ int run(const Options& o) {
   if (o.verbose) fmt::print("cgroups below {}\n", info.cgroup_path);
   std::fflush(stdout);
 
-  RunOptions ro;
-  ro.fail_fast = o.fail_fast;
-  ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
-  ro.grace = duration_option("--grace", o.grace, "to kill at once");
-  ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
-  if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
-  ro.jobs = std::min(o.jobs, jobs_within_open_files());
+  // The default budget needs the backend: how much room its cgroups have.
+  if (budget) ro.budget = Budget{*budget, "--memory-budget"};
+  else if (o.jobs > 1) ro.budget = default_budget(mem_available(), backend->room());
   if (ro.jobs < o.jobs)
     fmt::print("-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
                "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, ro.jobs);
-  ro.allow_oversubscribe = o.allow_oversubscribe;
-  ro.timings = selection.timings;
-  // One test at a time needs no budget: its own limit is all it promises.
-  // With -j, or when asked, the limits of running tests must fit in one.
-  if (!o.memory_budget.empty())
-    ro.budget = Budget{size_option("--memory-budget", o.memory_budget), "--memory-budget"};
-  else if (o.jobs > 1)
-    ro.budget = default_budget(mem_available(), backend->room());
   if (ro.budget)
     fmt::print("up to {} tests at once within a memory budget of {} ({})\n", ro.jobs, format_size(ro.budget->bytes),
                ro.budget->source);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -193,6 +194,17 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   EXPECT_NE(capped.out.find("-j 40: the open-files limit allows 9 tests at once"), std::string::npos) << capped.out;
   EXPECT_EQ(capped.report["jobs"], 9);
   EXPECT_LE(max_overlap(intervals(capped.report["tests"])), 9);
+}
+
+TEST_F(Parallel, BadFlagsAreRefusedBeforeAnythingRuns) {
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"-j", "0"}, {"--memory-budget", "lots"}, {"--max-log", "big"}, {"--grace", "soon"}}) {
+    auto run = run_memrun({spec, flag, value, "--run-dir", dir.path() + "/runs"});
+    EXPECT_EQ(run.exit_code, 2) << flag << " " << value << ": " << run.out << run.err;
+    EXPECT_NE(run.err.find(flag), std::string::npos) << run.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/runs")) << flag << " made a run folder";
+  }
 }
 
 TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
