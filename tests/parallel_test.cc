@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
 #include "harness.h"
 
@@ -223,6 +224,27 @@ TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
   EXPECT_LT(budget, available);
   EXPECT_GT(budget, available / 2);
   EXPECT_NE(run.out.find("within a memory budget of"), std::string::npos) << run.out;
+}
+
+TEST_F(Parallel, TheDefaultBudgetStaysWithinALimitedParentCgroup) {
+  // A parent cgroup limited to 512 MiB, made with the cgroup library.
+  cgroup::OpenOptions o;
+  o.run_name = "memrun-test-parent-" + std::to_string(::getpid());
+  auto parent = cgroup::open(o);
+  std::string limit_file = parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
+  std::ofstream(parent->run_path() + limit_file) << 512 * MiB;
+  auto run = run_spec(dir,
+                      "tests:\n  - {name: fits, run: 'true', memory: 256MiB}\n"
+                      "  - {name: too-big, run: 'true', memory: 500MiB}\n",
+                      {"-j", "2", "--cgroup-parent", parent->run_path()});
+  uint64_t budget = run.report["memory_budget_bytes"];
+  // 512 MiB less what the parent already holds, less the 64 MiB reserve.
+  EXPECT_LE(budget, 448 * MiB);
+  EXPECT_GT(budget, 440 * MiB);
+  EXPECT_NE(run.out.find("room below the nearest limited cgroup"), std::string::npos) << run.out;
+  EXPECT_TRUE(test_named(run, "fits")["passed"]);
+  EXPECT_EQ(test_named(run, "too-big")["outcome"], "error");
+  EXPECT_NO_THROW(parent->close()) << "memrun left something in " << parent->run_path();
 }
 
 // The live view, drawn in a real terminal: tmux runs memrun in a pty, and
