@@ -331,7 +331,8 @@ int main(int argc, char** argv) {
   app.add_option("--markdown", o.ci.markdown, "write a Markdown table of the verdicts to this file");
   app.add_option("--html", o.ci.html, "write a self-contained HTML report with a memory plot per test");
   app.add_option("--shard", o.shard, "run only shard K of N (K/N, 1-based), for CI matrix jobs");
-  app.add_option("--timings", o.timings, "a previous JSON report: balance shards by its durations");
+  app.add_option("--timings", o.timings,
+                 "a previous JSON report: balance shards by its durations; with -j, start the longest first");
   app.add_option("--sample-interval", o.sample_interval,
                  "how often memory is sampled for timelines and the page-cache estimate (default 20ms; 0: off)");
   app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)");
