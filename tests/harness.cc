@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -128,5 +130,39 @@ bool process_alive(int pid) {
   auto close = stat->rfind(')');
   return close != std::string::npos && stat->size() > close + 2 && (*stat)[close + 2] != 'Z';
 }
+
+int64_t epoch_ms(const std::string& iso) {
+  std::tm tm{};
+  int ms = 0;
+  std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+              &tm.tm_sec, &ms);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(::timegm(&tm)) * 1000 + ms;
+}
+
+int64_t peak_sum(std::vector<std::pair<int64_t, int64_t>> events) {
+  std::sort(events.begin(), events.end());  // at a tie, ends (negative) first
+  int64_t now = 0, most = 0;
+  for (const auto& [t, delta] : events) most = std::max(most, now += delta);
+  return most;
+}
+
+namespace {
+std::vector<std::pair<int64_t, int64_t>> events_of(const nlohmann::json& tests, bool by_limit) {
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (const auto& t : tests) {
+    if (t["started"].is_null()) continue;
+    int64_t value = by_limit ? t["requested_limit_bytes"].get<int64_t>() : 1;
+    events.push_back({epoch_ms(t["started"]), value});
+    events.push_back({epoch_ms(t["ended"]), -value});
+  }
+  return events;
+}
+}  // namespace
+
+int most_at_once(const nlohmann::json& tests) { return static_cast<int>(peak_sum(events_of(tests, false))); }
+
+uint64_t most_promised(const nlohmann::json& tests) { return static_cast<uint64_t>(peak_sum(events_of(tests, true))); }
 
 }  // namespace memrun::testing

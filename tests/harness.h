@@ -74,4 +74,17 @@ bool process_alive(int pid);
 /// The workload binary.
 std::string workload();
 
+/// "2026-11-30T10:15:02.123Z" (a report's timestamps) in ms since the epoch.
+int64_t epoch_ms(const std::string& iso);
+
+/// The highest sum of the values of intervals covering one moment, given as
+/// (start, +value) and (end, -value) events; an interval ending when another
+/// starts does not overlap it.
+int64_t peak_sum(std::vector<std::pair<int64_t, int64_t>> events);
+
+/// From a report's tests: the most that ran at once, and the highest sum of
+/// their requested limits at once.
+int most_at_once(const nlohmann::json& tests);
+uint64_t most_promised(const nlohmann::json& tests);
+
 }  // namespace memrun::testing

@@ -28,51 +28,6 @@ class Parallel : public ::testing::Test {
   Scratch dir;
 };
 
-// "2026-11-30T10:15:02.123Z" as milliseconds since the epoch.
-int64_t epoch_ms(const std::string& iso) {
-  std::tm tm{};
-  int ms = 0;
-  std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-              &tm.tm_sec, &ms);
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(::timegm(&tm)) * 1000 + ms;
-}
-
-// The most intervals [start, end) covering one moment; an end and a start
-// at the same instant do not overlap.
-int max_overlap(std::vector<std::pair<int64_t, int>> events) {
-  std::sort(events.begin(), events.end());  // at a tie, -1 (an end) first
-  int now = 0, most = 0;
-  for (const auto& [t, delta] : events) most = std::max(most, now += delta);
-  return most;
-}
-
-// The same, weighted by each interval's limit: the memory promised at once.
-uint64_t max_promised(const nlohmann::json& tests) {
-  std::vector<std::pair<int64_t, int64_t>> events;
-  for (const auto& t : tests) {
-    if (t["started"].is_null()) continue;
-    int64_t limit = t["requested_limit_bytes"];
-    events.push_back({epoch_ms(t["started"]), limit});
-    events.push_back({epoch_ms(t["ended"]), -limit});
-  }
-  std::sort(events.begin(), events.end());
-  int64_t now = 0, most = 0;
-  for (const auto& [t, delta] : events) most = std::max(most, now += delta);
-  return static_cast<uint64_t>(most);
-}
-
-std::vector<std::pair<int64_t, int>> intervals(const nlohmann::json& tests) {
-  std::vector<std::pair<int64_t, int>> events;
-  for (const auto& t : tests) {
-    if (t["started"].is_null()) continue;
-    events.push_back({epoch_ms(t["started"]), 1});
-    events.push_back({epoch_ms(t["ended"]), -1});
-  }
-  return events;
-}
-
 TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
   // Each test notes its own start and end (the tests' clock, not memrun's)
   // and touches 150 MiB: the kernel must see real memory, at once.
@@ -97,18 +52,18 @@ TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
   }
   // By memrun's report: never more than two, and two at times (it did run
   // in parallel); the promised memory never above the budget.
-  EXPECT_EQ(max_overlap(intervals(tests)), 2);
-  EXPECT_LE(max_promised(tests), 400 * MiB);
+  EXPECT_EQ(most_at_once(tests), 2);
+  EXPECT_LE(most_promised(tests), 400 * MiB);
   // By the tests' own clocks: never more than two either.
-  std::vector<std::pair<int64_t, int>> seen;
+  std::vector<std::pair<int64_t, int64_t>> seen;
   std::istringstream in(fs::read_file(events).value_or(""));
   for (int64_t t; in >> t;) {
-    int delta;
+    int64_t delta;
     in >> delta;
     seen.push_back({t, delta});
   }
   ASSERT_EQ(seen.size(), 16u);
-  EXPECT_LE(max_overlap(seen), 2);
+  EXPECT_LE(peak_sum(seen), 2);
 }
 
 TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
@@ -128,7 +83,7 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
   ASSERT_EQ(many.report["tests"].size(), 8u) << many.out << many.err;
   EXPECT_EQ(one.exit_code, many.exit_code);
   EXPECT_EQ(one.report["summary"], many.report["summary"]);
-  EXPECT_GE(max_overlap(intervals(many.report["tests"])), 2) << "-j 4 ran one at a time";
+  EXPECT_GE(most_at_once(many.report["tests"]), 2) << "-j 4 ran one at a time";
   for (size_t i = 0; i < 8; ++i) {
     const auto &a = one.report["tests"][i], &b = many.report["tests"][i];
     SCOPED_TRACE(a["name"].get<std::string>());
@@ -165,7 +120,7 @@ TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlon
       << huge["reason"];
   EXPECT_NE(refused.out.find("--allow-oversubscribe"), std::string::npos) << refused.out;
   for (const char* name : {"small-1", "small-2", "small-3"}) EXPECT_TRUE(test_named(refused, name)["passed"]);
-  EXPECT_EQ(max_overlap(intervals(refused.report["tests"])), 3);
+  EXPECT_EQ(most_at_once(refused.report["tests"]), 3);
 
   auto alone = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "300MiB", "--allow-oversubscribe"});
   EXPECT_EQ(alone.exit_code, 0) << alone.out << alone.err;
@@ -187,14 +142,14 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   auto raised = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
   ASSERT_EQ(raised.exit_code, 0) << raised.out << raised.err;
   EXPECT_EQ(raised.report["jobs"], 40) << raised.out;
-  EXPECT_GE(max_overlap(intervals(raised.report["tests"])), 30);
+  EXPECT_GE(most_at_once(raised.report["tests"]), 30);
   EXPECT_EQ(fs::trim(fs::read_file(test_named(raised, "limit")["stdout"].get<std::string>()).value_or("")), "128");
   // A hard limit it cannot raise: fewer at once, said, and still all clean.
   auto capped = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
   ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
   EXPECT_NE(capped.out.find("-j 40: the open-files limit allows 9 tests at once"), std::string::npos) << capped.out;
   EXPECT_EQ(capped.report["jobs"], 9);
-  EXPECT_LE(max_overlap(intervals(capped.report["tests"])), 9);
+  EXPECT_LE(most_at_once(capped.report["tests"]), 9);
 }
 
 TEST_F(Parallel, BadFlagsAreRefusedBeforeAnythingRuns) {

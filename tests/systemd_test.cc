@@ -112,6 +112,19 @@ TEST_F(Systemd, AnUnprivilegedUserGetsADelegatedScope) {
   EXPECT_NE(doctor.out.find("delegated          cpu memory pids"), std::string::npos) << doctor.out;
 }
 
+TEST_F(Systemd, AUsersScopeRunsTestsInParallelWithinTheBudget) {
+  ensure_user("memrun-user", 1500);
+  std::string yaml = "tests:\n";
+  for (int i = 1; i <= 4; ++i)
+    yaml += "  - {name: t" + std::to_string(i) + ", run: [{W}, --touch, 30MiB, --hold, 500ms], memory: 64MiB}\n";
+  auto run = run_spec_with(dir, yaml, as_user("memrun-user", 1500), {"-j", "4", "--memory-budget", "128MiB"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.report["host"]["backend"], "systemd");
+  for (const auto& t : run.report["tests"]) EXPECT_GE(t["peak_bytes"], 30u << 20) << t["name"];
+  EXPECT_EQ(most_at_once(run.report["tests"]), 2);
+  EXPECT_EQ(leftovers("memrun-user", 1500), "");
+}
+
 TEST_F(Systemd, WithoutMemoryDelegatedItRefusesWithTheFix) {
   ensure_user("memrun-nodeleg", 1501, true);
   auto doctor = run_program({"runuser", "-u", "memrun-nodeleg", "--", "env", "XDG_RUNTIME_DIR=/run/user/1501",
