@@ -131,7 +131,7 @@ struct RunResults {
 struct Progress {
   const PlannedTest* planned = nullptr;
   double elapsed_s = 0;
-  uint64_t current = 0;  ///< the latest sample of its usage; 0 before one
+  uint64_t current = 0;  ///< its usage: the latest sample, or read now when sampling is off
 };
 
 /// Told about a run as it goes. Every call comes from the run's loop,
