@@ -9,6 +9,10 @@
 //   node work.mjs sort FILE LIMIT DIR       sort larger than LIMIT, spilling to DIR
 //   node work.mjs sort-no-spill FILE        the same sort with spilling disabled
 import { DuckDBInstance } from '@duckdb/node-api';
+import { execFileSync } from 'node:child_process';
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const [cmd, file, ...args] = process.argv.slice(2);
 
@@ -25,6 +29,22 @@ async function scalar(conn, sql) {
 }
 
 const columns = (n) => Array.from({ length: n }, (_, i) => `c${i}`);
+
+// A FIFO that this process drains and throws away: where COPY writes rows
+// nobody needs. Not '/dev/null': DuckDB locks the file it copies to, and two
+// sorts at once (memrun -j) would fail on each other's lock. The FIFO is
+// unlinked as soon as both ends are open, so that a test killed mid-sort
+// leaves nothing behind.
+function discarding_fifo() {
+  const dir = mkdtempSync(join(tmpdir(), 'memrun-sort-'));
+  const path = join(dir, 'rows.csv');
+  execFileSync('mkfifo', [path]);
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  const drained = new Promise((resolve, reject) => {
+    createReadStream(path).on('open', remove).on('data', () => {}).on('end', resolve).on('error', reject);
+  });
+  return { path, drained, remove };
+}
 
 switch (cmd) {
   case 'generate': {
@@ -76,15 +96,21 @@ switch (cmd) {
   case 'sort-no-spill': {
     // A full sort of every column: what it holds is the size of the data.
     // With a budget and a temp directory DuckDB spills sorted runs to disk;
-    // without, it grows until something stops it. The output is written
-    // and thrown away, so that nothing but the sort needs memory.
+    // without, it grows until something stops it. The sorted rows are
+    // written and thrown away, so that nothing but the sort needs memory.
     const spill = cmd === 'sort';
     // Without spilling DuckDB gets a budget above the cgroup limit, so the
     // kernel, not DuckDB, is what stops it.
     const conn = await connect(spill ? { memory_limit: args[0], temp_directory: args[1] }
                                      : { memory_limit: '64GB', temp_directory: '' });
-    await conn.run(`COPY (SELECT * FROM read_parquet('${file}') ORDER BY c0)
-                    TO '/dev/null' (FORMAT csv)`);
+    const sink = discarding_fifo();
+    try {
+      await conn.run(`COPY (SELECT * FROM read_parquet('${file}') ORDER BY c0)
+                      TO '${sink.path}' (FORMAT csv)`);
+      await sink.drained;
+    } finally {
+      sink.remove();
+    }
     console.log('sorted');
     break;
   }
