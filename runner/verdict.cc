@@ -27,25 +27,28 @@ void decide(Result& r, const TestSpec& t) {
     if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
     else if (r.exit_code != 0) r.outcome = Outcome::fail;
   }
-  // Page cache grows until the limit and is then reclaimed instead of
-  // anything being killed, so a streaming test's kernel peak is the limit by
-  // construction. When the peak came near the limit, headroom rests on what
-  // could not be reclaimed: the kernel peak less the cache the highest sample
-  // saw (never less than any sample's own working set). A spike the samples
-  // missed still counts in full, so the estimate never flatters the test.
+  // Page cache is charged to the group that first reads a file, and the
+  // kernel reclaims it instead of killing anything: a test streaming a file
+  // fills its limit with it, and a test reading a file that nobody had
+  // cached pays for pages it does not need. So where reclaimable cache made
+  // up much of the peak, headroom rests on what could not be reclaimed: the
+  // kernel peak less the cache the highest sample saw (never less than any
+  // sample's own working set). That is only sound when the highest sample
+  // saw the peak (within 10%): a spike the samples missed counts in full,
+  // so the estimate never flatters the test.
   if (r.samples > 0) {
     uint64_t net_peak = r.peak - std::min(r.peak, r.reclaimable_at_sampled_peak);
     r.working_set_peak = std::min(r.peak, std::max(r.working_set_peak, net_peak));
   } else {
     r.working_set_peak = r.peak;
   }
-  bool near_limit = r.kernel.limit_reached || r.peak >= r.limit / 10 * 9;
+  bool peak_seen = r.samples > 0 && r.sampled_peak >= r.peak / 10 * 9;
   // An OOM kill means the limit was really needed: no estimate then.
   bool oom = r.outcome == Outcome::oom;
   // And a few pages of cache are no reason for an estimate: it takes 5% of
   // the limit.
   bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
-  r.headroom_basis = near_limit && !oom && much_cache ? "working_set" : "peak";
+  r.headroom_basis = peak_seen && !oom && much_cache ? "working_set" : "peak";
   uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
   r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
   r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
