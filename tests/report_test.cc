@@ -29,6 +29,22 @@ struct Fixture {
     decide(r, spec.tests[0]);
     return r;
   }
+  /// A test that exited 0 with this kernel peak and these samples (MiB).
+  Result sampled(uint64_t peak, int samples, uint64_t sampled_peak, uint64_t cache_at_sampled_peak,
+                 uint64_t sampled_working_set, bool limit_reached = false) {
+    Result r;
+    r.planned = &planned;
+    r.outcome = Outcome::pass;
+    r.exit_code = 0;
+    r.kernel.peak = peak << 20;
+    r.kernel.limit_reached = limit_reached;
+    r.samples = samples;
+    r.sampled_peak = sampled_peak << 20;
+    r.reclaimable_at_sampled_peak = cache_at_sampled_peak << 20;
+    r.working_set_peak = sampled_working_set << 20;
+    decide(r, spec.tests[0]);
+    return r;
+  }
 };
 
 TEST(Decide, PassWithHeadroom) {
@@ -69,35 +85,18 @@ TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
 }
 
 TEST(Decide, PageCacheDoesNotEatHeadroom) {
+  // The limit, reached: cache filled it.
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = 64ull << 20;  // the limit: cache filled it
-  r.kernel.limit_reached = true;
-  r.samples = 10;
-  r.sampled_peak = 63ull << 20;
-  r.reclaimable_at_sampled_peak = 61ull << 20;
-  r.working_set_peak = 2ull << 20;
-  decide(r, f.spec.tests[0]);
+  Result r = f.sampled(64, 10, 63, 61, 2, true);
   EXPECT_TRUE(r.passed);
   EXPECT_EQ(r.headroom_basis, "working_set");
   EXPECT_EQ(r.headroom, 61ll << 20);
 }
 
 TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
+  // An anonymous spike between two samples.
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = 62ull << 20;  // an anonymous spike between two samples
-  r.samples = 3;
-  r.sampled_peak = 5ull << 20;
-  r.reclaimable_at_sampled_peak = 1ull << 20;
-  r.working_set_peak = 4ull << 20;
-  decide(r, f.spec.tests[0]);
+  Result r = f.sampled(62, 3, 5, 1, 4);
   EXPECT_EQ(r.working_set_peak, 61ull << 20);  // only the cache seen is taken off
   EXPECT_EQ(r.headroom_basis, "peak");         // 1 MiB of cache is no reason to estimate
   EXPECT_EQ(r.headroom, 2ll << 20);
@@ -108,16 +107,7 @@ TEST(Decide, CacheOfAnInputReadFirstDoesNotEatHeadroom) {
   // an input nobody had cached before: run after another reader, the same
   // test would not pay for it.
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = 60ull << 20;
-  r.samples = 50;
-  r.sampled_peak = 59ull << 20;
-  r.reclaimable_at_sampled_peak = 20ull << 20;
-  r.working_set_peak = 39ull << 20;
-  decide(r, f.spec.tests[0]);
+  Result r = f.sampled(60, 50, 59, 20, 39);
   EXPECT_EQ(r.headroom_basis, "working_set");
   EXPECT_EQ(r.working_set_peak, 40ull << 20);
   EXPECT_EQ(r.headroom, 24ll << 20);
@@ -125,17 +115,9 @@ TEST(Decide, CacheOfAnInputReadFirstDoesNotEatHeadroom) {
 }
 
 TEST(Decide, CacheIsNotSubtractedWhenTheSamplesMissedThePeak) {
+  // A spike the samples missed while 20 MiB of cache was around.
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = 62ull << 20;  // a spike the samples missed...
-  r.samples = 10;
-  r.sampled_peak = 30ull << 20;  // ...while 20 MiB of cache was around
-  r.reclaimable_at_sampled_peak = 20ull << 20;
-  r.working_set_peak = 10ull << 20;
-  decide(r, f.spec.tests[0]);
+  Result r = f.sampled(62, 10, 30, 20, 10);
   EXPECT_EQ(r.headroom_basis, "peak");
   EXPECT_EQ(r.headroom, 2ll << 20);
   EXPECT_FALSE(r.passed);
