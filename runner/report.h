@@ -3,13 +3,13 @@
 #pragma once
 
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runner/files.h"
 #include "runner/run.h"
 
 namespace memrun {
@@ -83,18 +83,6 @@ class Report {
   std::vector<std::string> setups_;
   size_t total_ = 0, passed_ = 0;
 };
-
-/// Writes what `produce` hands to its sink to `path` atomically (a temp file
-/// in the same folder, then rename), so a reader never sees half a report; a
-/// non-regular target such as /dev/stdout is written directly. Throws
-/// Error(kExitUsage) on failure, leaving the previous file as it was.
-using Sink = std::function<void(const std::string&)>;
-void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
-/// The same for a text at hand.
-void write_atomically(const std::string& path, const std::string& text);
-
-/// The last `max_lines` lines of a log file (at most 4 KiB are read).
-std::string log_tail(const std::string& path, size_t max_lines);
 
 /// The exit code for a finished run: 0 all passed, 1 otherwise.
 int exit_code_for(const std::vector<Result>& results, size_t planned);

@@ -1,0 +1,80 @@
+#include "runner/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "cgroup/error.h"
+
+namespace memrun {
+
+void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce) {
+  struct stat st;
+  bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  std::string tmp = special ? path : path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(kExitUsage, "cannot write the report " + path);
+  const std::string kept = "cannot write the report " + path + (special ? "" : " (the previous one is kept)");
+  // Whatever fails, the temporary file goes and the previous report stays.
+  auto fail = [&](const std::string& what) {
+    int saved = errno;
+    ::close(fd);
+    if (!special) ::unlink(tmp.c_str());
+    errno = saved;
+    throw_errno(kExitUsage, what);
+  };
+  try {
+    produce([&](const std::string& text) {
+      size_t done = 0;
+      while (done < text.size()) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno(kExitUsage, kept);
+        done += static_cast<size_t>(n);
+      }
+    });
+  } catch (...) {
+    ::close(fd);
+    if (!special) ::unlink(tmp.c_str());
+    throw;
+  }
+  if (!special && ::fsync(fd) != 0) fail(kept);
+  ::close(fd);
+  if (!special && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    throw_errno(kExitUsage, "cannot write the report " + path);
+  }
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  write_atomically(path, [&](const Sink& sink) { sink(text); });
+}
+
+std::string log_tail(const std::string& path, size_t max_lines) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  off_t from = std::max<off_t>(0, size - 4096);
+  std::string buf(static_cast<size_t>(size - from), '\0');
+  ssize_t n = ::pread(fd, buf.data(), buf.size(), from);
+  ::close(fd);
+  buf.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!buf.empty() && buf.back() == '\n') buf.pop_back();
+  size_t pos = buf.size(), lines = 0;
+  while (pos > 0 && lines < max_lines) {
+    pos = buf.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    ++lines;
+  }
+  if (buf[pos] == '\n') ++pos;
+  return buf.substr(pos);
+}
+
+}  // namespace memrun

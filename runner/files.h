@@ -1,0 +1,23 @@
+// Files memrun writes and reads besides the cgroup's: reports written
+// atomically, and the tail of a test's log.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace memrun {
+
+/// Writes what `produce` hands to its sink to `path` atomically (a temp file
+/// in the same folder, then rename), so a reader never sees half a report; a
+/// non-regular target such as /dev/stdout is written directly. Throws
+/// Error(kExitUsage) on failure, leaving the previous file as it was.
+using Sink = std::function<void(const std::string&)>;
+void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
+/// The same for a text at hand.
+void write_atomically(const std::string& path, const std::string& text);
+
+/// The last `max_lines` lines of a log file (at most 4 KiB are read).
+std::string log_tail(const std::string& path, size_t max_lines);
+
+}  // namespace memrun
