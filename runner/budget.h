@@ -45,7 +45,6 @@ class Admission {
   void ended(uint64_t limit);
   /// The sum of the limits of the running tests.
   uint64_t in_use() const { return in_use_; }
-  int running() const { return running_; }
 
  private:
   bool oversized(uint64_t limit) const { return budget_ && limit > budget_->bytes; }
