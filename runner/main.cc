@@ -68,13 +68,13 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 // above the live view) and the report's entry.
 class Outputs : public RunObserver {
  public:
-  Outputs(const Console& console, LiveView* live, Report& report, const Plan& plan)
+  Outputs(const Console& console, LiveView* live, Report* report, const Plan& plan)
       : console_(console), live_(live), report_(report), plan_(plan) {}
   void setup_done(const SetupResult& s) override {
     if (live_) live_->clear();
     console_.setup(s);
     std::fflush(stdout);
-    report_.add_setup(s);
+    if (report_) report_->add_setup(s);
   }
   void test_done(const Result& r) override {
     if (live_) {
@@ -83,7 +83,7 @@ class Outputs : public RunObserver {
     }
     console_.test(r);
     std::fflush(stdout);
-    report_.add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
+    if (report_) report_->add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
   }
   void tick(const std::vector<Progress>& running) override {
     if (live_) live_->update(running);
@@ -92,7 +92,7 @@ class Outputs : public RunObserver {
  private:
   const Console& console_;
   LiveView* live_;
-  Report& report_;
+  Report* report_;  // null when no report is asked for
   const Plan& plan_;
 };
 
@@ -275,22 +275,24 @@ int run(const Options& o) {
                  ro.timings);
     ro.tick = std::chrono::milliseconds(200);
   }
-  Report report(run_dir);
-  Outputs observer(console, view ? &*view : nullptr, report, plan);
+  // A report nobody asked for is not rendered: that is work on every test.
+  std::optional<Report> report;
+  if (!o.json.empty() || ci_outputs_wanted(o.ci)) report.emplace(run_dir);
+  Outputs observer(console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
   auto run = run_plan(plan, *backend, ro, observer);
   if (view) view->clear();
   backend->close();
   info.ended = std::chrono::system_clock::now();
   info.interrupted_by = run.interrupted_by;
   console.summary(run.tests, plan.tests.size(), info.interrupted_by);
-  if (!o.json.empty()) report.write(o.json, info);
+  if (!o.json.empty()) report->write(o.json, info);
   if (ci_outputs_wanted(o.ci)) {
     // The CI outputs are made from the report as written: from --json when
     // it is a file, else from a copy in the run folder.
     std::string from = o.json;
     if (from.empty() || !std::filesystem::is_regular_file(from)) {
       from = run_dir + "/report.json";
-      report.write(from, info);
+      report->write(from, info);
     }
     write_ci_outputs(read_report(from), o.ci);
   }

@@ -112,6 +112,8 @@ itimerspec at(clock::time_point t) {
   return spec;
 }
 
+using Done = std::function<void(size_t, Result)>;
+
 class Loop {
  public:
   Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer)
@@ -143,44 +145,18 @@ class Loop {
   /// signal. With `fail_fast`, no test starts after one did not pass; those
   /// never started are not reported.
   void run(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
-           bool fail_fast, const std::function<void(size_t, Result)>& done) {
+           bool fail_fast, const Done& done) {
     std::deque<size_t> queue;
     for (size_t i : order) {
       // A test that can never fit is reported at once, not after the rest.
       std::string refusal = admission.refusal(tests[i]->test->memory);
-      if (refusal.empty()) {
-        queue.push_back(i);
-        continue;
-      }
-      done(i, unstarted(*tests[i], Outcome::error, refusal));
+      if (refusal.empty()) queue.push_back(i);
+      else done(i, unstarted(*tests[i], Outcome::error, refusal));
     }
     bool stop_starting = false;
     auto next_tick = clock::now() + options_.tick;
     for (;;) {
-      // Start what fits, in the offered order; a test that cannot fit now
-      // lets smaller ones behind it start (they only use what is free).
-      for (auto it = queue.begin(); !stop_starting && !interrupted_by_ && it != queue.end();) {
-        const PlannedTest& p = *tests[*it];
-        if (!admission.may_start(p.test->memory)) {
-          ++it;
-          continue;
-        }
-        size_t index = *it;
-        it = queue.erase(it);
-        auto test = std::make_unique<RunningTest>(p);
-        if (!test->start(context_)) {
-          Result r = test->not_started();
-          stop_starting = fail_fast && !r.passed;
-          done(index, std::move(r));
-          continue;
-        }
-        admission.started(p.test->memory);
-        uint64_t serial = next_serial_++;
-        watch(test->pidfd(), tag(serial, kExit));
-        watch(test->out().reader(), tag(serial, kStdout));
-        watch(test->err().reader(), tag(serial, kStderr));
-        slots_.push_back({serial, index, std::move(test)});
-      }
+      if (!stop_starting && !interrupted_by_) stop_starting = start_what_fits(tests, queue, admission, fail_fast, done);
       if (slots_.empty()) break;
       wait(next_tick);
       auto now = clock::now();
@@ -197,20 +173,7 @@ class Loop {
         observer_.tick(progress);
         next_tick = now + options_.tick;
       }
-      reap();
-      for (auto it = slots_.begin(); it != slots_.end();) {
-        if (!it->test->exited()) {
-          ++it;
-          continue;
-        }
-        Result r = it->test->finish(kernel_log_);
-        admission.ended(it->test->planned().test->memory);
-        size_t index = it->index;
-        it = slots_.erase(it);
-        stop_starting = stop_starting || (fail_fast && !r.passed);
-        done(index, std::move(r));
-      }
-      reap();  // what finish() killed: the tests' orphans
+      if (finish_exited(admission, fail_fast, done)) stop_starting = true;
     }
     if (!interrupted_by_) return;
     for (size_t i : queue) done(i, unstarted(*tests[i], Outcome::interrupted, "not run: memrun was interrupted"));
@@ -222,6 +185,59 @@ class Loop {
     size_t index;  // in the list being run
     std::unique_ptr<RunningTest> test;
   };
+
+  // Starts the queued tests that fit now, in the offered order: a test that
+  // cannot fit lets smaller ones behind it start (they only use what is
+  // free). Returns true when fail-fast says to start no more.
+  bool start_what_fits(const std::vector<const PlannedTest*>& tests, std::deque<size_t>& queue,
+                       Admission& admission, bool fail_fast, const Done& done) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      const PlannedTest& p = *tests[*it];
+      if (!admission.may_start(p.test->memory)) {
+        ++it;
+        continue;
+      }
+      size_t index = *it;
+      it = queue.erase(it);
+      auto test = std::make_unique<RunningTest>(p);
+      if (!test->start(context_)) {
+        Result r = test->not_started();
+        bool stop = fail_fast && !r.passed;
+        done(index, std::move(r));
+        if (stop) return true;
+        continue;
+      }
+      admission.started(p.test->memory);
+      uint64_t serial = next_serial_++;
+      watch(test->pidfd(), tag(serial, kExit));
+      watch(test->out().reader(), tag(serial, kStdout));
+      watch(test->err().reader(), tag(serial, kStderr));
+      slots_.push_back({serial, index, std::move(test)});
+    }
+    return false;
+  }
+
+  // Collects the exits, then finishes every test whose process is gone:
+  // its figures, its verdict, its group removed. Returns true when
+  // fail-fast says to start no more.
+  bool finish_exited(Admission& admission, bool fail_fast, const Done& done) {
+    bool stop = false;
+    reap();
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      if (!it->test->exited()) {
+        ++it;
+        continue;
+      }
+      Result r = it->test->finish(kernel_log_);
+      admission.ended(it->test->planned().test->memory);
+      size_t index = it->index;
+      it = slots_.erase(it);
+      stop = stop || (fail_fast && !r.passed);
+      done(index, std::move(r));
+    }
+    reap();  // what finish() killed: the tests' orphans
+    return stop;
+  }
 
   void watch(int fd, uint64_t data) {
     epoll_event ev{};

@@ -10,11 +10,7 @@ namespace {
 
 constexpr double MiB = 1 << 20;
 
-class Bisect : public ::testing::Test {
- protected:
-  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
-  Scratch dir;
-};
+class Bisect : public MemrunTest {};
 
 TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
   auto run = run_memrun({"bisect", "--memory-range", "64MiB:1GiB", "--tolerance", "1%", "--run-dir",

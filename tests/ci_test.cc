@@ -26,11 +26,7 @@ const char* kMixed = R"(tests:
 // The whole file ("" when absent).
 std::string slurp(const std::string& path) { return fs::read_file(path).value_or(""); }
 
-class Ci : public ::testing::Test {
- protected:
-  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
-  Scratch dir;
-};
+class Ci : public MemrunTest {};
 
 TEST_F(Ci, JunitValidatesAgainstTheSchema) {
   std::string xml = dir.path() + "/junit.xml";

@@ -18,11 +18,7 @@
 namespace memrun::testing {
 namespace {
 
-class Faults : public ::testing::Test {
- protected:
-  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
-  Scratch dir;
-};
+class Faults : public MemrunTest {};
 
 bool wait_for_file(const std::string& path, int seconds = 10) {
   for (int i = 0; i < seconds * 20; ++i) {

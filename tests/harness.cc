@@ -124,6 +124,17 @@ std::vector<std::string> leftover_cgroups() {
   return dirs;
 }
 
+void MemrunTest::TearDown() { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
+
+std::unique_ptr<cgroup::Backend> limited_parent(uint64_t bytes) {
+  cgroup::OpenOptions o;
+  o.run_name = "memrun-test-parent-" + std::to_string(::getpid());
+  auto parent = cgroup::open(o);
+  std::string limit_file = parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
+  fs::write_file(parent->run_path() + limit_file, std::to_string(bytes));
+  return parent;
+}
+
 bool process_alive(int pid) {
   auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return false;

@@ -2,10 +2,14 @@
 // scratch folder and read back its JSON report.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "cgroup/cgroup.h"
 
 namespace memrun::testing {
 
@@ -20,6 +24,14 @@ class Scratch {
 
  private:
   std::string path_;
+};
+
+/// The fixture of every test that runs memrun: a scratch folder, and no
+/// cgroup of a finished run may be left behind, whatever the test ran.
+class MemrunTest : public ::testing::Test {
+ protected:
+  void TearDown() override;
+  Scratch dir;
 };
 
 /// What a memrun process did.
@@ -73,6 +85,10 @@ bool process_alive(int pid);
 
 /// The workload binary.
 std::string workload();
+
+/// A cgroup made with memrun's own library (memory enabled for its
+/// children) and limited to `bytes`: a parent for --cgroup-parent.
+std::unique_ptr<cgroup::Backend> limited_parent(uint64_t bytes);
 
 /// "2026-11-30T10:15:02.123Z" (a report's timestamps) in ms since the epoch.
 int64_t epoch_ms(const std::string& iso);

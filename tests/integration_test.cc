@@ -19,14 +19,7 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-class Host : public ::testing::Test {
- protected:
-  void TearDown() override {
-    // No run may leave a cgroup behind, whatever it ran.
-    EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
-  }
-  Scratch dir;
-};
+class Host : public MemrunTest {};
 
 TEST_F(Host, OverTheLimitIsAnOomKill) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB}\n");
@@ -162,13 +155,7 @@ TEST_F(Host, PageCacheIsNotCountedAgainstHeadroom) {
 }
 
 TEST_F(Host, AParentWithALowerLimitGivesTheEffectiveLimit) {
-  // A parent cgroup with memory enabled for its children, made with the
-  // cgroup library itself, limited to 48 MiB.
-  cgroup::OpenOptions o;
-  o.run_name = "memrun-test-parent-" + std::to_string(::getpid());
-  auto parent = cgroup::open(o);
-  std::string limit_file = parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
-  std::ofstream(parent->run_path() + limit_file) << 48 * MiB;
+  auto parent = limited_parent(48 * MiB);
   auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 256MiB}\n",
                       {"--cgroup-parent", parent->run_path()});
   const auto& t = test_named(run, "t");

@@ -22,11 +22,7 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-class Parallel : public ::testing::Test {
- protected:
-  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
-  Scratch dir;
-};
+class Parallel : public MemrunTest {};
 
 TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
   // Each test notes its own start and end (the tests' clock, not memrun's)
@@ -182,12 +178,7 @@ TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
 }
 
 TEST_F(Parallel, TheDefaultBudgetStaysWithinALimitedParentCgroup) {
-  // A parent cgroup limited to 512 MiB, made with the cgroup library.
-  cgroup::OpenOptions o;
-  o.run_name = "memrun-test-parent-" + std::to_string(::getpid());
-  auto parent = cgroup::open(o);
-  std::string limit_file = parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
-  std::ofstream(parent->run_path() + limit_file) << 512 * MiB;
+  auto parent = limited_parent(512 * MiB);
   auto run = run_spec(dir,
                       "tests:\n  - {name: fits, run: 'true', memory: 256MiB}\n"
                       "  - {name: too-big, run: 'true', memory: 500MiB}\n",
@@ -213,14 +204,22 @@ class LiveView : public Parallel {
   }
   void TearDown() override {
     tmux({"kill-server"});
-    Parallel::TearDown();
+    MemrunTest::TearDown();
   }
   std::string tmux(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"tmux", "-S", socket_};
     argv.insert(argv.end(), args.begin(), args.end());
     return run_program(argv).out;
   }
-  std::string screen() { return tmux({"capture-pane", "-p", "-t", "view"}); }
+  /// The screen once it shows `text`, or after `seconds` as it is then.
+  std::string screen_with(const std::string& text, int seconds) {
+    std::string shown;
+    for (int i = 0; i < seconds * 10 && shown.find(text) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      shown = tmux({"capture-pane", "-p", "-t", "view"});
+    }
+    return shown;
+  }
   std::string socket_;
 };
 
@@ -234,11 +233,7 @@ TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
   tmux({"new-session", "-d", "-s", "view", "-x", "140", "-y", "40", command});
   // While two tests run: a status line and a line per test with a bar
   // half full (50 of 100 MiB).
-  std::string during;
-  for (int i = 0; i < 100 && during.find("[##########") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    during = screen();
-  }
+  std::string during = screen_with("[##########", 10);
   EXPECT_NE(during.find("0/3 done  2 running"), std::string::npos) << during;
   EXPECT_NE(during.find("of 200.0 MiB"), std::string::npos) << during;
   EXPECT_NE(during.find("  alpha  [##########"), std::string::npos) << during;
@@ -246,11 +241,7 @@ TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
   EXPECT_NE(during.find("/ 100.0 MiB"), std::string::npos) << during;
   EXPECT_EQ(during.find("gamma  ["), std::string::npos) << "a third test ran beyond the budget:\n" << during;
   // At the end: the finished lines and the summary; the view is gone.
-  std::string after;
-  for (int i = 0; i < 300 && after.find("MEMRUN-EXIT=") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    after = screen();
-  }
+  std::string after = screen_with("MEMRUN-EXIT=", 30);
   EXPECT_NE(after.find("MEMRUN-EXIT=0"), std::string::npos) << after;
   EXPECT_NE(after.find("3 passed, 0 failed"), std::string::npos) << after;
   for (const char* name : {"alpha", "beta", "gamma"})

@@ -68,7 +68,7 @@ std::string leftovers(const std::string& user = "", int uid = 0) {
   return found;
 }
 
-class Systemd : public ::testing::Test {
+class Systemd : public MemrunTest {
  protected:
   void SetUp() override {
     if (cgroup::host().systemd_pid1 && cgroup::host().mode == cgroup::Mode::unified) {
@@ -79,7 +79,6 @@ class Systemd : public ::testing::Test {
     if (require && std::string(require) == "1") FAIL() << "systemd as PID 1 with cgroup v2 is required here";
     GTEST_SKIP() << "PID 1 is not systemd on cgroup v2 here (the systemd VM suite runs these)";
   }
-  Scratch dir;
 };
 
 TEST_F(Systemd, AsRootAScopeFromTheSystemManagerSurvivesATestsOom) {

@@ -19,7 +19,7 @@ namespace {
 
 constexpr uint64_t MiB = 1 << 20;
 
-class V2 : public ::testing::Test {
+class V2 : public MemrunTest {
  protected:
   void SetUp() override {
     if (cgroup::check({}).backend == "v2") return;
@@ -27,8 +27,6 @@ class V2 : public ::testing::Test {
     if (require && std::string(require) == "1") FAIL() << "cgroup v2 memory control is required here";
     GTEST_SKIP() << "no cgroup v2 memory controller on this host (the VM suites run these)";
   }
-  void TearDown() override { EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{}); }
-  Scratch dir;
 };
 
 TEST_F(V2, KernelFiguresComeFromV2Files) {
