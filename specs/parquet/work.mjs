@@ -9,8 +9,8 @@
 //   node work.mjs sort FILE LIMIT DIR       sort larger than LIMIT, spilling to DIR
 //   node work.mjs sort-no-spill FILE        the same sort with spilling disabled
 import { DuckDBInstance } from '@duckdb/node-api';
-import { execFileSync } from 'node:child_process';
-import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -30,20 +30,22 @@ async function scalar(conn, sql) {
 
 const columns = (n) => Array.from({ length: n }, (_, i) => `c${i}`);
 
-// A FIFO that this process drains and throws away: where COPY writes rows
-// nobody needs. Not '/dev/null': DuckDB locks the file it copies to, and two
-// sorts at once (memrun -j) would fail on each other's lock. The FIFO is
-// unlinked as soon as both ends are open, so that a test killed mid-sort
+// A FIFO that `cat` drains into /dev/null: where COPY writes rows nobody
+// needs, outside the JS heap (draining gigabytes through a JS stream grew the
+// sort's working set by tens of MiB). Not '/dev/null' itself: DuckDB locks
+// the file it copies to, and two sorts at once (memrun -j) failed on each
+// other's lock. The shell removes the FIFO once it has opened it (which
+// waits for DuckDB to open the other end), so that a sort killed midway
 // leaves nothing behind.
 function discarding_fifo() {
   const dir = mkdtempSync(join(tmpdir(), 'memrun-sort-'));
   const path = join(dir, 'rows.csv');
   execFileSync('mkfifo', [path]);
-  const remove = () => rmSync(dir, { recursive: true, force: true });
-  const drained = new Promise((resolve, reject) => {
-    createReadStream(path).on('open', remove).on('data', () => {}).on('end', resolve).on('error', reject);
-  });
-  return { path, drained, remove };
+  const drainer = spawn('sh', ['-c', 'exec <"$1" && rm -rf "$2" && exec cat >/dev/null', 'sh', path, dir],
+                        { stdio: 'ignore' });
+  const drained = new Promise((resolve, reject) =>
+    drainer.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`draining the sorted rows: exit ${code}`)))));
+  return { path, drained, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 switch (cmd) {
