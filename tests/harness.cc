@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -135,6 +137,24 @@ std::unique_ptr<cgroup::Backend> limited_parent(uint64_t bytes) {
   return parent;
 }
 
+bool wait_until(const std::function<bool()>& ready, int seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+bool wait_for_file(const std::string& path, int seconds) {
+  return wait_until(
+      [&] {
+        std::error_code ec;
+        return std::filesystem::file_size(path, ec) > 0 && !ec;
+      },
+      seconds);
+}
+
 bool process_alive(int pid) {
   auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return false;
@@ -175,5 +195,13 @@ std::vector<std::pair<int64_t, int64_t>> events_of(const nlohmann::json& tests, 
 int most_at_once(const nlohmann::json& tests) { return static_cast<int>(peak_sum(events_of(tests, false))); }
 
 uint64_t most_promised(const nlohmann::json& tests) { return static_cast<uint64_t>(peak_sum(events_of(tests, true))); }
+
+std::string times_of(const nlohmann::json& tests) {
+  std::string out = "\n";
+  for (const auto& t : tests)
+    out += t.value("name", "?") + ": " + t["started"].dump() + " .. " + t["ended"].dump() + " " +
+           t.value("outcome", "?") + "\n";
+  return out;
+}
 
 }  // namespace memrun::testing

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -80,6 +81,14 @@ const nlohmann::json& test_named(const RunOutput& run, const std::string& name);
 /// groups: must be empty after every run.
 std::vector<std::string> leftover_cgroups();
 
+/// Polls `ready` every 50 ms until it holds (true) or `seconds` have passed
+/// (false): how tests wait for an event they cannot be woken by. Bounds are
+/// generous (a VM under load is slow); a passing test never waits them out.
+bool wait_until(const std::function<bool()>& ready, int seconds = 60);
+
+/// wait_until a file exists and is not empty.
+bool wait_for_file(const std::string& path, int seconds = 60);
+
 /// True when process `pid` exists (and is not a zombie).
 bool process_alive(int pid);
 
@@ -102,5 +111,8 @@ int64_t peak_sum(std::vector<std::pair<int64_t, int64_t>> events);
 /// their requested limits at once.
 int most_at_once(const nlohmann::json& tests);
 uint64_t most_promised(const nlohmann::json& tests);
+
+/// Each test's name, start and end (for a failed assertion on timing).
+std::string times_of(const nlohmann::json& tests);
 
 }  // namespace memrun::testing

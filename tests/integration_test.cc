@@ -64,10 +64,16 @@ TEST_F(Host, ExpectOomTurnsTheKillIntoAPass) {
 
 TEST_F(Host, TheWholeTreeCountsNotTheLargestProcess) {
   // 4 x 40 MiB: each child alone fits in 128 MiB, together they do not.
-  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --hold, 300ms], memory: 128MiB}\n");
+  // Each child waits at a barrier once it has touched its 40 MiB, so that
+  // the four certainly hold their memory at once, however slow the machine.
+  std::filesystem::create_directories(dir.path() + "/b1");
+  std::filesystem::create_directories(dir.path() + "/b2");
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --arrive, " + dir.path() +
+                               "/b1, --await, '4'], memory: 128MiB}\n");
   EXPECT_EQ(test_named(run, "t")["outcome"], "oom") << run.out;
   // And under a limit that fits the tree, it passes with the tree's peak.
-  auto fits = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --hold, 300ms], memory: 256MiB}\n");
+  auto fits = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --children, '4', --touch, 40MiB, --arrive, " + dir.path() +
+                                "/b2, --await, '4'], memory: 256MiB}\n");
   EXPECT_EQ(test_named(fits, "t")["outcome"], "pass") << fits.out;
   EXPECT_GE(test_named(fits, "t")["peak_bytes"], 160 * MiB);
 }

@@ -26,12 +26,17 @@ class Parallel : public MemrunTest {};
 
 TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
   // Each test notes its own start and end (the tests' clock, not memrun's)
-  // and touches 150 MiB: the kernel must see real memory, at once.
-  std::string events = dir.path() + "/events";
+  // and touches 150 MiB: the kernel must see real memory, at once. The
+  // first two wait for each other at a barrier, so that two at once is
+  // certain (a runner that ran one at a time fails them there); the later
+  // ones find the barrier passed.
+  std::string events = dir.path() + "/events", barrier = dir.path() + "/barrier";
+  std::filesystem::create_directory(barrier);
   std::string yaml = "tests:\n";
   for (int i = 1; i <= 8; ++i)
     yaml += "  - name: t" + std::to_string(i) + "\n    memory: 200MiB\n    run: 'echo \"$(date +%s%3N) 1\" >> " + events +
-            "; {W} --touch 150MiB --hold 700ms; echo \"$(date +%s%3N) -1\" >> " + events + "; echo $MEMRUN_TEST'\n";
+            "; {W} --arrive " + barrier + " --touch 150MiB --hold 700ms; echo \"$(date +%s%3N) -1\" >> " + events +
+            "; echo $MEMRUN_TEST'\n";
   auto run = run_spec(dir, yaml, {"-j", "8", "--memory-budget", "400MiB"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const auto& tests = run.report["tests"];
@@ -46,10 +51,11 @@ TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
     // Each test's output stays its own.
     EXPECT_EQ(fs::trim(fs::read_file(t["stdout"].get<std::string>()).value_or("")), t["name"]);
   }
-  // By memrun's report: never more than two, and two at times (it did run
-  // in parallel); the promised memory never above the budget.
-  EXPECT_EQ(most_at_once(tests), 2);
-  EXPECT_LE(most_promised(tests), 400 * MiB);
+  // By memrun's report: never more than two (the budget), and two at the
+  // barrier; the promised memory never above the budget.
+  EXPECT_LE(most_at_once(tests), 2) << times_of(tests);
+  EXPECT_GE(most_at_once(tests), 2) << times_of(tests);
+  EXPECT_LE(most_promised(tests), 400 * MiB) << times_of(tests);
   // By the tests' own clocks: never more than two either.
   std::vector<std::pair<int64_t, int64_t>> seen;
   std::istringstream in(fs::read_file(events).value_or(""));
@@ -59,7 +65,7 @@ TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
     seen.push_back({t, delta});
   }
   ASSERT_EQ(seen.size(), 16u);
-  EXPECT_LE(peak_sum(seen), 2);
+  EXPECT_LE(peak_sum(seen), 2) << fs::read_file(events).value_or("");
 }
 
 TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
@@ -68,18 +74,24 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
       "  - {name: passes, run: [{W}, --touch, 60MiB, --hold, 200ms], memory: 128MiB}\n"
       "  - {name: ooms, run: [{W}, --touch, 100MiB], memory: 64MiB}\n"
       "  - {name: expected-oom, run: [{W}, --touch, 100MiB], memory: 48MiB, expect: oom}\n"
-      "  - {name: fails, run: 'exit 3', memory: 16MiB}\n"
-      "  - {name: exit-4, run: 'exit 4', memory: 16MiB, expect: 4}\n"
+      "  - {name: fails, run: '{W} --arrive \"$BARRIER\" --exit 3', memory: 16MiB}\n"
+      "  - {name: exit-4, run: '{W} --arrive \"$BARRIER\" --exit 4', memory: 16MiB, expect: 4}\n"
       "  - {name: times-out, run: 'sleep 10', memory: 16MiB, timeout: 300ms}\n"
       "  - {name: tree, run: [{W}, --children, 3, --touch, 20MiB, --hold, 200ms], memory: 128MiB}\n"
       "  - {name: headroom, run: [{W}, --touch, 50MiB], memory: 64MiB, min_headroom: 32MiB}\n";
+  // With -j 4, two tests meet at a barrier (BARRIER names its folder; with
+  // -j 1 it is empty and they do not wait): that it ran tests side by side
+  // is certain, not likely.
   auto one = run_spec(dir, yaml, {"-j", "1"});
-  auto many = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "512MiB"});
+  std::string barrier = dir.path() + "/barrier";
+  std::filesystem::create_directory(barrier);
+  auto many = run_spec_with(dir, yaml, {"env", "BARRIER=" + barrier, memrun_bin()}, {"-j", "4", "--memory-budget", "512MiB"});
   ASSERT_EQ(one.report["tests"].size(), 8u) << one.out << one.err;
   ASSERT_EQ(many.report["tests"].size(), 8u) << many.out << many.err;
   EXPECT_EQ(one.exit_code, many.exit_code);
   EXPECT_EQ(one.report["summary"], many.report["summary"]);
-  EXPECT_GE(most_at_once(many.report["tests"]), 2) << "-j 4 ran one at a time";
+  EXPECT_GE(most_at_once(many.report["tests"]), 2) << "-j 4 ran one at a time: " << times_of(many.report["tests"]);
+  EXPECT_LE(most_at_once(many.report["tests"]), 4) << times_of(many.report["tests"]);
   for (size_t i = 0; i < 8; ++i) {
     const auto &a = one.report["tests"][i], &b = many.report["tests"][i];
     SCOPED_TRACE(a["name"].get<std::string>());
@@ -103,11 +115,15 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
 TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlone) {
   const std::string yaml =
       "tests:\n"
-      "  - {name: small-1, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n"
+      "  - {name: small-1, run: '{W} --arrive \"$BARRIER\" --await 3 --touch 20MiB --hold 300ms', memory: 100MiB}\n"
       "  - {name: huge, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 500MiB}\n"
-      "  - {name: small-2, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n"
-      "  - {name: small-3, run: [{W}, --touch, 20MiB, --hold, 300ms], memory: 100MiB}\n";
-  auto refused = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "300MiB"});
+      "  - {name: small-2, run: '{W} --arrive \"$BARRIER\" --await 3 --touch 20MiB --hold 300ms', memory: 100MiB}\n"
+      "  - {name: small-3, run: '{W} --arrive \"$BARRIER\" --await 3 --touch 20MiB --hold 300ms', memory: 100MiB}\n";
+  // The three small tests fit the budget together: they meet at a barrier,
+  // so that they ran at once is certain.
+  std::string barrier = dir.path() + "/barrier";
+  std::filesystem::create_directory(barrier);
+  auto refused = run_spec_with(dir, yaml, {"env", "BARRIER=" + barrier, memrun_bin()}, {"-j", "4", "--memory-budget", "300MiB"});
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   const auto& huge = test_named(refused, "huge");
   EXPECT_EQ(huge["outcome"], "error");
@@ -116,7 +132,7 @@ TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlon
       << huge["reason"];
   EXPECT_NE(refused.out.find("--allow-oversubscribe"), std::string::npos) << refused.out;
   for (const char* name : {"small-1", "small-2", "small-3"}) EXPECT_TRUE(test_named(refused, name)["passed"]);
-  EXPECT_EQ(most_at_once(refused.report["tests"]), 3);
+  EXPECT_EQ(most_at_once(refused.report["tests"]), 3) << times_of(refused.report["tests"]);
 
   auto alone = run_spec(dir, yaml, {"-j", "4", "--memory-budget", "300MiB", "--allow-oversubscribe"});
   EXPECT_EQ(alone.exit_code, 0) << alone.out << alone.err;
@@ -133,19 +149,25 @@ TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlon
 TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   // 40 tests at once hold ~200-400 descriptors: over a soft limit of 128,
   // which memrun raises for itself and gives back to each test.
-  std::string yaml = "tests:\n  - {name: limit, run: 'ulimit -n; sleep 1', memory: 16MiB}\n";
-  for (int i = 0; i < 39; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'sleep 1', memory: 16MiB}\n";
-  auto raised = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
+  // With BARRIER set, all 40 wait for each other: that they ran at once is
+  // certain. Without it (the capped run below) each sleeps a second.
+  std::string wait = "[ -z \"$BARRIER\" ] || exec {W} --arrive \"$BARRIER\" --await 40; sleep 1";
+  std::string yaml = "tests:\n  - {name: limit, run: 'ulimit -n; " + wait + "', memory: 16MiB}\n";
+  for (int i = 0; i < 39; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: '" + wait + "', memory: 16MiB}\n";
+  std::string barrier = dir.path() + "/barrier";
+  std::filesystem::create_directory(barrier);
+  auto raised = run_spec_with(dir, yaml, {"env", "BARRIER=" + barrier, "sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh", memrun_bin()},
+                              {"-j", "40"});
   ASSERT_EQ(raised.exit_code, 0) << raised.out << raised.err;
   EXPECT_EQ(raised.report["jobs"], 40) << raised.out;
-  EXPECT_GE(most_at_once(raised.report["tests"]), 30);
+  EXPECT_EQ(most_at_once(raised.report["tests"]), 40) << times_of(raised.report["tests"]);
   EXPECT_EQ(fs::trim(fs::read_file(test_named(raised, "limit")["stdout"].get<std::string>()).value_or("")), "128");
   // A hard limit it cannot raise: fewer at once, said, and still all clean.
   auto capped = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
   ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
   EXPECT_NE(capped.out.find("-j 40: the open-files limit allows 9 tests at once"), std::string::npos) << capped.out;
   EXPECT_EQ(capped.report["jobs"], 9);
-  EXPECT_LE(most_at_once(capped.report["tests"]), 9);
+  EXPECT_LE(most_at_once(capped.report["tests"]), 9) << times_of(capped.report["tests"]);
 }
 
 TEST_F(Parallel, BadFlagsAreRefusedBeforeAnythingRuns) {
@@ -211,37 +233,41 @@ class LiveView : public Parallel {
     argv.insert(argv.end(), args.begin(), args.end());
     return run_program(argv).out;
   }
-  /// The screen once it shows `text`, or after `seconds` as it is then.
-  std::string screen_with(const std::string& text, int seconds) {
+  /// The screen once `shows` holds for it, or after `seconds` as it is then.
+  std::string screen_when(const std::function<bool(const std::string&)>& shows, int seconds) {
     std::string shown;
-    for (int i = 0; i < seconds * 10 && shown.find(text) == std::string::npos; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      shown = tmux({"capture-pane", "-p", "-t", "view"});
-    }
+    wait_until([&] { return shows(shown = tmux({"capture-pane", "-p", "-t", "view"})); }, seconds);
     return shown;
   }
   std::string socket_;
 };
 
 TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
+  // The tests hold their 50 MiB until `release` exists: the screen is
+  // read while two certainly run, then they are let go.
+  std::string release = dir.path() + "/release";
   std::string yaml = "tests:\n";
   for (const char* name : {"alpha", "beta", "gamma"})
-    yaml += std::string("  - {name: ") + name + ", run: [" + workload() + ", --touch, 50MiB, --hold, 4s], memory: 100MiB}\n";
+    yaml += std::string("  - {name: ") + name + ", run: [" + workload() + ", --touch, 50MiB, --until, " + release +
+            "], memory: 100MiB}\n";
   std::string spec = dir.write("spec.yaml", yaml);
   std::string command = memrun_bin() + " " + spec + " -j 2 --memory-budget 200MiB --run-dir " + dir.path() +
                         "/runs; echo MEMRUN-EXIT=$?; sleep 60";
   tmux({"new-session", "-d", "-s", "view", "-x", "140", "-y", "40", command});
   // While two tests run: a status line and a line per test with a bar
   // half full (50 of 100 MiB).
-  std::string during = screen_with("[##########", 10);
+  auto has = [](const std::string& screen, const char* text) { return screen.find(text) != std::string::npos; };
+  std::string during = screen_when(
+      [&](const std::string& s) { return has(s, "  alpha  [##########") && has(s, "  beta   [##########"); }, 60);
   EXPECT_NE(during.find("0/3 done  2 running"), std::string::npos) << during;
   EXPECT_NE(during.find("of 200.0 MiB"), std::string::npos) << during;
   EXPECT_NE(during.find("  alpha  [##########"), std::string::npos) << during;
   EXPECT_NE(during.find("  beta   [##########"), std::string::npos) << during;
   EXPECT_NE(during.find("/ 100.0 MiB"), std::string::npos) << during;
   EXPECT_EQ(during.find("gamma  ["), std::string::npos) << "a third test ran beyond the budget:\n" << during;
+  std::ofstream(release) << "go";
   // At the end: the finished lines and the summary; the view is gone.
-  std::string after = screen_with("MEMRUN-EXIT=", 30);
+  std::string after = screen_when([&](const std::string& s) { return has(s, "MEMRUN-EXIT="); }, 60);
   EXPECT_NE(after.find("MEMRUN-EXIT=0"), std::string::npos) << after;
   EXPECT_NE(after.find("3 passed, 0 failed"), std::string::npos) << after;
   for (const char* name : {"alpha", "beta", "gamma"})

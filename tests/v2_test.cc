@@ -59,7 +59,8 @@ TEST_F(V2, OomGroupKillsTheWholeTest) {
   const auto& t = test_named(run, "t");
   EXPECT_EQ(t["outcome"], "oom") << run.out;
   EXPECT_GE(t["oom_group_kills"], 1);
-  EXPECT_LT(t["duration_s"], 15.0);
+  // Had the sleeper survived, the test would have run into its timeout and
+  // its outcome would be `timeout`: the outcome proves it, not a clock.
 }
 
 TEST_F(V2, SwapLimitIsWrittenZeroByDefault) {

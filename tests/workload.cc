@@ -7,6 +7,8 @@
 //   memrun-workload --touch 64MiB --spike 256MiB --loops 5   (inflate/deflate)
 //   memrun-workload --daemon PIDFILE --hold 1h      (a setsid grandchild)
 //   memrun-workload --shm 64MiB                      (tmpfs, charged as shmem)
+//   memrun-workload --arrive DIR --await 2 --touch 1MiB (a barrier: overlap made certain)
+//   memrun-workload --touch 50MiB --until FILE       (hold until the test says so)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,9 +16,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runner/units.h"
 
@@ -58,11 +63,46 @@ void sleep_for(const std::string& d) {
   std::this_thread::sleep_for(*ms);
 }
 
+// Polls every 5 ms until `ready()` holds or `bound` has passed; tests use
+// it to wait for an event (a file, a partner test), never a fixed sleep.
+template <typename Ready>
+bool wait_until(Ready ready, std::chrono::seconds bound) {
+  auto end = std::chrono::steady_clock::now() + bound;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+size_t entries(const std::string& dir) {
+  std::error_code ec;
+  size_t n = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++n;
+  return n;
+}
+
+// A barrier between tests that must run at the same moment: notes this
+// process in `dir`, then waits until `count` have. Exits 3 after 60 s, so a
+// runner that never ran them together fails the test instead of hanging it.
+void arrive(const std::string& dir, int count) {
+  if (dir.empty()) return;
+  std::string mark = dir + "/" + std::to_string(::getpid());
+  if (FILE* f = std::fopen(mark.c_str(), "w")) std::fclose(f);
+  if (!wait_until([&] { return entries(dir) >= static_cast<size_t>(count); }, std::chrono::seconds(60))) {
+    std::fprintf(stderr, "memrun-workload: only %zu of %d tests reached the barrier in %s within 60 s\n",
+                 entries(dir), count, dir.c_str());
+    std::exit(3);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile;
-  int children = 0, loops = 0, exit_code = 0;
+  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until;
+  int children = 0, loops = 0, exit_code = 0, await = 2;
   CLI::App app{"a workload with a known memory behaviour"};
   app.add_option("--touch", touch_s, "anonymous memory to touch and keep");
   app.add_option("--children", children, "fork this many children, each doing --touch");
@@ -72,7 +112,16 @@ int main(int argc, char** argv) {
   app.add_option("--shm", shm_s, "write this much to a file in /dev/shm (kept until exit)");
   app.add_option("--daemon", daemon_pidfile, "start a setsid'd grandchild sleeping forever; write its pid here");
   app.add_option("--exit", exit_code, "exit with this code");
+  app.add_option("--arrive", arrive_dir,
+                 "note this process in DIR and wait until --await processes have (with --children: each child, "
+                 "after touching)");
+  app.add_option("--await", await, "how many must reach the --arrive barrier (default 2)");
+  app.add_option("--until", until, "after touching, wait until this file exists (at most 120 s)");
   CLI11_PARSE(app, argc, argv);
+  // With --children, each child arrives once it has touched its memory (so
+  // that the whole tree certainly holds it at once); else the process does,
+  // before anything else.
+  if (children == 0) arrive(arrive_dir, await);
 
   if (!daemon_pidfile.empty()) {
     pid_t a = ::fork();
@@ -95,18 +144,26 @@ int main(int argc, char** argv) {
   uint64_t bytes = size_arg(touch_s);
   if (children > 0) {
     int failed = 0, status;
+    std::vector<pid_t> pids;
     for (int i = 0; i < children; ++i) {
       pid_t pid = ::fork();
       if (pid < 0) {
         std::perror("fork");
         ++failed;
-      } else if (pid == 0) {
+      } else if (pid > 0) {
+        pids.push_back(pid);
+      } else {
         touch(bytes);
+        arrive(arrive_dir, await);
         sleep_for(hold);
         ::_exit(0);
       }
     }
-    while (::wait(&status) > 0) failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    // A child that died (an OOM kill of one process, as v1 does) ends the
+    // tree: the others would wait at the barrier for it in vain.
+    while (::wait(&status) > 0)
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && ++failed == 1)
+        for (pid_t pid : pids) ::kill(pid, SIGKILL);
     return failed ? 1 : exit_code;
   }
   touch(bytes);
@@ -125,6 +182,10 @@ int main(int argc, char** argv) {
   for (int i = 0; i < loops && spike; ++i) {
     char* p = touch(spike);
     ::munmap(p, spike);
+  }
+  if (!until.empty() && !wait_until([&] { return std::filesystem::exists(until); }, std::chrono::seconds(120))) {
+    std::fprintf(stderr, "memrun-workload: %s did not appear within 120 s\n", until.c_str());
+    return 3;
   }
   sleep_for(hold);
   return exit_code;
