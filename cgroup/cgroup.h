@@ -74,6 +74,14 @@ struct Final {
   /// The hard limit that really applied: the smaller of the group's own and
   /// every ancestor's.
   uint64_t effective_limit = 0;
+  /// The group's own hard limit as the kernel reports it at the end
+  /// (memory.max, memory.limit_in_bytes; page-aligned): a test that could
+  /// write its group's files may have raised it.
+  uint64_t limit_at_end = UINT64_MAX;
+  /// Processes of the test found outside its memory group at the end (v1:
+  /// still in its pids group, which holds them whatever they did to their
+  /// memory cgroup). They are killed with the rest.
+  uint64_t escaped = 0;
 };
 
 /// One test's cgroup. Destroyed (processes killed, directory removed) by
@@ -89,10 +97,12 @@ class Group {
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before destroy().
   virtual Final finish() const = 0;
-  /// Kills every process in the group and waits until it is empty (bounded
-  /// by `timeout_ms`). Returns false if processes remain.
+  /// Kills every process in the group and its sub-groups (a test may make
+  /// them) and waits until they are empty (bounded by `timeout_ms`).
+  /// Returns false if processes remain.
   virtual bool kill_all(int timeout_ms = 2000) = 0;
-  /// kill_all, then removes the group. Idempotent; throws on failure.
+  /// kill_all, then removes the group with every sub-group, deepest first.
+  /// Idempotent; throws on failure.
   virtual void destroy() = 0;
 };
 
@@ -173,30 +183,40 @@ uint64_t effective_limit(const std::string& dir, const std::string& top,
 uint64_t room_below(const std::string& dir, const std::string& top,
                     const std::string& limit_file, const std::string& usage_file);
 
+/// `dir` and every group below it, deepest first (the order rmdir needs).
+std::vector<std::string> subtree(const std::string& dir);
+
 /// Sends `sig` once to every process listed in `dir`'s cgroup.procs and its
 /// sub-groups'. For a polite SIGTERM before kill_all: unlike SIGKILL, a
-/// process may catch it and clean up.
+/// process may catch it and clean up. Pid 0 (a process of a pid namespace
+/// memrun cannot see) is never signalled.
 void signal_tree(const std::string& dir, int sig);
 
-/// Kills every pid listed in `procs_file` until it lists none (bounded by
-/// `timeout_ms`); for kernels without cgroup.kill. Returns true when empty.
-bool kill_listed(const std::string& procs_file, int timeout_ms);
+/// Kills every process listed in `dir` and its sub-groups until none lists
+/// any (bounded by `timeout_ms`); for kernels without cgroup.kill. Returns
+/// true when the subtree is empty.
+bool kill_tree(const std::string& dir, int timeout_ms);
 
 /// The start time of process `pid` (clock ticks after boot, field 22 of
 /// /proc/PID/stat), or 0 when there is no such process. With the pid, it
 /// identifies a process across pid reuse.
 uint64_t process_start_time(int pid);
 
-/// The identity a run's directory name ends with: "<pid>-<start time>".
+/// The inode of this process's pid namespace (0 when /proc cannot say).
+uint64_t pid_namespace();
+
+/// The identity a run's directory name ends with:
+/// "<pid>-<start time>-<pid namespace>".
 std::string run_identity();
 
-/// Run directories (memrun-...-<pid>-<start>) below `parent` whose memrun
-/// is gone: killed by SIGKILL, or by the machine. A live run's are never
-/// listed.
+/// Run directories (memrun-...-<pid>-<start>-<ns>) below `parent` whose
+/// memrun is provably gone: it lived in this pid namespace and no process
+/// has its pid and start time (killed by SIGKILL, or by the machine). A
+/// live run's, or one of another pid namespace, are never listed.
 std::vector<std::string> dead_runs(const std::string& parent);
 
-/// Kills every process in the tree below `dir` (deepest groups first) and
-/// removes its directories.
+/// Kills every process in the tree below `dir` and removes its
+/// directories, deepest first. Throws when one cannot be removed.
 void remove_tree(const std::string& dir);
 
 /// Removes what dead runs left below the places `options` would use (each

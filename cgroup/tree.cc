@@ -2,13 +2,15 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <sstream>
-#include <vector>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
@@ -50,33 +52,79 @@ uint64_t room_below(const std::string& dir, const std::string& top,
   return room;
 }
 
-void signal_tree(const std::string& dir, int sig) {
-  std::istringstream in(fs::read_file(dir + "/cgroup.procs").value_or(""));
-  for (pid_t pid; in >> pid;) ::kill(pid, sig);
+namespace {
+
+// The sub-groups of `dir` (directories), not descending.
+std::vector<std::string> children_of(const std::string& dir) {
+  std::vector<std::string> children;
   if (DIR* d = ::opendir(dir.c_str())) {
-    std::vector<std::string> children;
     while (dirent* e = ::readdir(d))
       if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(dir + "/" + e->d_name);
     ::closedir(d);
-    for (const auto& c : children) signal_tree(c, sig);
   }
+  return children;
 }
 
-bool kill_listed(const std::string& procs_file, int timeout_ms) {
+void add_subtree(const std::string& dir, std::vector<std::string>& out) {
+  for (const auto& c : children_of(dir)) add_subtree(c, out);
+  out.push_back(dir);
+}
+
+// What a group lists. A threaded sub-group (cgroup.type "threaded", which
+// a test may make in its own group) refuses reads of cgroup.procs with
+// EOPNOTSUPP: its cgroup.threads lists the same tasks by thread id, and
+// kill(2) of any thread id signals its whole process. A group whose files
+// cannot be read lists nothing: it is reported when it cannot be removed.
+std::vector<pid_t> listed(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const char* file : {"/cgroup.procs", "/cgroup.threads"}) {
+    try {
+      auto text = fs::read_file(dir + file);
+      if (!text) return pids;  // the group is gone
+      std::istringstream in(*text);
+      for (pid_t pid; in >> pid;) pids.push_back(pid);
+      return pids;
+    } catch (const Error&) {
+      continue;  // EOPNOTSUPP and the like: try the threads, then give up
+    }
+  }
+  return pids;
+}
+
+// Sends `sig` to what `dir`'s group lists. Pid 0 stands for a process in a
+// pid namespace this one cannot see (cgroup.procs shows such processes as
+// 0): kill(0, ...) would signal memrun's own process group, so it is never
+// sent. Returns whether the group listed anything, pid 0 included.
+bool signal_listed(const std::string& dir, int sig) {
+  auto pids = listed(dir);
+  for (pid_t pid : pids)
+    if (pid > 0) ::kill(pid, sig);
+  return !pids.empty();
+}
+
+}  // namespace
+
+std::vector<std::string> subtree(const std::string& dir) {
+  std::vector<std::string> groups;
+  add_subtree(dir, groups);
+  return groups;
+}
+
+void signal_tree(const std::string& dir, int sig) {
+  for (const auto& g : subtree(dir)) signal_listed(g, sig);
+}
+
+bool kill_tree(const std::string& dir, int timeout_ms) {
   // Without cgroup.kill (v1, v2 before 5.14) a process may fork between our
   // read of cgroup.procs and its SIGKILL; its child then shows up on the next
-  // read. Loop until the list stays empty; pids.max bounds a fork bomb.
+  // read. Loop until every group of the subtree lists nothing; pids.max
+  // bounds a fork bomb. A process it cannot see (pid 0) keeps it looping
+  // until the timeout: it is never signalled, and the caller learns that the
+  // group is not empty.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    auto text = fs::read_file(procs_file);
-    if (!text) return true;  // the group is gone
-    std::istringstream in(*text);
-    pid_t pid;
     bool any = false;
-    while (in >> pid) {
-      any = true;
-      ::kill(pid, SIGKILL);
-    }
+    for (const auto& g : subtree(dir)) any = signal_listed(g, SIGKILL) || any;
     if (!any) return true;
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
@@ -97,26 +145,42 @@ uint64_t process_start_time(int pid) {
   return 0;
 }
 
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
 std::string run_identity() {
   int pid = ::getpid();
-  return std::to_string(pid) + "-" + std::to_string(process_start_time(pid));
+  return std::to_string(pid) + "-" + std::to_string(process_start_time(pid)) + "-" + std::to_string(pid_namespace());
 }
 
 std::vector<std::string> dead_runs(const std::string& parent) {
   std::vector<std::string> dead;
+  // A run is dead only when memrun can prove it: the run's memrun lived in
+  // this pid namespace (its inode is in the name) and no process there has
+  // its pid and start time. A run of another namespace (a container, an
+  // `unshare --pid`) is invisible from here, never dead: its pids mean
+  // nothing in this namespace.
+  uint64_t own_ns = pid_namespace();
+  if (own_ns == 0) return dead;
   DIR* d = ::opendir(parent.c_str());
   if (!d) return dead;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
     if (name.rfind("memrun-", 0) != 0 || e->d_type != DT_DIR) continue;
-    // ...-<pid>-<start>: the last two dash-separated numbers.
-    auto b = name.rfind('-');
-    auto a = b == std::string::npos || b == 0 ? std::string::npos : name.rfind('-', b - 1);
-    if (a == std::string::npos) continue;
-    auto pid = fs::parse_u64(name.substr(a + 1, b - a - 1));
-    auto start = fs::parse_u64(name.substr(b + 1));
-    if (!pid || !start || *pid == 0 || *pid > 4194304) continue;
-    if (process_start_time(static_cast<int>(*pid)) == *start) continue;  // alive
+    // ...-<pid>-<start>-<pid namespace>: the last three dash-separated numbers.
+    std::vector<std::optional<uint64_t>> last;
+    for (size_t end = name.size(); last.size() < 3;) {
+      auto dash = name.rfind('-', end - 1);
+      if (dash == std::string::npos || dash == 0) break;
+      last.push_back(fs::parse_u64(name.substr(dash + 1, end - dash - 1)));
+      end = dash;
+    }
+    if (last.size() < 3 || !last[0] || !last[1] || !last[2]) continue;
+    uint64_t ns = *last[0], start = *last[1], pid = *last[2];
+    if (ns != own_ns || pid == 0 || pid > 4194304 || start == 0) continue;
+    if (process_start_time(static_cast<int>(pid)) == start) continue;  // alive
     dead.push_back(parent + "/" + name);
   }
   ::closedir(d);
@@ -124,16 +188,10 @@ std::vector<std::string> dead_runs(const std::string& parent) {
 }
 
 void remove_tree(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    std::vector<std::string> children;
-    while (dirent* e = ::readdir(d))
-      if (e->d_type == DT_DIR && std::string(e->d_name) != "." && std::string(e->d_name) != "..")
-        children.push_back(dir + "/" + e->d_name);
-    ::closedir(d);
-    for (const auto& c : children) remove_tree(c);
-  }
-  if (fs::try_write_file(dir + "/cgroup.kill", "1") != 0) kill_listed(dir + "/cgroup.procs", 2000);
-  remove_dir(dir, 2000, [&] { kill_listed(dir + "/cgroup.procs", 100); });
+  // cgroup.kill (5.14+) kills the whole subtree at once; the pid loop is
+  // for older kernels and v1.
+  if (fs::try_write_file(dir + "/cgroup.kill", "1") != 0) kill_tree(dir, 2000);
+  for (const auto& g : subtree(dir)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
 }
 
 void remove_dir(const std::string& dir, int timeout_ms,

@@ -120,11 +120,16 @@ class V2Group : public Group {
   Final finish() const override {
     Final f;
     f.peak = fs::read_u64(path_ + "/memory.peak");
-    // memory.events is hierarchical (local counts are in .local); a test's
-    // group has no children of memrun's making, so both agree here.
+    // memory.events is hierarchical (local counts are in .local): it counts
+    // what happened in sub-groups the test made, too.
     f.events = fs::read_keyed(path_ + "/memory.events");
-    f.oom_kills = f.events["oom_kill"];
     f.oom_group_kills = f.events.count("oom_group_kill") ? f.events["oom_group_kill"] : 0;
+    // With memory.oom.group the kernel kills the chosen victim, then every
+    // task of the group, the victim again among them (oom_kill_process():
+    // __oom_kill_process() for the victim, then mem_cgroup_scan_tasks()
+    // over the group), and counts oom_kill each time: one more per group
+    // kill than processes killed.
+    f.oom_kills = f.events["oom_kill"] - std::min(f.events["oom_kill"], f.oom_group_kills);
     f.limit_reached = f.events["max"] > 0;
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
     if (auto pe = fs::read_keyed(path_ + "/pids.events"); pe.count("max")) f.events["pids_max"] = pe["max"];
@@ -141,19 +146,19 @@ class V2Group : public Group {
           f.pressure_us[kind] = fs::parse_u64(line.substr(t + 6)).value_or(0);
       }
     }
-    f.effective_limit =
-        std::min(ancestors_limit_, fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX));
+    f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
+    f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     return f;
   }
 
   bool kill_all(int timeout_ms) override {
     // Once empty, a group stays empty: only a member can fork into it.
-    if (!emptied_) emptied_ = kill_tree(timeout_ms);
+    if (!emptied_) emptied_ = kill_subtree(timeout_ms);
     return emptied_;
   }
 
-  bool kill_tree(int timeout_ms) {
-    if (!has_kill_) return kill_listed(path_ + "/cgroup.procs", timeout_ms);
+  bool kill_subtree(int timeout_ms) {
+    if (!has_kill_) return kill_tree(path_, timeout_ms);
     // cgroup.kill (5.14+) kills the whole subtree atomically, forks included.
     if (fs::try_write_file(path_ + "/cgroup.kill", "1") == ENOENT) return true;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -171,7 +176,9 @@ class V2Group : public Group {
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
     dir_fd_ = procs_fd_ = -1;
-    remove_dir(path_, 2000, [this] { kill_all(100); });
+    // Sub-groups the test made (threaded ones included) go first: rmdir of
+    // a group with children fails with EBUSY.
+    for (const auto& g : subtree(path_)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
     destroyed_ = true;
   }
 

@@ -147,9 +147,16 @@ BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& bac
 }
 
 void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets) {
-  if (scale <= 0 || scale > 1000) throw Error(kExitUsage, "--scale must be a positive factor such as 0.8");
+  // Written so that NaN fails too: every comparison with NaN is false.
+  if (!(scale > 0 && scale <= 1000)) throw Error(kExitUsage, "--scale must be a positive factor up to 1000, such as 0.8");
   for (auto& spec : specs)
-    for (auto& t : spec.tests) t.memory = std::max<uint64_t>(kMinMemory, round_up(static_cast<uint64_t>(t.memory * scale)));
+    for (auto& t : spec.tests) {
+      double scaled = static_cast<double>(t.memory) * scale;
+      if (scaled >= 0x1p62)
+        throw Error(kExitUsage, "--scale " + std::to_string(scale) + " makes the limit of '" + t.name +
+                                    "' larger than any machine's memory; choose a smaller factor");
+      t.memory = std::max<uint64_t>(kMinMemory, round_up(static_cast<uint64_t>(scaled)));
+    }
   for (const auto& set : sets) {
     auto dot = set.rfind(".memory=");
     if (dot == std::string::npos)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -33,6 +34,20 @@ std::string summary_of(const nlohmann::ordered_json& t) {
     return fmt::format("OOM-killed at {} ({}){}", format_size(u64(t, "limit_bytes")), memory, victims);
   }
   return t.value("reason", "") + (outcome == "error" || outcome == "interrupted" ? "" : " (" + memory + ")");
+}
+
+// `text` shown literally in a Markdown table cell: every ASCII punctuation
+// character as a numeric character reference, which Markdown decodes to the
+// character but never reads as syntax (no code span, emphasis, link, HTML
+// tag or cell separator can start), and line breaks as spaces.
+std::string markdown_literal(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') out += ' ';
+    else if (c < 0x80 && std::ispunct(c)) out += fmt::format("&#{};", static_cast<int>(c));
+    else out += static_cast<char>(c);
+  }
+  return out;
 }
 
 bool is_error(const nlohmann::ordered_json& t) {
@@ -152,9 +167,7 @@ std::string markdown_table(const nlohmann::ordered_json& report) {
   std::string out = "| verdict | test | outcome | peak | limit | headroom |\n|---|---|---|---:|---:|---:|\n";
   for (const auto& t : report["tests"]) {
     bool passed = t.value("passed", false);
-    std::string name = t.value("name", "");
-    for (size_t at; (at = name.find('|')) != std::string::npos;) name.replace(at, 1, "\\u007c");
-    out += fmt::format("| {} | `{}` | {} | {} | {} | {} ({:.0f}%) |\n", passed ? "✅ pass" : "❌ FAIL", name,
+    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", passed ? "✅ pass" : "❌ FAIL", markdown_literal(t.value("name", "")),
                        t.value("outcome", ""), format_size(u64(t, "peak_bytes")), format_size(u64(t, "limit_bytes")),
                        format_signed_size(t.value("headroom_bytes", int64_t{0})), t.value("headroom_pct", 0.0));
   }

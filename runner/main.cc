@@ -2,11 +2,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "cgroup/cgroup.h"
@@ -68,12 +71,12 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 // above the live view) and the report's entry.
 class Outputs : public RunObserver {
  public:
-  Outputs(const Console& console, LiveView* live, Report* report, const Plan& plan)
-      : console_(console), live_(live), report_(report), plan_(plan) {}
+  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan)
+      : out_(out), console_(console), live_(live), report_(report), plan_(plan) {}
   void setup_done(const SetupResult& s) override {
     if (live_) live_->clear();
     console_.setup(s);
-    std::fflush(stdout);
+    std::fflush(out_);
     if (report_) report_->add_setup(s);
   }
   void test_done(const Result& r) override {
@@ -82,7 +85,7 @@ class Outputs : public RunObserver {
       live_->finished(r);
     }
     console_.test(r);
-    std::fflush(stdout);
+    std::fflush(out_);
     if (report_) report_->add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
   }
   void tick(const std::vector<Progress>& running) override {
@@ -90,6 +93,7 @@ class Outputs : public RunObserver {
   }
 
  private:
+  std::FILE* out_;
   const Console& console_;
   LiveView* live_;
   Report* report_;  // null when no report is asked for
@@ -100,6 +104,38 @@ class Outputs : public RunObserver {
 void shard_selection(const Options& o, Selection* selection) {
   if (!o.timings.empty()) selection->timings = timings_from(read_report(o.timings));
   if (!o.shard.empty()) parse_shard(o.shard, selection);
+}
+
+// True when `path` is this process's stdout (/dev/stdout, /proc/self/fd/1,
+// or whatever file fd 1 is).
+bool is_stdout(const std::string& path) {
+  struct stat a {}, b {};
+  return !path.empty() && ::stat(path.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+// An output path must be writable before the tests run: its folder exists
+// and may be written, or it names something that exists and may be written
+// (/dev/stdout, a FIFO). Throws Error(kExitUsage) saying which and why.
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace sfs = std::filesystem;
+  std::error_code ec;
+  if (sfs::exists(path, ec) && !sfs::is_directory(path, ec)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw Error(kExitUsage, fmt::format("{} {}: cannot write there: {}", flag, path, std::strerror(errno)));
+    return;
+  }
+  if (sfs::is_directory(path, ec))
+    throw Error(kExitUsage, fmt::format("{} {}: is a folder; give a file name (e.g. {}/report)", flag, path, path));
+  sfs::path folder = sfs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!sfs::is_directory(folder, ec))
+    throw Error(kExitUsage, fmt::format("{} {}: the folder {} does not exist; create it first (mkdir -p {}) or "
+                                        "choose another path",
+                                        flag, path, folder.string(), folder.string()));
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw Error(kExitUsage, fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), std::strerror(errno)));
 }
 
 cgroup::Kind kind_of(const std::string& name) {
@@ -185,20 +221,49 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
   return kExitOk;
 }
 
-int repro(const std::string& report_path, const std::string& name) {
-  auto report = read_report(report_path);
-  for (const auto& t : report["tests"]) {
-    if (t.value("name", "") != name) continue;
-    std::string env;
-    const auto vars = t.value("env", nlohmann::ordered_json::object());
-    for (const auto& [k, v] : vars.items())
-      env += fmt::format("{}='{}' ", k, v.get<std::string>());
-    fmt::print("cd '{}' && {}{}memrun '{}' --filter '^{}$' --set '{}.memory={}' --backend {}\n",
-               report.value("cwd", "."), env.empty() ? "" : "env ", env, t.value("spec", ""), name, name,
-               t.value("requested_limit_bytes", uint64_t{0}), report["host"].value("backend", "auto"));
-    return kExitOk;
+// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `text` matched literally by an ECMAScript regex (--filter).
+std::string regex_literal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::strchr("\\^$.|?*+()[]{}", c)) out += '\\';
+    out += c;
   }
-  throw Error(kExitUsage, report_path + " has no test named '" + name + "'");
+  return out;
+}
+
+int repro(const std::string& report_path, const std::string& name, const std::string& spec) {
+  auto report = read_report(report_path);
+  std::vector<const nlohmann::ordered_json*> found;
+  for (const auto& t : report["tests"])
+    if (t.value("name", "") == name && (spec.empty() || t.value("spec", "") == spec)) found.push_back(&t);
+  if (found.empty())
+    throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
+  if (found.size() > 1) {
+    std::string specs;
+    for (const auto* t : found) specs += "\n  " + t->value("spec", "");
+    throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
+                                "\nsay which with --spec SPEC");
+  }
+  const auto& t = *found[0];
+  // Every word is quoted for the shell, and the filter matches the name
+  // literally and whole: the line reruns exactly this test, whatever its
+  // name, paths or environment hold.
+  std::string env;
+  const auto vars = t.value("env", nlohmann::ordered_json::object());
+  for (const auto& [k, v] : vars.items()) env += shell_quote(k + "=" + v.get<std::string>()) + " ";
+  fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.value("cwd", ".")),
+             env.empty() ? "" : "env ", env, shell_quote(t.value("spec", "")),
+             shell_quote("^" + regex_literal(name) + "$"),
+             shell_quote(name + ".memory=" + std::to_string(t.value("requested_limit_bytes", uint64_t{0}))),
+             shell_quote(report["host"].value("backend", "auto")));
+  return kExitOk;
 }
 
 int run(const Options& o) {
@@ -212,7 +277,12 @@ int run(const Options& o) {
   if (plan.tests.empty() && selection.shard_count == 0)
     throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
 
-  // Every flag is checked before anything is made.
+  // Every flag and output path is checked before anything is made: a bad
+  // one found after the tests ran would cost their report.
+  check_output_path("--json", o.json);
+  check_output_path("--junit", o.ci.junit);
+  check_output_path("--markdown", o.ci.markdown);
+  check_output_path("--html", o.ci.html);
   RunOptions ro;
   ro.fail_fast = o.fail_fast;
   ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
@@ -245,30 +315,32 @@ int run(const Options& o) {
   info.shard_index = selection.shard_index;
   info.shard_count = selection.shard_count;
 
+  // --json /dev/stdout: the report owns stdout, the console goes to stderr.
+  std::FILE* con = is_stdout(o.json) ? stderr : stdout;
   size_t width = 4;
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
-  Console console(stdout, want_color(stdout), width);
-  fmt::print("memrun {}: {} test{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION,
+  Console console(con, want_color(con), width);
+  fmt::print(con, "memrun {}: {} test{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION,
              plan.tests.size(), plan.tests.size() == 1 ? "" : "s", info.backend, info.cgroup_mode,
              info.kernel, run_dir);
-  if (o.verbose) fmt::print("cgroups below {}\n", info.cgroup_path);
-  std::fflush(stdout);
+  if (o.verbose) fmt::print(con, "cgroups below {}\n", info.cgroup_path);
+  std::fflush(con);
 
   // The default budget needs the backend: how much room its cgroups have.
   if (budget) ro.budget = Budget{*budget, "--memory-budget"};
   else if (o.jobs > 1) ro.budget = default_budget(mem_available(), backend->room());
   if (ro.jobs < o.jobs)
-    fmt::print("-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
+    fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
                "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, ro.jobs);
   if (ro.budget)
-    fmt::print("up to {} tests at once within a memory budget of {} ({})\n", ro.jobs, format_size(ro.budget->bytes),
+    fmt::print(con, "up to {} tests at once within a memory budget of {} ({})\n", ro.jobs, format_size(ro.budget->bytes),
                ro.budget->source);
-  std::fflush(stdout);
+  std::fflush(con);
 
   info.jobs = ro.jobs;
   if (ro.budget) info.budget = ro.budget->bytes;
 
-  bool live = o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO));
+  bool live = con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)));
   std::optional<LiveView> view;
   if (live) {
     view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
@@ -278,25 +350,35 @@ int run(const Options& o) {
   // A report nobody asked for is not rendered: that is work on every test.
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci)) report.emplace(run_dir);
-  Outputs observer(console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
   auto run = run_plan(plan, *backend, ro, observer);
   if (view) view->clear();
-  backend->close();
+  // What cannot be removed is said, and the report is written all the same.
+  try {
+    backend->close();
+  } catch (const Error& e) {
+    info.cleanup_error = e.what();
+    fmt::print(stderr, "memrun: cleanup: {} ('memrun gc' removes it once nothing holds it)\n", e.what());
+  }
   info.ended = std::chrono::system_clock::now();
   info.interrupted_by = run.interrupted_by;
   console.summary(run.tests, plan.tests.size(), info.interrupted_by);
-  if (!o.json.empty()) report->write(o.json, info);
-  if (ci_outputs_wanted(o.ci)) {
-    // The CI outputs are made from the report as written: from --json when
-    // it is a file, else from a copy in the run folder.
-    std::string from = o.json;
-    if (from.empty() || !std::filesystem::is_regular_file(from)) {
-      from = run_dir + "/report.json";
-      report->write(from, info);
+  // Each output on its own: one that cannot be written does not cost the
+  // others. The CI outputs are made from the report in memory, so that they
+  // depend on no file a test could have removed.
+  std::vector<std::string> unwritten;
+  auto attempt = [&](const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const Error& e) {
+      unwritten.push_back(e.what());
     }
-    write_ci_outputs(read_report(from), o.ci);
-  }
+  };
+  if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
+  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(report->json(info), o.ci); });
+  for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
   if (info.interrupted_by) return 128 + info.interrupted_by;
+  if (!unwritten.empty()) return kExitUsage;
   return exit_code_for(run.tests, plan.tests.size());
 }
 
@@ -385,9 +467,10 @@ int main(int argc, char** argv) {
   bisect_cmd->add_option("--trials", bisect_trials, "runs per probe; a probe passes when all do (flaky tests)");
   bisect_cmd->fallthrough();
   auto* repro_cmd = app.add_subcommand("repro", "print the command line that reruns one test of a report alone");
-  std::string repro_report, repro_name;
+  std::string repro_report, repro_name, repro_spec;
   repro_cmd->add_option("report", repro_report, "a JSON report")->required()->check(CLI::ExistingFile);
   repro_cmd->add_option("name", repro_name, "the test's name")->required();
+  repro_cmd->add_option("--spec", repro_spec, "the test's spec, when specs of the report share the name");
   app.require_subcommand(0, 1);
 
   try {
@@ -406,7 +489,7 @@ int main(int argc, char** argv) {
     if (*doctor_cmd) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
     if (*list_cmd) return list(list_specs, o);
     if (*bisect_cmd) return bisect_command(bisect_words, bisect_test, bisect_range, bisect_tolerance, bisect_trials, o);
-    if (*repro_cmd) return repro(repro_report, repro_name);
+    if (*repro_cmd) return repro(repro_report, repro_name, repro_spec);
     if (*gc_cmd) {
       auto removed = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
       std::set<std::string> runs;  // on v1, a run has a directory per hierarchy
@@ -426,6 +509,16 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     fmt::print(stderr, "memrun: {}\n", e.what());
     return e.exit_code();
+  } catch (const nlohmann::json::exception& e) {
+    // memrun's own records are typed; a JSON type error can only come from
+    // a report handed to it (merge, repro, --timings, --baseline).
+    fmt::print(stderr, "memrun: a report given to memrun is not as memrun writes it ({}); give a report "
+                       "written by memrun --json\n", e.what());
+    return kExitUsage;
+  } catch (const std::filesystem::filesystem_error& e) {
+    fmt::print(stderr, "memrun: {}: {} (check the path and its permissions, or choose another with --run-dir)\n",
+               e.path1().string(), e.code().message());
+    return kExitUsage;
   } catch (const std::exception& e) {
     fmt::print(stderr, "memrun: internal error: {}\n", e.what());
     return 1;

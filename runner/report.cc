@@ -57,6 +57,20 @@ std::string printable(const std::string& text) {
   return out;
 }
 
+// `text` on one console line: printable, with line breaks and tabs shown
+// as \n and \t. A reason can quote a test's data (a program name, a kernel
+// log's process name); a line break in it must not start a console line of
+// its own, where a CI runner would read it as a command ("::warning ...").
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : printable(text)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out;
+}
+
 // The last lines of a test's stderr, then of its stdout.
 std::string both_tails(const PlannedTest& p) {
   std::string out;
@@ -125,6 +139,9 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"headroom_pct", std::round(r.headroom_pct * 100) / 100},
       {"headroom_basis", r.headroom_basis},
       {"limit_reached", r.kernel.limit_reached},
+      {"limit_at_end_bytes", null_if(r.kernel.limit_at_end == UINT64_MAX, r.kernel.limit_at_end)},
+      {"escaped_processes", r.kernel.escaped},
+      {"cleanup_error", null_if(r.cleanup_error.empty(), r.cleanup_error)},
       {"oom_kills", r.kernel.oom_kills},
       {"oom_group_kills", r.kernel.oom_group_kills},
       {"exit_code", null_if(r.exit_code < 0, r.exit_code)},
@@ -203,14 +220,15 @@ void Console::test(const Result& r) const {
     fmt::print(out_, "      effective limit {}: an ancestor cgroup allows less than the {} the spec asks\n",
                format_size(r.limit), format_size(t.memory));
   if (!r.passed) details(r);
+  if (!r.cleanup_error.empty()) fmt::print(out_, "      cleanup: {}\n", one_line(r.cleanup_error));
 }
 
 void Console::details(const Result& r) const {
-  fmt::print(out_, "      {}\n", r.reason);
+  fmt::print(out_, "      {}\n", one_line(r.reason));
   if (r.outcome == Outcome::oom) {
     fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.at_peak));
     for (const auto& k : r.oom_victims)
-      fmt::print(out_, "      the kernel killed {} (pid {}): anon-rss {}, file-rss {}, shmem-rss {}\n", k.name, k.pid,
+      fmt::print(out_, "      the kernel killed {} (pid {}): anon-rss {}, file-rss {}, shmem-rss {}\n", one_line(k.name), k.pid,
                  format_size(k.anon_rss), format_size(k.file_rss), format_size(k.shmem_rss));
   }
   if (r.outcome != Outcome::error && r.outcome != Outcome::interrupted) {
@@ -306,7 +324,7 @@ void Report::add_test(size_t index, const Result& r) {
   passed_ += r.passed;
 }
 
-void Report::write(const std::string& path, const RunInfo& info) const {
+void Report::render(const RunInfo& info, const Sink& sink) const {
   nlohmann::ordered_json head = {
       {"schema", "memrun-report/1"},
       {"memrun_version", MEMRUN_VERSION},
@@ -323,8 +341,9 @@ void Report::write(const std::string& path, const RunInfo& info) const {
       {"jobs", info.jobs},
       {"memory_budget_bytes", info.budget ? nlohmann::ordered_json(*info.budget) : nlohmann::ordered_json(nullptr)},
       {"summary", {{"total", total_}, {"passed", passed_}, {"failed", total_ - passed_}}},
+      {"cleanup_error", info.cleanup_error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(info.cleanup_error)},
   };
-  write_atomically(path, [&](const Sink& sink) {
+  {
     std::string text = head.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     text.resize(text.size() - 2);  // the closing "\n}": setups and tests follow
     sink(text + ",\n  \"setups\": ");
@@ -348,7 +367,17 @@ void Report::write(const std::string& path, const RunInfo& info) const {
       sink(buffer + (++written < total_ ? ",\n" : "\n  ]"));
     }
     sink("\n}\n");
-  });
+  }
+}
+
+void Report::write(const std::string& path, const RunInfo& info) const {
+  write_atomically(path, [&](const Sink& sink) { render(info, sink); });
+}
+
+nlohmann::ordered_json Report::json(const RunInfo& info) const {
+  std::string text;
+  render(info, [&](const std::string& part) { text += part; });
+  return nlohmann::ordered_json::parse(text);
 }
 
 int exit_code_for(const std::vector<Result>& results, size_t planned) {

@@ -24,6 +24,8 @@ struct RunInfo {
   int shard_index = 0, shard_count = 0;  ///< --shard K/N; 0/0 without
   int jobs = 1;                          ///< -j
   std::optional<uint64_t> budget;        ///< the memory budget, if any
+  /// What memrun could not remove at the end (the run's cgroup), or empty.
+  std::string cleanup_error;
 };
 
 /// Console output; colour only when enabled.
@@ -67,8 +69,13 @@ class Report {
   /// The result of the plan's `index`-th test; tests never added (never
   /// started under --fail-fast) are absent from the report.
   void add_test(size_t index, const Result& r);
+  /// Hands the whole report, in pieces, to `sink`.
+  void render(const RunInfo& info, const Sink& sink) const;
   /// Writes the whole report to `path` with write_atomically.
   void write(const std::string& path, const RunInfo& info) const;
+  /// The whole report, parsed: what the CI outputs are made from, so that
+  /// they depend on no file (a test may delete the run folder).
+  nlohmann::ordered_json json(const RunInfo& info) const;
 
  private:
   struct Spooled {

@@ -27,13 +27,19 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// While memrun runs tests, SIGINT/SIGTERM/SIGHUP arrive on a signalfd so that
-// running tests are stopped and their groups removed before memrun exits.
+// While memrun runs tests, every signal whose default action would end
+// memrun (and that a process may catch) arrives on a signalfd instead, so
+// that running tests are stopped and their groups removed before memrun
+// exits with 128+N: Ctrl-C, Ctrl-\, kill, a lost terminal, timers and
+// resource limits alike. (SIGPIPE is ignored; SIGKILL cannot be caught:
+// what a SIGKILLed run leaves, the next run's gc removes.)
 class SignalGuard {
  public:
   SignalGuard() {
     sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
+                  SIGXFSZ, SIGIO, SIGPWR})
+      sigaddset(&set_, s);
     ::sigprocmask(SIG_BLOCK, &set_, &old_);
     fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) throw_errno(1, "signalfd");

@@ -83,6 +83,9 @@ struct Result {
   int64_t headroom = 0;  ///< bytes; negative when over
   double headroom_pct = 0;
   std::string placement;  ///< "clone3" or "join" (see launch.h)
+  /// What memrun could not clean up after the test (its cgroup could not be
+  /// removed, say); empty when all went. Never in place of the verdict.
+  std::string cleanup_error;
   /// What the test wrote to stdout and stderr, and what the log cap
   /// (RunOptions::max_log) discarded of it.
   uint64_t stdout_bytes = 0, stderr_bytes = 0, log_discarded_bytes = 0;

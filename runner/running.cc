@@ -15,7 +15,10 @@ std::vector<std::string> environment(const TestSpec& t) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
-    if (!t.env.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
+    std::string key = kv.substr(0, kv.find('='));
+    // memrun's own variables are set below, once: a nested run's outer
+    // values must not come first (getenv takes the first).
+    if (!t.env.count(key) && key != "MEMRUN_TEST" && key != "MEMRUN_MEMORY_LIMIT") env.push_back(kv);
   }
   for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
   // Tests may size themselves to their limit.
@@ -193,7 +196,7 @@ Result RunningTest::finish(KernelLog& kernel_log) {
   try {
     group_->destroy();
   } catch (const Error& e) {
-    r.reason = e.what();
+    r.cleanup_error = e.what();
   }
   group_.reset();
   return done();

@@ -191,6 +191,8 @@ class Parser {
       bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
       for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
       if (!ok) fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
+      if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT")
+        fail(e.first, name + " is set by memrun for every test (its name, its limit in bytes); use another name");
       f.env[name] = scalar(e.second, "env." + name, "a string");
     }
   }
@@ -241,6 +243,7 @@ class Parser {
     } else if (v.IsSequence() && v.size() > 0) {
       std::vector<std::string> argv;
       for (const auto& a : v) argv.push_back(scalar(a, "run", "a string"));
+      if (argv[0].empty()) fail(v, "'run' starts with an empty program name: give the program first, e.g. [python3, x.py]");
       f.argv = argv;
       for (const auto& a : argv) f.command += (f.command.empty() ? "" : " ") + a;
     } else {
@@ -336,7 +339,13 @@ class Parser {
     check_utf8(text);
     YAML::Node root;
     try {
-      root = YAML::Load(text);
+      // One document: tests after a `---` would silently never run.
+      auto documents = YAML::LoadAll(text);
+      if (documents.size() > 1)
+        fail(documents[1],
+             "a spec is one YAML document, but this file has " + std::to_string(documents.size()) +
+                 " (separated by ---): put every test under one 'tests:' list, or split the file into specs");
+      if (!documents.empty()) root = documents[0];
     } catch (const YAML::DeepRecursion& e) {
       fail(e.mark, "the spec is nested too deeply (more than " + std::to_string(e.depth() - 1) +
                        " levels); a spec needs three or four");
@@ -423,10 +432,16 @@ Spec load_spec(const std::string& path) {
     throw Error(kExitUsage, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(kExitUsage, path + ": cannot read the spec: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // A spec is a few KiB; reading stops past the bound (memrun /dev/zero).
+  constexpr size_t kMaxSpec = 16 << 20;
+  std::string text;
+  char chunk[65536];
+  while (text.size() <= kMaxSpec && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxSpec)
+    throw Error(kExitUsage, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
-  return parse_spec(text.str(), path, dir);
+  return parse_spec(text, path, dir);
 }
 
 }  // namespace memrun

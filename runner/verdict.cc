@@ -53,6 +53,16 @@ void decide(Result& r, const TestSpec& t) {
   r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
   r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
 
+  // A refused fork means the test did not run as written (pids.max is
+  // memrun's fork-bomb guard, not the test's logic): a failure, which
+  // `expect: fail` may accept.
+  uint64_t refused = r.kernel.events.count("pids_max") ? r.kernel.events.at("pids_max") : 0;
+  if (r.outcome == Outcome::pass && refused > 0) {
+    r.outcome = Outcome::fail;
+    r.reason = "the kernel refused " + std::to_string(refused) + " fork" + (refused == 1 ? "" : "s") + " at pids.max " +
+               (t.pids ? std::to_string(*t.pids) : std::string("?")) + " (raise the test's `pids:` if it needs more)";
+  }
+
   const Expectation& e = t.expect;
   switch (e.kind) {
     case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
@@ -70,6 +80,21 @@ void decide(Result& r, const TestSpec& t) {
                       : " (exit " + std::to_string(r.exit_code) + ")";
     if (r.outcome == Outcome::timeout) got += " after " + format_duration(t.timeout.count() / 1e3);
     r.reason = "expected " + e.describe() + ", got " + got;
+  }
+  // A test that got around its limit proves nothing, whatever it expected:
+  // it raised the limit (it could write its group's files), moved a
+  // process out of its group, or the kernel saw more than the limit.
+  std::string defeated;
+  if (r.kernel.limit_at_end != UINT64_MAX && r.kernel.limit_at_end > t.memory)
+    defeated = "its cgroup's limit was " + format_size(r.kernel.limit_at_end) + " at the end, not the " +
+               format_size(t.memory) + " memrun set: the test raised it";
+  else if (r.kernel.escaped > 0)
+    defeated = std::to_string(r.kernel.escaped) + " of its processes had moved out of its memory cgroup";
+  else if (r.peak > t.memory)
+    defeated = "its peak " + format_size(r.peak) + " is above its limit " + format_size(t.memory);
+  if (!defeated.empty()) {
+    r.passed = false;
+    r.reason = "the test defeated its memory limit: " + defeated + "; its figures do not hold";
   }
   bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
   if (r.passed && headroom_applies && t.min_headroom) {

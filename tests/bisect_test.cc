@@ -58,7 +58,7 @@ TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
   std::string report = dir.path() + "/report.json";
   auto repro = run_memrun({"repro", report, "t"});
   EXPECT_EQ(repro.exit_code, 0) << repro.err;
-  EXPECT_NE(repro.out.find("env K='v' memrun '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
+  EXPECT_NE(repro.out.find("env 'K=v' memrun '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
             std::string::npos)
       << repro.out;
   // And the printed command does rerun it: the same OOM.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cgroup/error.h"
@@ -108,9 +109,36 @@ TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
 
 TEST(CiFormats, MarkdownTable) {
   std::string md = markdown_table(merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"}));
-  EXPECT_NE(md.find("| ✅ pass | `a` | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| ❌ FAIL | `b` | oom |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ✅ pass | <code>a</code> | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ❌ FAIL | <code>b</code> | oom |"), std::string::npos) << md;
   EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos) << md;
+}
+
+TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
+  // Backticks to leave a code span, a cell separator, raw HTML, a link, an
+  // entity and emphasis: none may reach the page as markup.
+  const std::string name = "a` | <img src=x onerror=alert(1)> [x](http://e) &amp; **b** \\|";
+  std::string md = markdown_table(merge_reports({report(1, 1, {{name, false}})}, {"x"}));
+  std::string row = md.substr(md.find("| ❌ FAIL"));
+  row = row.substr(0, row.find('\n'));
+  // Seven cell borders, as every row has: the name split no cell.
+  EXPECT_EQ(std::count(row.begin(), row.end(), '|'), 7) << row;
+  for (const char* markup : {"`", "<img", "](", "&amp;", "**", "\\"})
+    EXPECT_EQ(row.find(markup), std::string::npos) << markup << " reached the table: " << row;
+  // What remains is the name, spelled with character references.
+  std::string decoded = row.substr(row.find("<code>") + 6);
+  decoded = decoded.substr(0, decoded.find("</code>"));
+  std::string plain;
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    if (decoded.compare(i, 2, "&#") == 0) {
+      size_t end = decoded.find(';', i);
+      plain += static_cast<char>(std::stoi(decoded.substr(i + 2, end - i - 2)));
+      i = end;
+    } else {
+      plain += decoded[i];
+    }
+  }
+  EXPECT_EQ(plain, name);
 }
 
 // The CI examples the README points to: valid YAML, and they shard, keep

@@ -70,7 +70,10 @@ TEST_F(Ci, HtmlReportHasATableAndAPlotPerTest) {
   EXPECT_NE(text.find("id=\"t-ooms\""), std::string::npos);
   // And the JSON timeline has the kernel's peak as a point of its own.
   const auto& tl = test_named(run, "times-out")["timeline"];
-  EXPECT_GT(tl["t_s"].size(), 5u);
+  // How many samples fit in 300 ms depends on the machine's load: what
+  // always holds is that the timeline has each of them (fewer than its cap).
+  EXPECT_GE(tl["t_s"].size(), 1u);
+  EXPECT_EQ(tl["t_s"].size(), test_named(run, "times-out")["samples"]);
   EXPECT_EQ(tl["kernel_peak"]["bytes"], test_named(run, "times-out")["peak_bytes"]);
 }
 
@@ -124,7 +127,7 @@ TEST_F(Ci, GithubActionsAnnotationPointsAtTheTestsLine) {
   EXPECT_EQ(run.out.find("title=memrun%3A passes"), std::string::npos);
   std::string md = slurp(summary);
   EXPECT_EQ(md.rfind("earlier step output\n", 0), 0u) << "the summary is appended to";
-  EXPECT_NE(md.find("| ❌ FAIL | `ooms` | oom |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ❌ FAIL | <code>ooms</code> | oom |"), std::string::npos) << md;
 }
 
 }  // namespace

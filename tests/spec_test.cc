@@ -155,7 +155,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"setup: {run: x}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "spec.yaml:1:8: the setup has no 'memory' limit"},
         BadSpec{"setup: {run: x, memory: 8MiB, outputs: a}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
                 "'outputs' must be a list of paths"},
-        BadSpec{"env: [a]\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "'env' must be a mapping"}));
+        BadSpec{"env: [a]\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "'env' must be a mapping"},
+        // Tests after a second document would never run.
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB}\n---\ntests:\n  - {name: u, run: x, memory: 8MiB}\n",
+                "spec.yaml:4:1: a spec is one YAML document, but this file has 2"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, env: {MEMRUN_TEST: a}}\n", "MEMRUN_TEST is set by memrun"},
+        BadSpec{"tests:\n  - {name: t, run: ['', x], memory: 8MiB}\n", "'run' starts with an empty program name"}));
 
 }  // namespace
 }  // namespace memrun

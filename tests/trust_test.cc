@@ -1,0 +1,178 @@
+// What memrun promises most firmly, tried as a hostile test would, against
+// the real kernel (the host's v1, and the v2 and systemd VMs): it touches no
+// process it cannot prove its own, a test cannot lose the report or pass
+// after defeating its limit, and no test data becomes a command or markup.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cgroup/fs.h"
+#include "harness.h"
+
+namespace memrun::testing {
+namespace {
+
+class Trust : public MemrunTest {};
+
+// Shell lines that find the test's own memory cgroup: $G its directory, $L
+// its hard-limit file (v1's memory line of /proc/self/cgroup, else v2's).
+const std::string kFindGroup =
+    "G=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print \"/sys/fs/cgroup/memory\" $3}' /proc/self/cgroup); "
+    "[ -n \"$G\" ] || G=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); "
+    "if [ -e $G/memory.max ]; then L=memory.max; else L=memory.limit_in_bytes; fi; ";
+
+std::string yaml_quoted(const std::string& text) {
+  // For a single-quoted YAML scalar: ' is written ''.
+  std::string out;
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return "'" + out + "'";
+}
+
+TEST_F(Trust, ATestThatRaisesItsLimitNeverPasses) {
+  // As root a test can write its own group's files: it raises the limit,
+  // then touches three times what memrun allowed.
+  std::string raise = kFindGroup +
+                      "[ -e $G/memory.memsw.limit_in_bytes ] && echo 1G > $G/memory.memsw.limit_in_bytes; "
+                      "echo 1G > $G/$L || exit 99; exec {W} --touch 200MiB";
+  auto run = run_spec(dir, "tests:\n  - {name: raiser, run: " + yaml_quoted(raise) + ", memory: 64MiB}\n");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto& t = test_named(run, "raiser");
+  EXPECT_FALSE(t["passed"]);
+  EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit"), std::string::npos) << t;
+  EXPECT_EQ(t["limit_at_end_bytes"], 1u << 30) << t;
+}
+
+TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten) {
+  // One test leaves a sleeper in a sub-group of its own group; another
+  // OOMs inside a sub-group with a lower limit of its own (v1 counts that
+  // OOM only in the sub-group).
+  std::string sleeper = dir.path() + "/sleeper.pid";
+  std::string leave = kFindGroup + "mkdir $G/sub && { sleep 300 & echo $! > " + sleeper +
+                      "; echo $! > $G/sub/cgroup.procs; }";
+  std::string oom_below = kFindGroup +
+                          "mkdir $G/sub && echo $$ > $G/sub/cgroup.procs || exit 99; "
+                          "if [ $L = memory.max ]; then echo +memory > $G/cgroup.subtree_control || exit 98; fi; "
+                          "echo 32M > $G/sub/$L || exit 97; exec {W} --touch 100MiB";
+  std::string xml = dir.path() + "/junit.xml";
+  auto run = run_spec(dir,
+                      "tests:\n  - {name: leaves-a-sub-group, run: " + yaml_quoted(leave) + ", memory: 64MiB}\n" +
+                          "  - {name: ooms-below, run: " + yaml_quoted(oom_below) + ", memory: 64MiB, expect: oom}\n",
+                      {"--junit", xml});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  ASSERT_EQ(run.report["tests"].size(), 2u) << run.out << run.err;
+  EXPECT_TRUE(test_named(run, "leaves-a-sub-group")["passed"]) << run.out;
+  EXPECT_TRUE(test_named(run, "leaves-a-sub-group")["cleanup_error"].is_null()) << run.out;
+  const auto& below = test_named(run, "ooms-below");
+  EXPECT_EQ(below["outcome"], "oom") << run.out;
+  EXPECT_EQ(below["oom_kills"], 1) << below;
+  EXPECT_TRUE(std::filesystem::exists(xml));
+  std::ifstream in(sleeper);
+  int pid = 0;
+  in >> pid;
+  EXPECT_GT(pid, 0);
+  EXPECT_FALSE(process_alive(pid)) << "a process in a sub-group outlived the run";
+}
+
+TEST_F(Trust, GcFromAnotherPidNamespaceNeverTouchesALiveRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "unshare --pid needs root";
+  if (::system("command -v unshare >/dev/null") != 0) GTEST_SKIP() << "unshare is missing";
+  // Each run's test holds until the gc of the other namespace is done; it
+  // passes only if that gc left it alone.
+  std::string started = dir.path() + "/started", released = dir.path() + "/gc-done";
+  std::string spec = dir.write("live.yaml", "tests:\n  - {name: live, memory: 32MiB, timeout: 2m, run: 'touch " + started +
+                                                "; until [ -e " + released + " ]; do sleep 0.05; done'}\n");
+  auto in_namespace = std::vector<std::string>{"unshare", "--pid", "--fork", "--mount-proc"};
+  for (bool run_inside : {false, true}) {
+    SCOPED_TRACE(run_inside ? "a run in a new pid namespace, gc outside" : "a run outside, gc in a new pid namespace");
+    std::filesystem::remove(started);
+    std::filesystem::remove(released);
+    std::vector<std::string> argv = run_inside ? in_namespace : std::vector<std::string>{};
+    for (const auto& a : {memrun_bin(), spec, std::string("--json"), dir.path() + "/report.json", std::string("--run-dir"),
+                          dir.path() + "/runs"})
+      argv.push_back(a);
+    auto live = start_program(argv);
+    ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(started); })) << "the live test never started";
+    std::vector<std::string> gc = run_inside ? std::vector<std::string>{} : in_namespace;
+    gc.push_back(memrun_bin());
+    gc.push_back("gc");
+    auto collected = run_program(gc);
+    EXPECT_EQ(collected.exit_code, 0) << collected.out << collected.err << "(the gc was killed?)";
+    EXPECT_NE(collected.out.find("0 dead runs cleaned up"), std::string::npos) << collected.out;
+    std::ofstream(released) << "done";
+    auto run = finish_program(live);
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/report.json").value_or("{}"));
+    EXPECT_EQ(report["tests"][0]["outcome"], "pass") << report.dump();
+  }
+}
+
+TEST_F(Trust, TheReproLineIsQuotedAndRerunsExactlyThatTest) {
+  // A name that is shell code, a name that is a regex matching another
+  // test, and an environment value with a quote.
+  std::string hostile = "x';touch${IFS}PWNED;echo '";
+  std::string yaml = "tests:\n  - {name: " + yaml_quoted(hostile) + ", run: 'echo ran-hostile', memory: 16MiB, env: {Q: \"it's\"}}\n"
+                     "  - {name: a.b, run: 'echo ran-a.b', memory: 16MiB}\n"
+                     "  - {name: axb, run: 'echo ran-axb', memory: 16MiB}\n";
+  auto first = run_spec(dir, yaml);
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  for (const std::string& name : {hostile, std::string("a.b")}) {
+    SCOPED_TRACE(name);
+    auto repro = run_memrun({"repro", dir.path() + "/report.json", name});
+    ASSERT_EQ(repro.exit_code, 0) << repro.err;
+    // The line says `memrun`: the one under test, first in PATH.
+    std::string path = std::filesystem::path(memrun_bin()).parent_path().string() + ":" + std::getenv("PATH");
+    auto rerun = run_program({"env", "PATH=" + path, "sh", "-c", repro.out}, dir.path());
+    EXPECT_EQ(rerun.exit_code, 0) << repro.out << rerun.out << rerun.err;
+    EXPECT_NE(rerun.out.find(": 1 test on"), std::string::npos) << "not exactly one test: " << rerun.out;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/PWNED")) << "the repro line ran the name: " << repro.out;
+  }
+}
+
+TEST_F(Trust, OutputPathsAreCheckedBeforeAnyTestRunsAndCiOutputsNeedNoRunFolder) {
+  std::string ran = dir.path() + "/ran";
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'touch " + ran + "', memory: 16MiB}\n");
+  auto bad = run_memrun({spec, "--json", dir.path() + "/no/such/report.json", "--run-dir", dir.path() + "/runs"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("the folder " + dir.path() + "/no/such does not exist"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(ran)) << "a test ran although the report could not be written";
+  // A test that removes the run folder (git clean -fdx) costs no output.
+  std::string xml = dir.path() + "/junit.xml", md = dir.path() + "/table.md";
+  std::string cleaner = dir.write("clean.yaml", "tests:\n  - {name: cleaner, run: 'rm -rf " + dir.path() +
+                                                    "/runs; exit 3', memory: 16MiB}\n");
+  auto run = run_memrun({cleaner, "--junit", xml, "--markdown", md, "--run-dir", dir.path() + "/runs"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(fs::read_file(xml).value_or("").find("name=\"cleaner\""), std::string::npos) << run.err;
+  EXPECT_NE(fs::read_file(md).value_or("").find("<code>cleaner</code>"), std::string::npos) << run.err;
+}
+
+TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
+  // A program name with a line break: the reason quotes it.
+  std::string yaml = "tests:\n  - {name: t, run: [\"no-such\\n::warning::injected\"], memory: 16MiB}\n";
+  std::string summary = dir.path() + "/summary.md";
+  auto run = run_spec_with(dir, yaml, {"env", "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, memrun_bin()});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  std::istringstream lines(run.out + run.err);
+  int commands = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("::", 0) != 0) continue;
+    ++commands;
+    EXPECT_EQ(line.rfind("::error file=", 0), 0u) << "a line memrun did not mean as a command: " << line;
+  }
+  EXPECT_EQ(commands, 1) << run.out;  // memrun's own annotation of the failure
+}
+
+TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
+  auto run = run_spec_with(dir, "tests:\n  - {name: inner, run: 'env | grep ^MEMRUN_', memory: 16MiB}\n",
+                           {"env", "MEMRUN_TEST=outer", "MEMRUN_MEMORY_LIMIT=1", memrun_bin()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string out = fs::read_file(test_named(run, "inner")["stdout"].get<std::string>()).value_or("");
+  EXPECT_EQ(out, "MEMRUN_TEST=inner\nMEMRUN_MEMORY_LIMIT=16777216\n");
+}
+
+}  // namespace
+}  // namespace memrun::testing
