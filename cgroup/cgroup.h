@@ -219,10 +219,23 @@ std::vector<std::string> dead_runs(const std::string& parent);
 /// directories, deepest first. Throws when one cannot be removed.
 void remove_tree(const std::string& dir);
 
+/// What collect_garbage did.
+struct Garbage {
+  std::vector<std::string> removed;   ///< directories removed
+  std::vector<std::string> problems;  ///< what could not be removed, and why
+};
+
 /// Removes what dead runs left below the places `options` would use (each
-/// v1 hierarchy, or the v2 parent); returns the directories removed. Every
-/// run does this before it starts; `memrun gc` does only this.
-std::vector<std::string> collect_garbage(const OpenOptions& options);
+/// v1 hierarchy, the v2 parent, or the systemd manager's memrun scopes).
+/// Every run does this before it starts; `memrun gc` does only this.
+Garbage collect_garbage(const OpenOptions& options);
+
+/// The directories of the manager's memrun-*.scope units whose memrun is
+/// provably gone (see dead_runs).
+std::vector<std::string> dead_scopes();
+
+/// The sub-groups of `dir`, not descending.
+std::vector<std::string> children_of(const std::string& dir);
 
 /// rmdir(2) of a group, retried while EBUSY (processes still exiting) for up
 /// to `timeout_ms`, calling `kill` between tries. Throws on failure.

@@ -94,20 +94,36 @@ Verdict check(const OpenOptions& options) {
   return host().mode == Mode::legacy ? v1 : v2;
 }
 
-std::vector<std::string> collect_garbage(const OpenOptions& options) {
+Garbage collect_garbage(const OpenOptions& options) {
   Verdict v = check(options);
-  std::vector<std::string> parents;
-  // A systemd scope ends with its memrun and systemd removes its cgroups.
-  if (v.problem.empty() && v.backend != "systemd") parents.push_back(v.parent);
+  Garbage g;
+  // Each dead run is removed on its own: one that cannot be (a group whose
+  // files cannot be read, a process that will not die) is said and skipped,
+  // never a reason for a later run, gc or doctor to fail.
+  auto remove = [&](const std::string& dir) {
+    try {
+      remove_tree(dir);
+      g.removed.push_back(dir);
+    } catch (const Error& e) {
+      g.problems.push_back(e.what());
+    }
+  };
+  if (!v.problem.empty()) return g;
+  if (v.backend == "systemd") {
+    // A scope ends only when its last process does: a SIGKILLed memrun
+    // leaves it running with its tests. Emptying the dead run's groups (the
+    // scope is delegated to the user who ran it) lets systemd end and
+    // forget the scope.
+    for (const auto& scope : dead_scopes())
+      for (const auto& child : children_of(scope)) remove(child);
+    return g;
+  }
+  std::vector<std::string> parents = {v.parent};
   if (v.backend == "v1")
     if (auto p = host().v1_self.find("pids"); p != host().v1_self.end()) parents.push_back(p->second);
-  std::vector<std::string> removed;
   for (const auto& parent : parents)
-    for (const auto& dir : dead_runs(parent)) {
-      remove_tree(dir);
-      removed.push_back(dir);
-    }
-  return removed;
+    for (const auto& dir : dead_runs(parent)) remove(dir);
+  return g;
 }
 
 std::unique_ptr<Backend> open(const OpenOptions& options) {

@@ -165,7 +165,9 @@ class SystemdBackend : public Backend {
     return v2_->create(name, limits);
   }
   uint64_t room() const override { return v2_->room(); }
-  // The scope itself ends with memrun, its last process (see the top).
+  // The scope itself ends with memrun, its last process (see the top). A
+  // SIGKILLed memrun's scope lives on with its tests: the next run's gc
+  // (collect_garbage) empties it, and systemd then ends it.
   void close() override { v2_->close(); }
 
  private:
@@ -206,6 +208,23 @@ Verdict check_systemd() {
 
 std::string delegated_controllers() {
   return fs::trim(fs::read_file(manager_cgroup() + "/cgroup.controllers").value_or("(unknown)"));
+}
+
+std::vector<std::string> dead_scopes() {
+  // Transient scopes land in a slice of the manager (system.slice,
+  // app.slice, ...): a few levels below its cgroup, never deep.
+  std::vector<std::string> found, level = {manager_cgroup()};
+  for (int depth = 0; depth < 3 && !level.empty(); ++depth) {
+    std::vector<std::string> next;
+    for (const auto& dir : level) {
+      for (const auto& dead : dead_runs(dir))
+        if (dead.size() > 6 && dead.compare(dead.size() - 6, 6, ".scope") == 0) found.push_back(dead);
+      for (const auto& child : children_of(dir))
+        if (child.find("/memrun-") == std::string::npos) next.push_back(child);
+    }
+    level = std::move(next);
+  }
+  return found;
 }
 
 std::unique_ptr<Backend> open_systemd(const std::string& run_name) {

@@ -52,9 +52,6 @@ uint64_t room_below(const std::string& dir, const std::string& top,
   return room;
 }
 
-namespace {
-
-// The sub-groups of `dir` (directories), not descending.
 std::vector<std::string> children_of(const std::string& dir) {
   std::vector<std::string> children;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -64,6 +61,8 @@ std::vector<std::string> children_of(const std::string& dir) {
   }
   return children;
 }
+
+namespace {
 
 void add_subtree(const std::string& dir, std::vector<std::string>& out) {
   for (const auto& c : children_of(dir)) add_subtree(c, out);
@@ -169,6 +168,8 @@ std::vector<std::string> dead_runs(const std::string& parent) {
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
     if (name.rfind("memrun-", 0) != 0 || e->d_type != DT_DIR) continue;
+    // A systemd scope's directory is the run's name and ".scope".
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".scope") == 0) name.resize(name.size() - 6);
     // ...-<pid>-<start>-<pid namespace>: the last three dash-separated numbers.
     std::vector<std::optional<uint64_t>> last;
     for (size_t end = name.size(); last.size() < 3;) {
@@ -181,7 +182,7 @@ std::vector<std::string> dead_runs(const std::string& parent) {
     uint64_t ns = *last[0], start = *last[1], pid = *last[2];
     if (ns != own_ns || pid == 0 || pid > 4194304 || start == 0) continue;
     if (process_start_time(static_cast<int>(pid)) == start) continue;  // alive
-    dead.push_back(parent + "/" + name);
+    dead.push_back(parent + "/" + e->d_name);
   }
   ::closedir(d);
   return dead;

@@ -64,12 +64,12 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
     if (m.rfind("oom-kill:", 0) == 0) {
-      auto memcg = m.find("task_memcg="), pid = m.find(",pid=");
+      // The group's name may hold a comma (a test's name does): look for
+      // the whole suffix right before ",task=", not for the next comma.
+      auto memcg = m.find("task_memcg="), pid = m.rfind(",pid=");
       if (memcg == std::string::npos || pid == std::string::npos) continue;
-      std::string path = m.substr(memcg + 11, m.find(',', memcg) - memcg - 11);
-      if (path.size() >= group_suffix.size() &&
-          path.compare(path.size() - group_suffix.size(), group_suffix.size(), group_suffix) == 0)
-        ours.insert(std::atoi(m.c_str() + pid + 5));
+      auto end = m.find("/" + group_suffix + ",task=", memcg);
+      if (end != std::string::npos) ours.insert(std::atoi(m.c_str() + pid + 5));
       continue;
     }
     auto killed = m.find("Killed process ");

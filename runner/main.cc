@@ -333,7 +333,8 @@ int run(const Options& o) {
     fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
                "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, ro.jobs);
   if (ro.budget)
-    fmt::print(con, "up to {} tests at once within a memory budget of {} ({})\n", ro.jobs, format_size(ro.budget->bytes),
+    fmt::print(con, "up to {} test{} at once within a memory budget of {} ({})\n", ro.jobs, ro.jobs == 1 ? "" : "s",
+               format_size(ro.budget->bytes),
                ro.budget->source);
   std::fflush(con);
 
@@ -491,12 +492,18 @@ int main(int argc, char** argv) {
     if (*bisect_cmd) return bisect_command(bisect_words, bisect_test, bisect_range, bisect_tolerance, bisect_trials, o);
     if (*repro_cmd) return repro(repro_report, repro_name, repro_spec);
     if (*gc_cmd) {
-      auto removed = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
-      std::set<std::string> runs;  // on v1, a run has a directory per hierarchy
-      for (const auto& dir : removed) {
+      auto garbage = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
+      // On v1 a run has a directory per hierarchy, under systemd several in
+      // its scope: a run is the last memrun-<id> of the path.
+      std::set<std::string> runs;
+      for (const auto& dir : garbage.removed) {
         fmt::print("removed {}\n", dir);
-        runs.insert(dir.substr(dir.rfind('/') + 1));
+        auto at = dir.rfind("/memrun-");
+        std::string run = dir.substr(at + 1, dir.find('/', at + 1) - at - 1);
+        if (run.size() > 6 && run.compare(run.size() - 6, 6, ".scope") == 0) run.resize(run.size() - 6);
+        runs.insert(run);
       }
+      for (const auto& problem : garbage.problems) fmt::print("could not remove: {}\n", problem);
       fmt::print("{} dead run{} cleaned up\n", runs.size(), runs.size() == 1 ? "" : "s");
       return kExitOk;
     }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "cgroup/error.h"
 #include "runner/units.h"
@@ -83,6 +84,15 @@ class Parser {
     fail(n.Mark(), message);
   }
 
+  // expand_vars, with the node's place in an error.
+  std::string expand(const YAML::Node& n, const std::string& text, const std::map<std::string, std::string>& env) const {
+    try {
+      return expand_vars(text, env);
+    } catch (const std::invalid_argument& e) {
+      fail(n, e.what());
+    }
+  }
+
   static const char* kind_of(const YAML::Node& n) {
     if (n.IsSequence()) return "a list";
     if (n.IsMap()) return "a mapping";
@@ -110,6 +120,10 @@ class Parser {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
       if (!seen.insert(key).second) fail(kv.first, "'" + key + "' is given twice in " + where);
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      // yaml-cpp (0.7) reads YAML 1.1 merge keys as a plain key named "<<".
+      if (key == "<<")
+        fail(kv.first, "merge keys (<<: *anchor) are not supported in " + where +
+                           "; put shared keys under 'defaults:', or anchor whole values (&x ... *x)");
       std::string best;
       size_t best_d = 3;
       for (const auto& a : allowed)
@@ -203,7 +217,7 @@ class Parser {
     if (!v.IsSequence()) fail(v, "'" + key + "' must be a list of paths");
     std::vector<std::string> out;
     for (const auto& p : v) {
-      std::filesystem::path path(expand_vars(scalar(p, key, "a path"), setup.env));
+      std::filesystem::path path(expand(p, scalar(p, key, "a path"), setup.env));
       if (path.is_relative()) path = std::filesystem::path(setup.cwd) / path;
       out.push_back(path.lexically_normal().string());
     }
@@ -274,8 +288,9 @@ class Parser {
       std::string num = s.substr(0, s.size() - 1);
       char* end = nullptr;
       double p = std::strtod(num.c_str(), &end);
-      if (num.empty() || *end != '\0' || p <= 0 || p >= 100)
-        fail(v, "'min_headroom': '" + s + "' must be a percentage between 0% and 100%, or a size");
+      if (num.empty() || *end != '\0' || !(p > 0 && p < 100))
+        fail(v, "'min_headroom': '" + s + "' must be a percentage above 0% and below 100% (0% asks for nothing: "
+                "leave min_headroom out; 100% no test can meet), or a size such as 16MiB");
       h.is_percent = true;
       h.percent = p;
     } else {
@@ -297,10 +312,13 @@ class Parser {
     t.command = f.command;
     t.memory = *f.memory;
     auto at = [&](const char* key) { return node[key] ? node[key] : node; };
-    if (t.memory < kMinMemory)
-      fail(at("memory"), who + ": memory " + format_size(t.memory) +
-                             " is below 1 MiB, too small to run any program (a plain number is bytes: did you mean " +
-                             std::to_string(t.memory) + "MiB?)");
+    if (t.memory < kMinMemory) {
+      // Only a plain number can be a forgotten unit (64 -> 64MiB).
+      std::string given = node["memory"] && node["memory"].IsScalar() ? node["memory"].Scalar() : "";
+      bool plain = !given.empty() && given.find_first_not_of("0123456789") == std::string::npos;
+      fail(at("memory"), who + ": memory " + format_size(t.memory) + " is below 1 MiB, too small to run any program" +
+                             (plain ? " (a plain number is bytes: did you mean " + given + "MiB?)" : ""));
+    }
     t.memory_high = f.memory_high;
     if (t.memory_high && *t.memory_high >= t.memory)
       fail(at("memory_high"), who + ": memory_high must be below memory (" + format_size(t.memory) + ")");
@@ -362,7 +380,7 @@ class Parser {
     if (auto e = root["env"]) {
       Fields top;
       read_env(e, top);
-      for (auto& [k, v] : top.env) defaults.env[k] = expand_vars(v, {});
+      for (auto& [k, v] : top.env) defaults.env[k] = expand(e[k], v, {});
     }
     if (auto d = root["defaults"]) {
       if (!d.IsMap()) fail(d, "'defaults' must be a mapping of test keys");
@@ -400,21 +418,38 @@ std::string expand_vars(const std::string& text, const std::map<std::string, std
   size_t i = 0;
   while (i < text.size()) {
     size_t open = text.find("${", i);
-    size_t close = open == std::string::npos ? open : text.find('}', open);
-    if (close == std::string::npos) {
+    if (open == std::string::npos) {
       out += text.substr(i);
       break;
     }
+    // $${ is a literal ${.
+    if (open > i && text[open - 1] == '$') {
+      out += text.substr(i, open - 1 - i) + "${";
+      i = open + 2;
+      continue;
+    }
     out += text.substr(i, open - i);
+    size_t close = text.find('}', open);
+    if (close == std::string::npos)
+      throw std::invalid_argument("'" + text + "' has a ${ that is never closed (write $${ for a literal ${)");
     std::string inner = text.substr(open + 2, close - open - 2), fallback;
+    bool has_fallback = false;
     if (auto dash = inner.find(":-"); dash != std::string::npos) {
       fallback = inner.substr(dash + 2);
       inner = inner.substr(0, dash);
+      has_fallback = true;
     }
+    // Only ${NAME} and ${NAME:-default}: the shell's other forms (${X-d},
+    // ${X:=d}, ...) would silently expand to nothing here.
+    bool name = !inner.empty() && !std::isdigit(static_cast<unsigned char>(inner[0]));
+    for (char c : inner) name = name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!name)
+      throw std::invalid_argument("'${" + text.substr(open + 2, close - open - 2) + "}' is not ${NAME} or ${NAME:-default}, " +
+                                  "the two forms memrun expands (write $${ for a literal ${)");
     const char* outside = std::getenv(inner.c_str());
     if (auto it = env.find(inner); it != env.end() && !it->second.empty()) out += it->second;
     else if (outside && *outside) out += outside;
-    else out += fallback;
+    else if (has_fallback) out += fallback;
     i = close + 1;
   }
   return out;

@@ -64,6 +64,8 @@ struct Spec {
 
 /// Expands ${NAME} and ${NAME:-default} in `text` from `env`, then from
 /// memrun's own environment; an unset NAME without default expands to "".
+/// $${ is a literal ${. Throws std::invalid_argument (saying what is wrong)
+/// for any other ${...} form and for a ${ never closed.
 std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env);
 
 /// Defaults that apply when neither the test nor `defaults:` says otherwise.

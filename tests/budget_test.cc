@@ -22,6 +22,9 @@ TEST(Budget, DefaultIsWhatMemrunMayUseLessTenPercent) {
   // The reserve is at least 64 MiB; nothing left is a zero budget.
   EXPECT_EQ(default_budget(100 * MiB, UINT64_MAX).bytes, 36 * MiB);
   EXPECT_EQ(default_budget(50 * MiB, UINT64_MAX).bytes, 0u);
+  // Below a small limited cgroup the reserve is a tenth of its room: a
+  // 32 MiB test fits under 48 MiB.
+  EXPECT_GE(default_budget(20 * GiB, 47 * MiB).bytes, 42 * MiB);
 }
 
 TEST(Budget, AdmissionKeepsTheSumOfLimitsWithinTheBudget) {

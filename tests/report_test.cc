@@ -274,6 +274,18 @@ TEST(KernelLog, FindsTheVictimsOfOneGroup) {
   EXPECT_EQ(kills[0].shmem_rss, 8u * 1024);
 }
 
+TEST(KernelLog, AGroupNameWithACommaIsStillFound) {
+  std::vector<std::string> log = {
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a,b,task_memcg=/x/memrun-r/001-a,b,task=big,"
+      "pid=41,uid=0",
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+  };
+  auto kills = parse_oom_kills(log, "memrun-r/001-a,b");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].pid, 41);
+  EXPECT_TRUE(parse_oom_kills(log, "memrun-r/001-a").empty()) << "a prefix of another group's name matched";
+}
+
 TEST(Report, LogTail) {
   std::string path = "/tmp/memrun-tail-" + std::to_string(::getpid());
   std::ofstream(path) << "1\n2\n3\n4\n";

@@ -91,7 +91,9 @@ TEST(Spec, ExpandVars) {
   EXPECT_EQ(expand_vars("a-${X}-b", {{"X", "1"}}), "a-1-b");
   EXPECT_EQ(expand_vars("${NOPE_NOT_SET:-d}", {}), "d");
   EXPECT_EQ(expand_vars("${NOPE_NOT_SET}", {}), "");
-  EXPECT_EQ(expand_vars("$HOME and ${", {}), "$HOME and ${");
+  EXPECT_EQ(expand_vars("$HOME and $${X}", {}), "$HOME and ${X}");
+  for (const char* bad : {"$HOME and ${", "${X-d}", "${X:=d}", "${}", "${1X}"})
+    EXPECT_THROW(expand_vars(bad, {}), std::invalid_argument) << bad;
 }
 
 TEST(Spec, ExitCodeExpectation) {
@@ -160,7 +162,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB}\n---\ntests:\n  - {name: u, run: x, memory: 8MiB}\n",
                 "spec.yaml:4:1: a spec is one YAML document, but this file has 2"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, env: {MEMRUN_TEST: a}}\n", "MEMRUN_TEST is set by memrun"},
-        BadSpec{"tests:\n  - {name: t, run: ['', x], memory: 8MiB}\n", "'run' starts with an empty program name"}));
+        BadSpec{"tests:\n  - {name: t, run: ['', x], memory: 8MiB}\n", "'run' starts with an empty program name"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, min_headroom: 0%}\n", "above 0% and below 100%"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 0.5MiB}\n", "is below 1 MiB, too small to run any program"},
+        BadSpec{"env: {A: '${X-d}'}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
+                "spec.yaml:1:10: '${X-d}' is not ${NAME} or ${NAME:-default}"},
+        BadSpec{"tests:\n  - &c {name: t, run: x, memory: 8MiB}\n  - {<<: *c, name: u}\n", "spec.yaml:3:6: merge keys (<<: *anchor) are not supported"}));
+
+TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
+  EXPECT_EQ(error_of("tests:\n  - {name: t, run: x, memory: 0.5MiB}\n").find("did you mean"), std::string::npos);
+  EXPECT_NE(error_of("tests:\n  - {name: t, run: x, memory: 64}\n").find("did you mean 64MiB?"), std::string::npos);
+}
 
 }  // namespace
 }  // namespace memrun

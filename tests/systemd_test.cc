@@ -169,5 +169,36 @@ TEST_F(Systemd, SigtermToMemrunCleansUpTheScope) {
   EXPECT_EQ(leftovers("memrun-user", 1500), "");
 }
 
+TEST_F(Systemd, WhatASigkilledRunLeftInItsScopeIsCollectedByGc) {
+  // A scope ends only with its last process: SIGKILL leaves it running
+  // with the test's daemon. gc (as the user, then as root) must end it.
+  ensure_user("memrun-user", 1500);
+  for (bool as_root : {false, true}) {
+    SCOPED_TRACE(as_root ? "root" : "user");
+    std::string pidfile = dir.path() + (as_root ? "/root.pid" : "/user.pid");
+    std::string spec = dir.write("spec.yaml", "tests:\n  - {name: long, run: [" + workload() + ", --daemon, " +
+                                                  pidfile + ", --hold, 1h], memory: 64MiB}\n");
+    auto memrun = as_root ? std::vector<std::string>{memrun_bin(), "--backend", "systemd"} : as_user("memrun-user", 1500);
+    auto argv = memrun;
+    for (const auto& a : {spec, std::string("--run-dir"), dir.path() + "/runs"}) argv.push_back(a);
+    auto started = start_program(argv);
+    ASSERT_TRUE(wait_for_file(pidfile)) << "the test never started";
+    // runuser would forward a SIGKILL no more than any process can: kill
+    // memrun itself, the youngest memrun process.
+    sh("pkill -KILL -n -x memrun");
+    finish_program(started);
+    int daemon = 0;
+    std::ifstream(pidfile) >> daemon;
+    ASSERT_TRUE(process_alive(daemon)) << "nothing was left to collect: the test proves nothing";
+    auto gc = memrun;
+    gc.push_back("gc");
+    auto collected = run_program(gc);
+    EXPECT_EQ(collected.exit_code, 0) << collected.out << collected.err;
+    EXPECT_NE(collected.out.find("1 dead run cleaned up"), std::string::npos) << collected.out << collected.err;
+    EXPECT_TRUE(wait_until([&] { return !process_alive(daemon); })) << "gc left the dead run's daemon";
+    EXPECT_EQ(as_root ? leftovers() : leftovers("memrun-user", 1500), "");
+  }
+}
+
 }  // namespace
 }  // namespace memrun::testing
