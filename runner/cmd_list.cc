@@ -1,0 +1,24 @@
+// memrun list: the tests a selection picks, without running them.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cgroup/error.h"
+#include "runner/command.h"
+#include "runner/units.h"
+
+namespace memrun {
+
+int list_command(const std::vector<std::string>& paths, const Options& o) {
+  auto specs = load_all(paths);
+  Selection selection = o.selection;
+  shard_selection(o, &selection);
+  Plan plan = make_plan(specs, selection, "");
+  for (const auto& p : plan.tests) {
+    const TestSpec& t = *p.test;
+    fmt::print("{}:{}  {}  memory {}  expect {}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
+               t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")));
+  }
+  return kExitOk;
+}
+
+}  // namespace memrun

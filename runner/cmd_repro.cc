@@ -1,0 +1,60 @@
+// memrun repro: the shell line that reruns one test of a report alone.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "cgroup/error.h"
+#include "runner/command.h"
+#include "runner/merge.h"
+
+namespace memrun {
+namespace {
+
+// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `text` matched literally by an ECMAScript regex (--filter).
+std::string regex_literal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::strchr("\\^$.|?*+()[]{}", c)) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
+  auto report = read_report(report_path);
+  std::vector<const nlohmann::ordered_json*> found;
+  for (const auto& t : report["tests"])
+    if (t.value("name", "") == name && (spec.empty() || t.value("spec", "") == spec)) found.push_back(&t);
+  if (found.empty())
+    throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
+  if (found.size() > 1) {
+    std::string specs;
+    for (const auto* t : found) specs += "\n  " + t->value("spec", "");
+    throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
+                                "\nsay which with --spec SPEC");
+  }
+  const auto& t = *found[0];
+  // Every word is quoted for the shell, and the filter matches the name
+  // literally and whole: the line reruns exactly this test, whatever its
+  // name, paths or environment hold.
+  std::string env;
+  const auto vars = t.value("env", nlohmann::ordered_json::object());
+  for (const auto& [k, v] : vars.items()) env += shell_quote(k + "=" + v.get<std::string>()) + " ";
+  fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.value("cwd", ".")),
+             env.empty() ? "" : "env ", env, shell_quote(t.value("spec", "")),
+             shell_quote("^" + regex_literal(name) + "$"),
+             shell_quote(name + ".memory=" + std::to_string(t.value("requested_limit_bytes", uint64_t{0}))),
+             shell_quote(report["host"].value("backend", "auto")));
+  return kExitOk;
+}
+
+}  // namespace memrun

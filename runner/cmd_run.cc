@@ -1,0 +1,240 @@
+// memrun SPEC...: spec -> plan -> run -> report, with every flag and output
+// path checked before anything is made.
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "cgroup/error.h"
+#include "runner/bisect.h"
+#include "runner/budget.h"
+#include "runner/command.h"
+#include "runner/live.h"
+#include "runner/report.h"
+#include "runner/run.h"
+#include "runner/units.h"
+
+namespace memrun {
+namespace {
+
+std::chrono::milliseconds duration_option(const std::string& flag, const std::string& text, const char* zero) {
+  if (text == "0") return std::chrono::milliseconds(0);
+  std::string why;
+  auto d = parse_duration(text, &why);
+  if (!d) throw Error(kExitUsage, flag + ": " + why + " (or 0 " + zero + ")");
+  return *d;
+}
+
+uint64_t size_option(const std::string& flag, const std::string& text) {
+  std::string why;
+  auto v = parse_size(text, &why);
+  if (!v) throw Error(kExitUsage, flag + ": " + why);
+  return *v;
+}
+
+// Where each result goes as it comes in: a console line (on a terminal,
+// above the live view) and the report's entry.
+class Outputs : public RunObserver {
+ public:
+  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan)
+      : out_(out), console_(console), live_(live), report_(report), plan_(plan) {}
+  void setup_done(const SetupResult& s) override {
+    if (live_) live_->clear();
+    console_.setup(s);
+    std::fflush(out_);
+    if (report_) report_->add_setup(s);
+  }
+  void test_done(const Result& r) override {
+    if (live_) {
+      live_->clear();
+      live_->finished(r);
+    }
+    console_.test(r);
+    std::fflush(out_);
+    if (report_) report_->add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
+  }
+  void tick(const std::vector<Progress>& running) override {
+    if (live_) live_->update(running);
+  }
+
+ private:
+  std::FILE* out_;
+  const Console& console_;
+  LiveView* live_;
+  Report* report_;  // null when no report is asked for
+  const Plan& plan_;
+};
+
+// True when `path` is this process's stdout (/dev/stdout, /proc/self/fd/1,
+// or whatever file fd 1 is).
+bool is_stdout(const std::string& path) {
+  struct stat a {}, b {};
+  return !path.empty() && ::stat(path.c_str(), &a) == 0 && ::fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+// An output path must be writable before the tests run: its folder exists
+// and may be written, or it names something that exists and may be written
+// (/dev/stdout, a FIFO). Throws Error(kExitUsage) saying which and why.
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace sfs = std::filesystem;
+  std::error_code ec;
+  if (sfs::exists(path, ec) && !sfs::is_directory(path, ec)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw Error(kExitUsage, fmt::format("{} {}: cannot write there: {}", flag, path, std::strerror(errno)));
+    return;
+  }
+  if (sfs::is_directory(path, ec))
+    throw Error(kExitUsage, fmt::format("{} {}: is a folder; give a file name (e.g. {}/report)", flag, path, path));
+  sfs::path folder = sfs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (!sfs::is_directory(folder, ec))
+    throw Error(kExitUsage, fmt::format("{} {}: the folder {} does not exist; create it first (mkdir -p {}) or "
+                                        "choose another path",
+                                        flag, path, folder.string(), folder.string()));
+  if (::access(folder.c_str(), W_OK) != 0)
+    throw Error(kExitUsage, fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), std::strerror(errno)));
+}
+
+// Every flag and output path, checked before anything is made: a bad one
+// found after the tests ran would cost their report.
+RunOptions run_options(const Options& o, const Selection& selection) {
+  check_output_path("--json", o.json);
+  check_output_path("--junit", o.ci.junit);
+  check_output_path("--markdown", o.ci.markdown);
+  check_output_path("--html", o.ci.html);
+  RunOptions ro;
+  ro.fail_fast = o.fail_fast;
+  ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
+  ro.grace = duration_option("--grace", o.grace, "to kill at once");
+  ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
+  if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
+  ro.jobs = std::min(o.jobs, jobs_within_open_files());
+  ro.allow_oversubscribe = o.allow_oversubscribe;
+  ro.timings = selection.timings;
+  // One test at a time needs no budget: its own limit is all it promises.
+  // With -j, or when asked, the limits of running tests must fit in one
+  // (the default needs the backend: see choose_budget).
+  if (!o.memory_budget.empty()) ro.budget = Budget{size_option("--memory-budget", o.memory_budget), "--memory-budget"};
+  return ro;
+}
+
+// The default budget: what the backend's cgroups have room for.
+void choose_budget(const Options& o, const cgroup::Backend& backend, RunOptions& ro) {
+  if (!ro.budget && o.jobs > 1) ro.budget = default_budget(mem_available(), backend.room());
+}
+
+RunInfo run_info(const std::string& run_id, const std::string& run_dir, const cgroup::Backend& backend,
+                 const Selection& selection, const RunOptions& ro) {
+  RunInfo info;
+  info.run_id = run_id;
+  info.run_dir = run_dir;
+  info.backend = backend.name();
+  info.cgroup_mode = cgroup::to_string(cgroup::host().mode);
+  info.cgroup_path = backend.run_path();
+  utsname u{};
+  ::uname(&u);
+  info.kernel = u.release;
+  info.started = std::chrono::system_clock::now();
+  info.shard_index = selection.shard_index;
+  info.shard_count = selection.shard_count;
+  info.jobs = ro.jobs;
+  if (ro.budget) info.budget = ro.budget->bytes;
+  return info;
+}
+
+// The lines a run starts with: what runs where, and how many at once.
+void announce(std::FILE* con, const Options& o, const Plan& plan, const RunInfo& info, const RunOptions& ro) {
+  fmt::print(con, "memrun {}: {} test{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION,
+             plan.tests.size(), plan.tests.size() == 1 ? "" : "s", info.backend, info.cgroup_mode, info.kernel,
+             info.run_dir);
+  if (o.verbose) fmt::print(con, "cgroups below {}\n", info.cgroup_path);
+  if (ro.jobs < o.jobs)
+    fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
+               "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, ro.jobs);
+  if (ro.budget)
+    fmt::print(con, "up to {} test{} at once within a memory budget of {} ({})\n", ro.jobs, ro.jobs == 1 ? "" : "s",
+               format_size(ro.budget->bytes), ro.budget->source);
+  std::fflush(con);
+}
+
+// Writes every output asked for, each on its own: one that cannot be
+// written does not cost the others. The CI outputs are made from the
+// report in memory, so that they depend on no file a test could have
+// removed. Returns what could not be written.
+std::vector<std::string> write_outputs(const Options& o, const Report* report, const RunInfo& info) {
+  std::vector<std::string> unwritten;
+  auto attempt = [&](const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const Error& e) {
+      unwritten.push_back(e.what());
+    }
+  };
+  if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
+  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(report->json(info), o.ci); });
+  return unwritten;
+}
+
+}  // namespace
+
+int run_command(const Options& o) {
+  auto specs = load_all(o.specs);
+  apply_overrides(specs, o.scale, o.sets);
+  std::string run_id = new_run_id();
+  std::string run_dir = o.run_dir + "/" + run_id;
+  Selection selection = o.selection;
+  shard_selection(o, &selection);
+  Plan plan = make_plan(specs, selection, run_dir);
+  if (plan.tests.empty() && selection.shard_count == 0)
+    throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
+  RunOptions ro = run_options(o, selection);
+
+  auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw Error(kExitUsage, "cannot create the run folder " + run_dir + ": " + ec.message() + " (choose another with --run-dir)");
+  choose_budget(o, *backend, ro);
+  RunInfo info = run_info(run_id, run_dir, *backend, selection, ro);
+
+  // --json /dev/stdout: the report owns stdout, the console goes to stderr.
+  std::FILE* con = is_stdout(o.json) ? stderr : stdout;
+  size_t width = 4;
+  for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
+  Console console(con, want_color(con), width);
+  announce(con, o, plan, info, ro);
+  std::optional<LiveView> view;
+  if (con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
+    view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
+                 ro.timings);
+    ro.tick = std::chrono::milliseconds(200);
+  }
+  // A report nobody asked for is not rendered: that is work on every test.
+  std::optional<Report> report;
+  if (!o.json.empty() || ci_outputs_wanted(o.ci)) report.emplace(run_dir);
+  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  auto run = run_plan(plan, *backend, ro, observer);
+  if (view) view->clear();
+  // What cannot be removed is said, and the report is written all the same.
+  try {
+    backend->close();
+  } catch (const Error& e) {
+    info.cleanup_error = e.what();
+    fmt::print(stderr, "memrun: cleanup: {} ('memrun gc' removes it once nothing holds it)\n", e.what());
+  }
+  info.ended = std::chrono::system_clock::now();
+  info.interrupted_by = run.interrupted_by;
+  console.summary(run.tests, plan.tests.size(), info.interrupted_by);
+  auto unwritten = write_outputs(o, report ? &*report : nullptr, info);
+  for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
+  if (info.interrupted_by) return 128 + info.interrupted_by;
+  if (!unwritten.empty()) return kExitUsage;
+  return exit_code_for(run.tests, plan.tests.size());
+}
+
+}  // namespace memrun

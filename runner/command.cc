@@ -1,0 +1,26 @@
+// What several commands share: the backend flag, loading specs, sharding.
+#include "runner/command.h"
+
+#include "runner/merge.h"
+
+namespace memrun {
+
+cgroup::Kind kind_of(const std::string& name) {
+  if (name == "v2") return cgroup::Kind::v2;
+  if (name == "v1") return cgroup::Kind::v1;
+  if (name == "systemd") return cgroup::Kind::systemd;
+  return cgroup::Kind::automatic;
+}
+
+std::vector<Spec> load_all(const std::vector<std::string>& paths) {
+  std::vector<Spec> specs;
+  for (const auto& p : paths) specs.push_back(load_spec(p));
+  return specs;
+}
+
+void shard_selection(const Options& o, Selection* selection) {
+  if (!o.timings.empty()) selection->timings = timings_from(read_report(o.timings));
+  if (!o.shard.empty()) parse_shard(o.shard, selection);
+}
+
+}  // namespace memrun

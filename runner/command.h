@@ -1,0 +1,68 @@
+// memrun's commands, one file each (cmd_*.cc): main.cc wires the command
+// line to them and nothing else. Each returns the process's exit code and
+// throws memrun::Error for what the user must fix (main prints it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cgroup/cgroup.h"
+#include "runner/ci_report.h"
+#include "runner/plan.h"
+#include "runner/spec.h"
+
+namespace memrun {
+
+/// Every flag of `memrun SPEC...`, one field each.
+struct Options {
+  std::vector<std::string> specs;
+  std::string json;         ///< --json: report path
+  Selection selection;      ///< --filter, --tag
+  bool fail_fast = false;   ///< --fail-fast
+  std::string backend = "auto";
+  std::string cgroup_parent;
+  std::string run_dir = ".memrun";
+  bool verbose = false;
+  std::string shard;        ///< --shard K/N
+  std::string timings;      ///< --timings: a previous JSON report
+  CiOutputs ci;             ///< --junit, --markdown
+  std::string sample_interval = "20ms";  ///< --sample-interval, "0" for off
+  double scale = 1;         ///< --scale: every limit times this
+  std::vector<std::string> sets;  ///< --set NAME.memory=SIZE
+  int jobs = 1;             ///< -j
+  std::string memory_budget;  ///< --memory-budget SIZE
+  bool allow_oversubscribe = false;
+  std::string max_log = "64MiB";  ///< --max-log, "0" for no cap
+  std::string grace = "5s";       ///< --grace
+  std::string live = "auto";      ///< --live auto|on|off
+};
+
+/// What `--backend NAME` asks for.
+cgroup::Kind kind_of(const std::string& name);
+
+/// Every spec of `paths`, loaded and checked.
+std::vector<Spec> load_all(const std::vector<std::string>& paths);
+
+/// Applies --shard and --timings to the selection.
+void shard_selection(const Options& o, Selection* selection);
+
+/// memrun SPEC...: runs the selected tests and writes the reports.
+int run_command(const Options& o);
+
+/// memrun list SPEC...: the selected tests, one line each, without running.
+int list_command(const std::vector<std::string>& paths, const Options& o);
+
+/// memrun merge REPORT...: one report (and its CI outputs) from shards'.
+int merge_command(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci);
+
+/// memrun bisect: the smallest limit at which a test passes.
+int bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
+                   const std::string& tolerance, int trials, const Options& o);
+
+/// memrun repro REPORT NAME [--spec SPEC]: the shell line that reruns one test.
+int repro_command(const std::string& report_path, const std::string& name, const std::string& spec);
+
+/// memrun gc: removes what dead runs left.
+int gc_command(const Options& o);
+
+}  // namespace memrun
