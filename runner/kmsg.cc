@@ -20,9 +20,9 @@ KernelLog::~KernelLog() {
 
 std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix) {
   if (fd_ < 0) return {};
-  // The kernel may log a kill a moment after the victim's exit was seen:
-  // look again, briefly, until the kill shows up.
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  // One pass over what the kernel logged so far, never a wait: the run's
+  // loop asks again a little later when a kill is not logged yet.
+  {
     char record[8192];
     for (;;) {
       // One read, one record: "prio,seq,usec,flags;message\n".
@@ -50,7 +50,6 @@ std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix) {
       });
       return kills;
     }
-    ::usleep(10000);
   }
   return {};
 }

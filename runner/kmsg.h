@@ -27,8 +27,13 @@ class KernelLog {
   KernelLog& operator=(const KernelLog&) = delete;
   /// The OOM kills logged since the log was opened in the cgroup whose path
   /// ends with `group_suffix` (e.g. "memrun-RUN/001-test"), each reported
-  /// once.
+  /// once. Reads what is there and returns at once: the kernel may log a
+  /// kill a moment after the victim's exit was seen, so a caller that
+  /// found none asks again later (the run's loop does, for up to 200 ms).
   std::vector<OomKill> oom_kills(const std::string& group_suffix);
+  /// False when the log cannot be read (no root where dmesg is restricted):
+  /// no kill will ever be found, so there is nothing to wait for.
+  bool readable() const { return fd_ >= 0; }
 
  private:
   static constexpr size_t kMaxPending = 4096;

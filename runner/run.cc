@@ -163,7 +163,8 @@ class Loop {
     auto next_tick = clock::now() + options_.tick;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = start_what_fits(tests, queue, admission, fail_fast, done);
-      if (slots_.empty()) break;
+      settle_awaiting(done);
+      if (slots_.empty() && awaiting_.empty()) break;
       wait(next_tick);
       auto now = clock::now();
       for (auto& s : slots_) {
@@ -191,6 +192,13 @@ class Loop {
     size_t index;  // in the list being run
     std::unique_ptr<RunningTest> test;
   };
+  struct Awaiting {
+    size_t index;  // in the list being run
+    Result result;
+    std::string log_name;
+    clock::time_point until;
+  };
+  static constexpr std::chrono::milliseconds kVictimsWait{200}, kVictimsPoll{10};
 
   // Starts the queued tests that fit now, in the offered order: a test that
   // cannot fit lets smaller ones behind it start (they only use what is
@@ -237,12 +245,33 @@ class Loop {
       Result r = it->test->finish(kernel_log_);
       admission.ended(it->test->planned().test->memory);
       size_t index = it->index;
-      it = slots_.erase(it);
       stop = stop || (fail_fast && !r.passed);
-      done(index, std::move(r));
+      // An OOM kill whose record the kernel has not logged yet: the result
+      // waits (never the loop) for its victims, for up to 200 ms.
+      if (r.kernel.oom_kills > 0 && r.oom_victims.empty() && kernel_log_.readable())
+        awaiting_.push_back({index, std::move(r), it->test->log_name(), clock::now() + kVictimsWait});
+      else
+        done(index, std::move(r));
+      it = slots_.erase(it);
     }
     reap();  // what finish() killed: the tests' orphans
     return stop;
+  }
+
+  // Results waiting for their OOM victims: each turn looks at the kernel
+  // log once, and reports a result when its victims are there or its wait
+  // is over (without them, then: the kill is still counted).
+  void settle_awaiting(const Done& done) {
+    auto now = clock::now();
+    for (auto it = awaiting_.begin(); it != awaiting_.end();) {
+      it->result.oom_victims = kernel_log_.oom_kills(it->log_name);
+      if (it->result.oom_victims.empty() && now < it->until) {
+        ++it;
+        continue;
+      }
+      done(it->index, std::move(it->result));
+      it = awaiting_.erase(it);
+    }
   }
 
   void watch(int fd, uint64_t data) {
@@ -256,6 +285,7 @@ class Loop {
   // the fds (signals, logs). Deadlines are checked by the caller.
   void wait(clock::time_point next_tick) {
     auto next = options_.tick.count() > 0 ? next_tick : clock::time_point::max();
+    if (!awaiting_.empty()) next = std::min(next, clock::now() + kVictimsPoll);
     for (const auto& s : slots_) {
       next = std::min({next, s.test->deadline(), s.test->next_sample()});
       if (s.test->grace_end()) next = std::min(next, *s.test->grace_end());
@@ -318,6 +348,7 @@ class Loop {
   int epoll_ = -1, timer_ = -1;
   uint64_t next_serial_ = 2;  // 0 and 1 are the loop's own
   std::vector<Slot> slots_;
+  std::vector<Awaiting> awaiting_;
   int interrupted_by_ = 0;
 };
 

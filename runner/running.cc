@@ -186,7 +186,8 @@ Result RunningTest::finish(KernelLog& kernel_log) {
     // The group's last two path components name it in the kernel's log.
     const std::string& path = group_->path();
     auto slash = path.rfind('/', path.rfind('/') - 1);
-    r.oom_victims = kernel_log.oom_kills(path.substr(slash + 1));
+    log_name_ = path.substr(slash + 1);
+    r.oom_victims = kernel_log.oom_kills(log_name_);
   }
   if (r.samples == 0) r.at_peak = r.kernel.breakdown;
   if (!r.kernel.peak) {

@@ -76,6 +76,9 @@ class RunningTest {
   /// After exited(): kills what the test left running, drains the logs,
   /// reads the kernel's figures, removes the group and decides the verdict.
   Result finish(KernelLog& kernel_log);
+  /// After finish(): how the kernel's log names the test's group, for a
+  /// later look for OOM victims the log did not hold yet.
+  const std::string& log_name() const { return log_name_; }
 
  private:
   Result done();  // decides and timestamps the result
@@ -92,6 +95,7 @@ class RunningTest {
   rusage usage_{};
   uint64_t current_ = 0;
   std::string log_error_;  // a log file that could not be written
+  std::string log_name_;   // the group, as the kernel's log names it
 };
 
 }  // namespace memrun
