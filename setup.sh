@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Set-up for a fresh Debian 12 machine, as root. Two commands:
+# Set-up for a fresh Debian 12 machine. Two commands:
 #   ./setup.sh run    install, build, and run the main job
 #   ./setup.sh test   install, build, and run every test (host and VMs)
-# and, for CI jobs that only need the binary: ./setup.sh build
+# and, for CI jobs: ./setup.sh build (the binary only, e.g. to merge
+# reports) and ./setup.sh specs (the binary and what the example specs run:
+# Node.js and DuckDB). As root it installs packages itself; as another user
+# (a hosted CI runner's, with passwordless sudo) through sudo, and says so.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+# Package installs need root: sudo when not root.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; return; fi
+  command -v sudo > /dev/null || { echo "setup: installing packages needs root, and sudo is missing" >&2; exit 1; }
+  echo "setup: not root: installing through sudo"
+  sudo DEBIAN_FRONTEND=noninteractive "$@"
+}
 
 build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
   libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev libpugixml-dev)
@@ -23,8 +34,8 @@ install() {
   [ ${#missing[@]} -eq 0 ] && return
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  as_root apt-get update -q
+  as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
 # Node.js runs the DuckDB workloads of specs/parquet.yaml; Debian's nodejs
@@ -59,6 +70,12 @@ case "${1:-}" in
     install "${build_packages[@]}"
     build
     ;;
+  specs)
+    install "${build_packages[@]}"
+    install_node
+    build
+    install_duckdb
+    ;;
   test)
     install "${build_packages[@]}" "${test_packages[@]}"
     install_node
@@ -68,7 +85,7 @@ case "${1:-}" in
     exec ctest --output-on-failure -j2
     ;;
   *)
-    echo "usage: ./setup.sh run|test|build" >&2
+    echo "usage: ./setup.sh run|test|build|specs" >&2
     exit 2
     ;;
 esac
