@@ -73,7 +73,28 @@ sd_bus* connect_manager(std::string* why) {
   sd_bus_unref(bus);
   *why = std::string("cannot reach the systemd ") + (root() ? "system" : "user") + " manager (" +
          std::strerror(-r) + ")";
+  // The usual cause without root is the environment, not lingering.
+  if (!root()) {
+    std::string own = "/run/user/" + std::to_string(::getuid());
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    if (xdg && *xdg && own != xdg && !fs::exists(std::string(xdg) + "/systemd/private"))
+      *why += "; XDG_RUNTIME_DIR is " + std::string(xdg) + ", which holds no user manager: yours is " + own;
+  }
   return nullptr;
+}
+
+// A D-Bus error, with what usually causes it.
+std::string bus_error(const sd_bus_error& error, int r) {
+  std::string msg = error.message ? error.message : std::strerror(-r);
+  const char* address = std::getenv("DBUS_SESSION_BUS_ADDRESS");
+  if (!root() && error.name && std::string(error.name) == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired")
+    msg += std::string(" (memrun talked to the system manager, not your user manager") +
+           (address && *address ? ": DBUS_SESSION_BUS_ADDRESS=" + std::string(address) +
+                                      " points elsewhere; unset it or use unix:path=/run/user/" +
+                                      std::to_string(::getuid()) + "/bus"
+                                : "") +
+           ")";
+  return msg;
 }
 
 struct Jobs {
@@ -121,7 +142,7 @@ class SystemdBackend : public Backend {
     if (r >= 0) r = sd_bus_call(bus_, m, 0, &error, &reply);
     sd_bus_message_unref(m);
     if (r < 0) {
-      std::string msg = error.message ? error.message : std::strerror(-r);
+      std::string msg = bus_error(error, r);
       sd_bus_error_free(&error);
       sd_bus_slot_unref(slot);
       throw Error(kExitNoEnforce, "systemd refused the scope " + unit_ + ": " + msg);

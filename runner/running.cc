@@ -17,8 +17,13 @@ std::vector<std::string> environment(const TestSpec& t) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
     // memrun's own variables are set below, once: a nested run's outer
-    // values must not come first (getenv takes the first).
-    if (!t.env.count(key) && key != "MEMRUN_TEST" && key != "MEMRUN_MEMORY_LIMIT") env.push_back(kv);
+    // values must not come first (getenv takes the first). The user's
+    // service-manager bus is no test's unless its spec passes it on: a
+    // test that reached it could start units outside its cgroup
+    // (systemd-run --user) and so outside its limit.
+    if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT") continue;
+    if (key == "DBUS_SESSION_BUS_ADDRESS" || key == "XDG_RUNTIME_DIR") continue;
+    env.push_back(kv);
   }
   for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
   // Tests may size themselves to their limit.

@@ -78,7 +78,15 @@ void decide(Result& r, const TestSpec& t) {
     if (r.outcome == Outcome::fail)
       got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
                       : " (exit " + std::to_string(r.exit_code) + ")";
-    if (r.outcome == Outcome::timeout) got += " after " + format_duration(t.timeout.count() / 1e3);
+    if (r.outcome == Outcome::timeout) {
+      got += " after " + format_duration(t.timeout.count() / 1e3);
+      // memory.high throttles instead of killing: a test held there looks
+      // merely slow.
+      auto high = r.kernel.events.find("high");
+      if (t.memory_high && high != r.kernel.events.end() && high->second > 0)
+        got += " (memory_high " + format_size(*t.memory_high) + " throttled it " + std::to_string(high->second) +
+               " times: its working set does not fit under memory_high; raise it)";
+    }
     r.reason = "expected " + e.describe() + ", got " + got;
   }
   // A test that got around its limit proves nothing, whatever it expected:

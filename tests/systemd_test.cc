@@ -169,6 +169,22 @@ TEST_F(Systemd, SigtermToMemrunCleansUpTheScope) {
   EXPECT_EQ(leftovers("memrun-user", 1500), "");
 }
 
+TEST_F(Systemd, ATestCannotEscapeThroughTheUsersServiceManager) {
+  // The user's manager would start a scope or a service of its own,
+  // outside the test's group and limit. Tests get no route to its bus.
+  ensure_user("memrun-user", 1500);
+  std::string yaml =
+      "tests:\n"
+      "  - {name: scope, memory: 64MiB, run: 'systemd-run --user --scope -q {W} --touch 200MiB'}\n"
+      "  - {name: service, memory: 64MiB, run: 'systemd-run --user --unit=escaped-$$ sleep 600'}\n";
+  auto run = run_spec_with(dir, yaml, as_user("memrun-user", 1500));
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (const char* name : {"scope", "service"}) EXPECT_FALSE(test_named(run, name)["passed"]) << name << run.out;
+  auto units = run_program({"sh", "-c", "runuser -u memrun-user -- env XDG_RUNTIME_DIR=/run/user/1500 "
+                                        "systemctl --user list-units --all --no-legend 'escaped-*'"});
+  EXPECT_EQ(units.out, "") << "a test started a unit outside its group";
+}
+
 TEST_F(Systemd, WhatASigkilledRunLeftInItsScopeIsCollectedByGc) {
   // A scope ends only with its last process: SIGKILL leaves it running
   // with the test's daemon. gc (as the user, then as root) must end it.

@@ -79,6 +79,16 @@ tests:
   EXPECT_EQ(first_line(test_named(run, "some")), std::to_string(8 * MiB));
 }
 
+TEST_F(V2, ATestHeldAtMemoryHighUntilItsTimeoutSaysSo) {
+  // Anonymous memory without swap above memory.high can only be throttled:
+  // the test runs into its timeout, and the reason names the cause.
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 64MiB], memory: 256MiB, memory_high: 16MiB, "
+                           "timeout: 3s}\n");
+  const auto& t = test_named(run, "t");
+  EXPECT_EQ(t["outcome"], "timeout") << run.out;
+  EXPECT_NE(t["reason"].get<std::string>().find("memory_high 16.0 MiB throttled it"), std::string::npos) << t["reason"];
+}
+
 TEST_F(V2, MemoryHighThrottlesWithoutAKill) {
   // Reading a 96 MiB file under memory.high = 16 MiB: above high the kernel
   // throttles the reader and reclaims its page cache instead of killing it.
