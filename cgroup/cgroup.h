@@ -97,6 +97,12 @@ class Group {
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before destroy().
   virtual Final finish() const = 0;
+  /// The test's first process started in the group (its pid): a backend
+  /// may keep it for diagnostics; the cgroupfs backends need nothing.
+  virtual void started(int pid) { (void)pid; }
+  /// Sends `sig` once to every process of the group and its sub-groups: a
+  /// polite SIGTERM before kill_all, which a process may catch.
+  virtual void signal_all(int sig) = 0;
   /// Kills every process in the group and its sub-groups (a test may make
   /// them) and waits until they are empty (bounded by `timeout_ms`).
   /// Returns false if processes remain.

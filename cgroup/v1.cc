@@ -116,6 +116,12 @@ class V1Group : public Group {
     return f;
   }
 
+  void signal_all(int sig) override {
+    signal_tree(mem_, sig);
+    // A process that moved out of its memory group is still in its pids group.
+    if (!pids_.empty()) signal_tree(pids_, sig);
+  }
+
   bool kill_all(int timeout_ms) override {
     // Once empty, a group stays empty: only a member can fork into it. The
     // pids group is emptied too: it still holds a process that moved itself

@@ -151,6 +151,8 @@ class V2Group : public Group {
     return f;
   }
 
+  void signal_all(int sig) override { signal_tree(path_, sig); }
+
   bool kill_all(int timeout_ms) override {
     // Once empty, a group stays empty: only a member can fork into it.
     if (!emptied_) emptied_ = kill_subtree(timeout_ms);

@@ -16,7 +16,7 @@ Budget default_budget(uint64_t mem_available, uint64_t room) {
   // reserve is a tenth of its room, whatever its size: memrun's own memory
   // is already charged there, and a fixed 64 MiB would leave nothing under
   // a small parent (48 MiB of room would allow no test at all).
-  uint64_t reserve = by_cgroup ? may_use / 10 : std::max<uint64_t>(may_use / 10, uint64_t{64} << 20);
+  uint64_t reserve = by_cgroup ? may_use / 10 : std::max<uint64_t>(may_use / 10, 64 * MiB);
   Budget b;
   b.bytes = may_use > reserve ? may_use - reserve : 0;
   b.source = (by_cgroup ? "room below the nearest limited cgroup " : "MemAvailable ") + format_size(may_use) +

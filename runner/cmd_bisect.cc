@@ -52,7 +52,7 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
   fmt::print("\nsmallest passing limit: {} ({} bytes){}; kernel peak without pressure {}; {} runs\n",
              format_size(r.minimum), r.minimum,
              r.failing ? ", fails at " + format_size(r.failing) : "", format_size(r.first_peak), r.runs);
-  uint64_t mib = (r.minimum + (1 << 20) - 1) >> 20;
+  uint64_t mib = (r.minimum + MiB - 1) / MiB;
   fmt::print("for the spec (the minimum, rounded up; add the headroom you want on top):\n    memory: {}MiB\n", mib);
   return kExitOk;
 }

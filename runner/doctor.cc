@@ -60,7 +60,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     cgroup::OpenOptions o = options;
     o.run_name = "memrun-doctor-" + cgroup::run_identity();
     auto backend = cgroup::open(o);
-    const uint64_t limit = 64ull << 20;
+    const uint64_t limit = 64 * MiB;
     auto group = backend->create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
     const std::string& dir = group->path();
     bool v2 = backend->name() != "v1";

@@ -35,13 +35,13 @@ double tick_step(double span) {
 
 std::string svg_plot(const nlohmann::ordered_json& t) {
   const double W = 640, H = 260, left = 64, right = 16, top = 28, bottom = 40;
-  const double MiB = 1 << 20;
   const auto& tl = t.value("timeline", nlohmann::ordered_json::object());
   std::vector<double> ts = tl.value("t_s", std::vector<double>{});
   std::vector<double> anon, file;
-  for (auto v : tl.value("anon", std::vector<uint64_t>{})) anon.push_back(v / MiB);
-  for (auto v : tl.value("file", std::vector<uint64_t>{})) file.push_back(v / MiB);
-  double limit = t.value("limit_bytes", uint64_t{0}) / MiB, peak = t.value("peak_bytes", uint64_t{0}) / MiB;
+  const double mib = static_cast<double>(MiB);  // plots in MiB, with fractions
+  for (auto v : tl.value("anon", std::vector<uint64_t>{})) anon.push_back(v / mib);
+  for (auto v : tl.value("file", std::vector<uint64_t>{})) file.push_back(v / mib);
+  double limit = t.value("limit_bytes", uint64_t{0}) / mib, peak = t.value("peak_bytes", uint64_t{0}) / mib;
   double duration = std::max(t.value("duration_s", 0.0), ts.empty() ? 0.0 : ts.back());
   double t_max = std::max(duration, 0.001), y_max = std::max({limit, peak, 1.0}) * 1.08;
   auto x = [&](double s) { return left + (W - left - right) * s / t_max; };
@@ -86,7 +86,7 @@ std::string svg_plot(const nlohmann::ordered_json& t) {
                      "limit {4}</text>\n",
                      left, W - right, y(limit), y(limit) - 4, format_size(t.value("limit_bytes", uint64_t{0})));
   if (t.contains("memory_high_bytes") && t["memory_high_bytes"].is_number()) {
-    double high = t["memory_high_bytes"].get<uint64_t>() / MiB;
+    double high = t["memory_high_bytes"].get<uint64_t>() / mib;
     svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ff7f0e\" "
                        "stroke-dasharray=\"3 3\"/><text x=\"{1}\" y=\"{3:.1f}\" text-anchor=\"end\" fill=\"#ff7f0e\">"
                        "memory.high</text>\n",

@@ -15,6 +15,7 @@
 #include "runner/budget.h"
 #include "runner/kmsg.h"
 #include "runner/plan.h"
+#include "runner/units.h"
 
 namespace memrun {
 
@@ -107,7 +108,7 @@ struct RunOptions {
   /// Seconds per test name from a previous report: with several jobs the
   /// longest start first.
   std::map<std::string, double> timings;
-  uint64_t max_log = uint64_t{64} << 20;  ///< bytes kept per log; 0: all
+  uint64_t max_log = 64 * MiB;  ///< bytes kept per log; 0: all
   /// On SIGINT/SIGTERM/SIGHUP, how long running tests get between SIGTERM
   /// and SIGKILL; a second signal cuts it short.
   std::chrono::milliseconds grace{5000};

@@ -94,6 +94,7 @@ bool RunningTest::start(const RunContext& context) {
   try {
     group_ = context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
     child_ = launch(cmd, group_->placement());
+    group_->started(child_.pid);
   } catch (const Error& e) {
     result_.reason = e.what();
     if (group_) group_->destroy();
@@ -153,7 +154,7 @@ void RunningTest::interrupt(std::chrono::milliseconds grace) {
   if (grace.count() <= 0) return kill_now();
   // SIGTERM first, as a shell's Ctrl-C or `docker stop` would: a test may
   // remove its temporary files before it goes.
-  cgroup::signal_tree(group_->path(), SIGTERM);
+  group_->signal_all(SIGTERM);
   grace_end_ = clock::now() + grace;
 }
 

@@ -335,6 +335,45 @@ class Parser {
     return t;
   }
 
+  // The line (1-based) where a second YAML document starts, or 0. YAML
+  // allows a document marker (--- or ...) at the start of a line only
+  // between documents: never inside a scalar, where a line starting with
+  // one ends the scalar. So a marker after any content is a second
+  // document; a --- before any content only opens the first. A scan of
+  // the lines, not a parse: parsing every document of a hostile file could
+  // take long, and only the first is used.
+  static int second_document_line(const std::string& text) {
+    bool content = false, ended = false;
+    int line = 0;
+    for (size_t at = 0; at < text.size();) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      std::string l = text.substr(at, end - at);
+      at = end + 1;
+      ++line;
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+      auto marker = [&](const char* m) {
+        return l.compare(0, 3, m) == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t');
+      };
+      if (marker("...")) {  // the end of a document: anything after it is another
+        ended = true;
+        continue;
+      }
+      if (marker("---")) {
+        if (content || ended) return line;
+        // "--- {tests: ...}": the first document's content on the marker's line.
+        if (l.find_first_not_of(" \t", 3) != std::string::npos && l[l.find_first_not_of(" \t", 3)] != '#')
+          content = true;
+        continue;
+      }
+      auto first = l.find_first_not_of(" \t");
+      if (first == std::string::npos || l[first] == '#' || (first == 0 && l[0] == '%')) continue;
+      if (ended) return line;
+      content = true;
+    }
+    return 0;
+  }
+
   // Everything memrun writes (JSON, JUnit) is UTF-8: a spec must be too.
   void check_utf8(const std::string& text) const {
     int line = 1, column = 1;
@@ -358,12 +397,14 @@ class Parser {
     YAML::Node root;
     try {
       // One document: tests after a `---` would silently never run.
-      auto documents = YAML::LoadAll(text);
-      if (documents.size() > 1)
-        fail(documents[1],
-             "a spec is one YAML document, but this file has " + std::to_string(documents.size()) +
-                 " (separated by ---): put every test under one 'tests:' list, or split the file into specs");
-      if (!documents.empty()) root = documents[0];
+      if (int line = second_document_line(text)) {
+        YAML::Mark at;
+        at.line = line - 1;
+        fail(at, "a second YAML document starts here (after ---), and memrun would never run "
+                                         "its tests: put every test under one 'tests:' list, or split the file "
+                                         "into specs");
+      }
+      root = YAML::Load(text);
     } catch (const YAML::DeepRecursion& e) {
       fail(e.mark, "the spec is nested too deeply (more than " + std::to_string(e.depth() - 1) +
                        " levels); a spec needs three or four");
@@ -468,7 +509,7 @@ Spec load_spec(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(kExitUsage, path + ": cannot read the spec: " + std::strerror(errno));
   // A spec is a few KiB; reading stops past the bound (memrun /dev/zero).
-  constexpr size_t kMaxSpec = 16 << 20;
+  constexpr size_t kMaxSpec = 16 * MiB;
   std::string text;
   char chunk[65536];
   while (text.size() <= kMaxSpec && in.read(chunk, sizeof chunk).gcount() > 0)

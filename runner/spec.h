@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/units.h"
+
 namespace memrun {
 
 /// What a test is expected to end with.
@@ -72,7 +74,7 @@ std::string expand_vars(const std::string& text, const std::map<std::string, std
 inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
 inline constexpr uint64_t kDefaultPids = 4096;
 /// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
-inline constexpr uint64_t kMinMemory = 1 << 20;
+inline constexpr uint64_t kMinMemory = MiB;
 
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
 /// resolved against `dir`. Throws memrun::Error(kExitUsage) with

@@ -8,6 +8,9 @@
 
 namespace memrun {
 
+/// Binary units, defined once for the code and its tests.
+inline constexpr uint64_t KiB = uint64_t{1} << 10, MiB = uint64_t{1} << 20, GiB = uint64_t{1} << 30;
+
 /// Parses a byte size: a plain number is bytes; IEC units (KiB MiB GiB TiB),
 /// SI units (kB MB GB TB) and bare K M G T (binary, as systemd reads them);
 /// an optional fraction ("1.5GiB"). Returns nullopt and sets *why on error.

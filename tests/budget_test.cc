@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "runner/live.h"
+#include "runner/units.h"
 
 namespace memrun {
 namespace {
 
-constexpr uint64_t MiB = 1 << 20, GiB = MiB << 10;
 
 TEST(Budget, DefaultIsWhatMemrunMayUseLessTenPercent) {
   auto host = default_budget(20 * GiB, UINT64_MAX);
@@ -74,7 +76,7 @@ struct Tests {
   Spec spec;
   std::vector<PlannedTest> planned;
   explicit Tests(const std::string& yaml) {
-    spec = parse_spec(yaml, "s.yaml", "/tmp");
+    spec = parse_spec(yaml, "s.yaml", std::filesystem::temp_directory_path().string());
     for (const auto& t : spec.tests) planned.push_back({&spec, &t, t.name, "/o", "/e"});
   }
 };

@@ -13,11 +13,11 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "runner/units.h"
 
 namespace memrun::testing {
 namespace {
 
-constexpr uint64_t MiB = 1 << 20;
 
 class Host : public MemrunTest {};
 

@@ -16,11 +16,11 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
 #include "harness.h"
+#include "runner/units.h"
 
 namespace memrun::testing {
 namespace {
 
-constexpr uint64_t MiB = 1 << 20;
 
 class Parallel : public MemrunTest {};
 

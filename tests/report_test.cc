@@ -12,11 +12,14 @@
 namespace memrun {
 namespace {
 
+// Where the tests' files go: $TMPDIR, else /tmp.
+std::string tmp() { return std::filesystem::temp_directory_path().string(); }
+
 struct Fixture {
   Spec spec;
   PlannedTest planned;
   Fixture() {
-    spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, min_headroom: 8MiB}\n", "s.yaml", "/tmp");
+    spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, min_headroom: 8MiB}\n", "s.yaml", tmp());
     planned = {&spec, &spec.tests[0], "001-big", "/nonexistent/o", "/nonexistent/e"};
   }
   Result result(Outcome outcome, int exit_code, uint64_t peak) {
@@ -110,7 +113,7 @@ TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
   escaped.kernel.peak = 1 << 20;
   escaped.kernel.oom_kills = 1;
   escaped.kernel.escaped = 1;
-  Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", "/tmp");
+  Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", tmp());
   decide(escaped, spec.tests[0]);
   EXPECT_FALSE(escaped.passed);
   EXPECT_NE(escaped.reason.find("1 of its processes had moved out of its memory cgroup"), std::string::npos)
@@ -129,7 +132,7 @@ TEST(Decide, RefusedForksAreAFailureThatExpectFailAccepts) {
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_NE(r.reason.find("refused 2026 forks at pids.max 4096"), std::string::npos) << r.reason;
-  Spec spec = parse_spec("tests:\n  - {name: bomb, run: x, memory: 64MiB, pids: 64, expect: fail}\n", "s.yaml", "/tmp");
+  Spec spec = parse_spec("tests:\n  - {name: bomb, run: x, memory: 64MiB, pids: 64, expect: fail}\n", "s.yaml", tmp());
   Result accepted;
   accepted.planned = &f.planned;
   accepted.outcome = Outcome::pass;
@@ -181,7 +184,7 @@ TEST(Decide, CacheIsNotSubtractedWhenTheSamplesMissedThePeak) {
 
 // A report written through the spool, read back.
 nlohmann::ordered_json written(Report& report, const RunInfo& info, std::string* text = nullptr) {
-  std::string path = "/tmp/memrun-report-test-" + std::to_string(::getpid()) + ".json";
+  std::string path = tmp() + "/memrun-report-test-" + std::to_string(::getpid()) + ".json";
   report.write(path, info);
   std::ifstream in(path);
   std::string got((std::istreambuf_iterator<char>(in)), {});
@@ -194,7 +197,7 @@ TEST(Report, JsonHasTheDocumentedFields) {
   Fixture f;
   RunInfo info;
   info.backend = "v1";
-  Report report("/tmp");
+  Report report(tmp());
   report.add_test(0, f.result(Outcome::oom, -1, 64ull << 20));
   auto j = written(report, info);
   EXPECT_EQ(j["schema"], "memrun-report/1");
@@ -211,7 +214,7 @@ TEST(Report, JsonHasTheDocumentedFields) {
 
 TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
   Fixture f;
-  Report report("/tmp");
+  Report report(tmp());
   // Ended in another order than planned (-j), one never started.
   Result second = f.result(Outcome::pass, 0, 1 << 20), first = f.result(Outcome::fail, 3, 2 << 20);
   report.add_test(2, second);
@@ -245,7 +248,7 @@ TEST(Report, ConsoleLineIsPlainWithoutColor) {
 }
 
 TEST(Report, AtomicWriteKeepsThePreviousFileOnFailure) {
-  std::string dir = "/tmp/memrun-report-test-" + std::to_string(::getpid());
+  std::string dir = tmp() + "/memrun-report-test-" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::string path = dir + "/r.json";
   write_atomically(path, "first");
@@ -287,7 +290,7 @@ TEST(KernelLog, AGroupNameWithACommaIsStillFound) {
 }
 
 TEST(Report, LogTail) {
-  std::string path = "/tmp/memrun-tail-" + std::to_string(::getpid());
+  std::string path = tmp() + "/memrun-tail-" + std::to_string(::getpid());
   std::ofstream(path) << "1\n2\n3\n4\n";
   EXPECT_EQ(log_tail(path, 2), "3\n4");
   EXPECT_EQ(log_tail(path, 10), "1\n2\n3\n4");

@@ -160,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"env: [a]\ntests:\n  - {name: t, run: x, memory: 8MiB}\n", "'env' must be a mapping"},
         // Tests after a second document would never run.
         BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB}\n---\ntests:\n  - {name: u, run: x, memory: 8MiB}\n",
-                "spec.yaml:4:1: a spec is one YAML document, but this file has 2"},
+                "spec.yaml:3:1: a second YAML document starts here"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB}\n...\ntests: []\n", "spec.yaml:4:1: a second YAML document"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, env: {MEMRUN_TEST: a}}\n", "MEMRUN_TEST is set by memrun"},
         BadSpec{"tests:\n  - {name: t, run: ['', x], memory: 8MiB}\n", "'run' starts with an empty program name"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: 8MiB, min_headroom: 0%}\n", "above 0% and below 100%"},
@@ -168,6 +169,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"env: {A: '${X-d}'}\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
                 "spec.yaml:1:10: '${X-d}' is not ${NAME} or ${NAME:-default}"},
         BadSpec{"tests:\n  - &c {name: t, run: x, memory: 8MiB}\n  - {<<: *c, name: u}\n", "spec.yaml:3:6: merge keys (<<: *anchor) are not supported"}));
+
+TEST(Spec, OneDocumentMayStartWithMarkersAndHoldThemInScalars) {
+  for (const char* yaml : {"---\ntests:\n  - {name: t, run: x, memory: 8MiB}\n",
+                           "# a comment\n--- # the spec\ntests:\n  - {name: t, run: x, memory: 8MiB}\n...\n",
+                           "tests:\n  - name: t\n    memory: 8MiB\n    run: |\n      echo ---\n      echo '...'\n"})
+    EXPECT_EQ(parse(yaml).tests.size(), 1u) << yaml;
+}
 
 TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
   EXPECT_EQ(error_of("tests:\n  - {name: t, run: x, memory: 0.5MiB}\n").find("did you mean"), std::string::npos);

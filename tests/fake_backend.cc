@@ -1,0 +1,67 @@
+#include "fake_backend.h"
+
+#include <signal.h>
+
+#include <algorithm>
+
+namespace memrun::testing {
+
+// A group is a name and its limits. Its processes are the test's process
+// group: the launched child calls setsid(), so its pid is its group's id.
+class FakeGroup : public cgroup::Group {
+ public:
+  FakeGroup(FakeBackend& backend, std::string test, const cgroup::Limits& limits)
+      : backend_(backend), test_(std::move(test)), limits_(limits), path_(backend.run_path() + "/" + test_) {}
+  ~FakeGroup() override { destroy(); }
+
+  const std::string& path() const override { return path_; }
+  cgroup::Placement placement() const override { return {}; }
+  cgroup::Usage usage() const override { return script().usage; }
+  cgroup::Final finish() const override {
+    cgroup::Final f = script().final;
+    if (!f.peak) f.peak = f.breakdown.anon;
+    if (f.effective_limit == 0) f.effective_limit = limits_.memory_max;
+    if (f.limit_at_end == UINT64_MAX) f.limit_at_end = limits_.memory_max;
+    return f;
+  }
+  void started(int pid) override { pid_ = pid; }
+  void signal_all(int sig) override {
+    if (pid_ > 0) ::kill(-pid_, sig);
+  }
+  bool kill_all(int) override {
+    signal_all(SIGKILL);
+    return true;
+  }
+  void destroy() override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    kill_all(0);
+    backend_.live_bytes -= limits_.memory_max;
+    --backend_.live_groups;
+  }
+
+ private:
+  const FakeBackend::Script& script() const {
+    static const FakeBackend::Script none;
+    auto it = backend_.scripts.find(test_);
+    return it == backend_.scripts.end() ? none : it->second;
+  }
+  FakeBackend& backend_;
+  std::string test_;
+  cgroup::Limits limits_;
+  std::string path_;
+  int pid_ = -1;
+  bool destroyed_ = false;
+};
+
+std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, const cgroup::Limits& limits) {
+  // Groups are named NNN-<test>: the scripts go by the test's name.
+  std::string test = name.substr(name.find('-') + 1);
+  created.push_back({test, limits});
+  live_bytes += limits.memory_max;
+  most_live_bytes = std::max(most_live_bytes, live_bytes);
+  most_live_groups = std::max(most_live_groups, ++live_groups);
+  return std::make_unique<FakeGroup>(*this, test, limits);
+}
+
+}  // namespace memrun::testing

@@ -1,0 +1,135 @@
+// The run's event loop against a fake backend (tests/fake_backend.h): what
+// it decides (who starts when, timeouts, signals, verdicts from the
+// kernel's figures) in milliseconds, without a kernel. Enforcement itself is
+// proven by the real-kernel tests (host.*, vm.*).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "fake_backend.h"
+#include "runner/plan.h"
+#include "runner/run.h"
+#include "runner/spec.h"
+#include "runner/units.h"
+
+namespace memrun::testing {
+namespace {
+
+
+class Collector : public RunObserver {
+ public:
+  void test_done(const Result& r) override { done.push_back(r.planned->test->name); }
+  std::vector<std::string> done;
+};
+
+class Loop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "memrun-loop-XXXXXX").string();
+    dir_ = ::mkdtemp(tmpl.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  /// Runs `yaml` on the fake backend; the results in the spec's order.
+  RunResults run(const std::string& yaml, RunOptions options = {}) {
+    specs_ = {parse_spec(yaml, dir_ + "/spec.yaml", dir_)};
+    plan_ = make_plan(specs_, Selection{}, dir_ + "/run");
+    std::filesystem::create_directories(plan_.run_dir);
+    options.sample_interval = std::chrono::milliseconds(5);
+    return run_plan(plan_, backend, options, collector);
+  }
+  const Result& named(const RunResults& r, const std::string& name) {
+    for (const auto& t : r.tests)
+      if (t.planned->test->name == name) return t;
+    throw std::runtime_error("no result for " + name);
+  }
+
+  FakeBackend backend;
+  Collector collector;
+
+ private:
+  std::string dir_;
+  std::vector<Spec> specs_;
+  Plan plan_;
+};
+
+TEST_F(Loop, RunningLimitsNeverExceedTheBudget) {
+  std::string yaml = "tests:\n";
+  for (int i = 0; i < 8; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'sleep 0.02', memory: 100MiB}\n";
+  RunOptions o;
+  o.jobs = 8;
+  o.budget = Budget{250 * MiB, "test"};
+  auto r = run(yaml, o);
+  ASSERT_EQ(r.tests.size(), 8u);
+  for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.reason;
+  EXPECT_LE(backend.most_live_bytes, 250 * MiB);
+  EXPECT_LE(backend.most_live_groups, 2);
+  EXPECT_EQ(backend.live_groups, 0) << "a group was not destroyed";
+}
+
+TEST_F(Loop, WithSeveralJobsTheLargestLimitsStartFirst) {
+  RunOptions o;
+  o.jobs = 2;
+  o.budget = Budget{1024 * MiB, "test"};
+  run("tests:\n  - {name: small, run: 'true', memory: 16MiB}\n  - {name: big, run: 'true', memory: 300MiB}\n"
+      "  - {name: mid, run: 'true', memory: 64MiB}\n",
+      o);
+  ASSERT_EQ(backend.created.size(), 3u);
+  EXPECT_EQ(backend.created[0].first, "big");
+  EXPECT_EQ(backend.created[1].first, "mid");
+  EXPECT_EQ(backend.created[2].first, "small");
+  EXPECT_EQ(backend.created[0].second.memory_max, 300 * MiB) << "the limit written is the spec's";
+}
+
+TEST_F(Loop, ATestOverTheBudgetIsRefusedWithoutAGroup) {
+  RunOptions o;
+  o.jobs = 2;
+  o.budget = Budget{100 * MiB, "test"};
+  auto r = run("tests:\n  - {name: huge, run: 'true', memory: 200MiB}\n  - {name: fits, run: 'true', memory: 50MiB}\n", o);
+  EXPECT_EQ(named(r, "huge").outcome, Outcome::error);
+  EXPECT_NE(named(r, "huge").reason.find("exceeds the memory budget"), std::string::npos);
+  EXPECT_TRUE(named(r, "fits").passed);
+  ASSERT_EQ(backend.created.size(), 1u);
+}
+
+TEST_F(Loop, ATimeoutEndsATestWithItsOwnOutcome) {
+  auto r = run("tests:\n  - {name: slow, run: 'sleep 30', memory: 16MiB, timeout: 50ms}\n");
+  EXPECT_EQ(named(r, "slow").outcome, Outcome::timeout);
+  EXPECT_FALSE(named(r, "slow").passed);
+}
+
+TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
+  backend.scripts["ooms"].final.oom_kills = 1;
+  backend.scripts["expected"].final.oom_kills = 1;
+  backend.scripts["over"].final.peak = 200 * MiB;
+  backend.scripts["fits"].final.peak = 10 * MiB;
+  auto r = run("tests:\n  - {name: ooms, run: 'true', memory: 64MiB}\n"
+               "  - {name: expected, run: 'true', memory: 64MiB, expect: oom}\n"
+               "  - {name: over, run: 'true', memory: 64MiB}\n"
+               "  - {name: fits, run: 'true', memory: 64MiB}\n");
+  EXPECT_EQ(named(r, "ooms").outcome, Outcome::oom);
+  EXPECT_FALSE(named(r, "ooms").passed);
+  EXPECT_TRUE(named(r, "expected").passed);
+  EXPECT_FALSE(named(r, "over").passed) << "a peak above the limit passed";
+  EXPECT_TRUE(named(r, "fits").passed);
+  EXPECT_EQ(named(r, "fits").headroom, static_cast<int64_t>(54 * MiB));
+}
+
+TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
+  // The test signals its runner (its parent: this process) itself.
+  RunOptions o;
+  o.grace = std::chrono::milliseconds(20);
+  auto r = run("tests:\n  - {name: signals, run: 'kill -TERM $PPID; sleep 30', memory: 16MiB}\n"
+               "  - {name: never, run: 'true', memory: 16MiB}\n",
+               o);
+  EXPECT_EQ(r.interrupted_by, SIGTERM);
+  ASSERT_EQ(r.tests.size(), 2u);
+  EXPECT_EQ(named(r, "signals").outcome, Outcome::interrupted);
+  EXPECT_EQ(named(r, "never").outcome, Outcome::interrupted);
+  EXPECT_EQ(backend.live_groups, 0);
+}
+
+}  // namespace
+}  // namespace memrun::testing
