@@ -87,30 +87,33 @@ TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   EXPECT_EQ(r.reason, "expected pass, got oom at 64.0 MiB");
 }
 
+// A test that exited 0 with a 1 MiB kernel peak, before its verdict.
+Result exited_ok(const PlannedTest& planned) {
+  Result r;
+  r.planned = &planned;
+  r.outcome = Outcome::pass;
+  r.exit_code = 0;
+  r.kernel.peak = MiB;
+  return r;
+}
+
 TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
   Fixture f;
   // Raised: the kernel saw 200 MiB under a 64 MiB limit.
-  Result over = f.result(Outcome::pass, 0, 200ull << 20);
+  Result over = f.result(Outcome::pass, 0, 200 * MiB);
   EXPECT_FALSE(over.passed);
   EXPECT_NE(over.reason.find("defeated its memory limit: its peak 200.0 MiB is above its limit 64.0 MiB"),
             std::string::npos)
       << over.reason;
   // The limit file said more at the end than memrun wrote, whatever the peak.
-  Result raised;
-  raised.planned = &f.planned;
-  raised.outcome = Outcome::pass;
-  raised.exit_code = 0;
-  raised.kernel.peak = 1 << 20;
-  raised.kernel.limit_at_end = 1ull << 30;
+  Result raised = exited_ok(f.planned);
+  raised.kernel.limit_at_end = GiB;
   decide(raised, f.spec.tests[0]);
   EXPECT_FALSE(raised.passed);
   EXPECT_NE(raised.reason.find("limit was 1.00 GiB at the end, not the 64.0 MiB memrun set"), std::string::npos)
       << raised.reason;
   // A process moved out of the group, even with an expected OOM.
-  Result escaped;
-  escaped.planned = &f.planned;
-  escaped.outcome = Outcome::pass;
-  escaped.kernel.peak = 1 << 20;
+  Result escaped = exited_ok(f.planned);
   escaped.kernel.oom_kills = 1;
   escaped.kernel.escaped = 1;
   Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", tmp());
@@ -122,22 +125,14 @@ TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
 
 TEST(Decide, RefusedForksAreAFailureThatExpectFailAccepts) {
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = 1 << 20;
+  Result r = exited_ok(f.planned);
   r.kernel.events["pids_max"] = 2026;
   decide(r, f.spec.tests[0]);
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_NE(r.reason.find("refused 2026 forks at pids.max 4096"), std::string::npos) << r.reason;
   Spec spec = parse_spec("tests:\n  - {name: bomb, run: x, memory: 64MiB, pids: 64, expect: fail}\n", "s.yaml", tmp());
-  Result accepted;
-  accepted.planned = &f.planned;
-  accepted.outcome = Outcome::pass;
-  accepted.exit_code = 0;
-  accepted.kernel.peak = 1 << 20;
+  Result accepted = exited_ok(f.planned);
   accepted.kernel.events["pids_max"] = 3;
   decide(accepted, spec.tests[0]);
   EXPECT_TRUE(accepted.passed) << accepted.reason;
