@@ -55,7 +55,9 @@ TEST_F(V2, OomGroupKillsTheWholeTest) {
   // A shell waits for a sleeper while a hog hits the limit. memory.oom.group
   // makes the kernel kill every process of the group, so the test ends at
   // once instead of at its timeout.
-  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'sleep 30 & {W} --touch 200MiB; wait', memory: 64MiB, timeout: 20s}\n");
+  // (Without the group kill, the sleeper would hold the test until its
+  // timeout: a long one, so that a slow machine still OOMs well before.)
+  auto run = run_spec(dir, "tests:\n  - {name: t, run: 'sleep 600 & {W} --touch 200MiB; wait', memory: 64MiB, timeout: 2m}\n");
   const auto& t = test_named(run, "t");
   EXPECT_EQ(t["outcome"], "oom") << run.out;
   EXPECT_GE(t["oom_group_kills"], 1);
@@ -104,7 +106,7 @@ TEST_F(V2, MemoryHighThrottlesWithoutAKill) {
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'cat " + file +
-                               " > /dev/null', memory: 256MiB, memory_high: 16MiB, timeout: 60s}\n");
+                               " > /dev/null', memory: 256MiB, memory_high: 16MiB, timeout: 5m}\n");
   const auto& t = test_named(run, "t");
   EXPECT_EQ(t["outcome"], "pass") << run.out;
   EXPECT_EQ(t["oom_kills"], 0);
