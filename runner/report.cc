@@ -142,6 +142,9 @@ nlohmann::ordered_json test_json(const Result& r) {
       {"limit_at_end_bytes", null_if(r.kernel.limit_at_end == UINT64_MAX, r.kernel.limit_at_end)},
       {"escaped_processes", r.kernel.escaped},
       {"cleanup_error", null_if(r.cleanup_error.empty(), r.cleanup_error)},
+      // Read after every process of the group was killed: what is still
+      // charged as shmem lives in a tmpfs file or a shared memory segment.
+      {"tmpfs_left_bytes", r.kernel.breakdown.shmem},
       {"oom_kills", r.kernel.oom_kills},
       {"oom_group_kills", r.kernel.oom_group_kills},
       {"exit_code", null_if(r.exit_code < 0, r.exit_code)},
@@ -221,6 +224,9 @@ void Console::test(const Result& r) const {
                format_size(r.limit), format_size(t.memory));
   if (!r.passed) details(r);
   if (!r.cleanup_error.empty()) fmt::print(out_, "      cleanup: {}\n", one_line(r.cleanup_error));
+  if (r.kernel.breakdown.shmem > 0 && r.outcome != Outcome::error)
+    fmt::print(out_, "      left {} in tmpfs files (/dev/shm, a tmpfs /tmp) or shared memory: it outlives the test, "
+                     "and no limit covers it\n", format_size(r.kernel.breakdown.shmem));
 }
 
 void Console::details(const Result& r) const {

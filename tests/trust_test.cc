@@ -166,6 +166,16 @@ TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
   EXPECT_EQ(commands, 1) << run.out;  // memrun's own annotation of the failure
 }
 
+TEST_F(Trust, MemoryLeftInTmpfsIsReported) {
+  std::string file = "/dev/shm/memrun-trust-" + std::to_string(::getpid());
+  auto run = run_spec(dir, "tests:\n  - {name: leaves, run: 'head -c 40000000 /dev/zero > " + file + "', memory: 64MiB}\n");
+  std::filesystem::remove(file);
+  EXPECT_GE(test_named(run, "leaves")["tmpfs_left_bytes"], 40000000u) << run.out;
+  EXPECT_NE(run.out.find("in tmpfs files (/dev/shm, a tmpfs /tmp) or shared memory: it outlives the test"),
+            std::string::npos)
+      << run.out;
+}
+
 TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
   auto run = run_spec_with(dir, "tests:\n  - {name: inner, run: 'env | grep -E \"^MEMRUN_(TEST|MEMORY_LIMIT)=\"', memory: 16MiB}\n",
                            {"env", "MEMRUN_TEST=outer", "MEMRUN_MEMORY_LIMIT=1", memrun_bin()});
