@@ -23,7 +23,23 @@ uint64_t round_up(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; 
 struct Probe {
   bool passed = true;
   Result last;
+  /// Whether a failure was memory's doing: an OOM kill, or any failure
+  /// after the kernel had to push usage back at the limit (a test that
+  /// thrashes into its timeout, a program that handles its own allocation
+  /// failure). Anything else is the test failing on its own.
+  bool for_memory() const { return last.outcome == Outcome::oom || last.kernel.limit_reached; }
 };
+
+// A probe that failed for another reason than memory ends the bisection:
+// taking it as "too small" would make a flaky test's failure a bound.
+void require_memory_failure(const TestSpec& test, uint64_t limit, const Probe& p) {
+  if (p.passed || p.for_memory()) return;
+  throw Error(kExitTestFailed,
+              fmt::format("'{}' failed under {} without reaching the limit ({}): that is the test failing on its "
+                          "own, not memory. Is it flaky? Fix it, or rerun with --trials N so that every probe "
+                          "runs it N times",
+                          test.name, format_size(limit), p.last.reason));
+}
 
 Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, uint64_t limit, int trials,
             const std::string& run_dir, int* runs) {
@@ -92,21 +108,27 @@ BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& bac
   Probe first = probe(test, spec, backend, top, o.trials, o.run_dir, &r.runs);
   show(top, first);
   if (!first.passed)
-    throw Error(kExitTestFailed, fmt::format("'{}' does not pass even under {} ({}): there is no limit to find; "
-                                             "fix the test or raise --memory-range HI",
-                                             test.name, format_size(top), first.last.reason));
+    throw Error(kExitTestFailed,
+                first.for_memory()
+                    ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test.name,
+                                  format_size(top), first.last.reason)
+                    : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there is "
+                                  "no limit to find; fix the test first",
+                                  test.name, format_size(top), first.last.reason));
   r.first_peak = first.last.peak;
   // 2. The peak itself usually passes; confirm it, else climb.
   uint64_t hi = std::min(top, round_up(r.first_peak));
   if (hi < top) {
     Probe at_peak = probe(test, spec, backend, hi, o.trials, o.run_dir, &r.runs);
     show(hi, at_peak);
+    require_memory_failure(test, hi, at_peak);
     while (!at_peak.passed) {
       r.failing = hi;
       hi = std::min(top, round_up(hi + hi / 8));
       if (hi == top) break;  // passed already, in step 1
       at_peak = probe(test, spec, backend, hi, o.trials, o.run_dir, &r.runs);
       show(hi, at_peak);
+      require_memory_failure(test, hi, at_peak);
     }
   }
   auto tolerance = [&] {
@@ -122,6 +144,7 @@ BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& bac
     while (hi - lo > tolerance()) {
       Probe p = probe(test, spec, backend, lo, o.trials, o.run_dir, &r.runs);
       show(lo, p);
+      require_memory_failure(test, lo, p);
       if (!p.passed) {
         r.failing = lo;
         break;
@@ -135,6 +158,7 @@ BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& bac
     uint64_t mid = round_up(lo + (hi - lo) / 2);
     Probe p = probe(test, spec, backend, mid, o.trials, o.run_dir, &r.runs);
     show(mid, p);
+    require_memory_failure(test, mid, p);
     if (p.passed) {
       hi = mid;
     } else {

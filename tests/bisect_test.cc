@@ -4,11 +4,10 @@
 #include <regex>
 
 #include "harness.h"
+#include "runner/units.h"
 
 namespace memrun::testing {
 namespace {
-
-constexpr double MiB = 1 << 20;
 
 class Bisect : public MemrunTest {};
 
@@ -27,6 +26,22 @@ TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
   EXPECT_LE(minimum, 200 * MiB * 1.02 + 2 * MiB);
   EXPECT_LE(runs, 10);
   EXPECT_NE(run.out.find("memory: 201MiB"), std::string::npos) << run.out;
+}
+
+TEST_F(Bisect, AFailureThatIsNotMemorysIsNeverTakenForALimit) {
+  // Fails below 100 MB without using any memory: a flaky or broken test,
+  // whose failures say nothing about its limit.
+  auto flaky = run_memrun({"bisect", "--memory-range", "16MiB:256MiB", "--run-dir", dir.path() + "/runs", "--", "sh",
+                           "-c", "[ $MEMRUN_MEMORY_LIMIT -gt 100000000 ] || exit 1"});
+  EXPECT_EQ(flaky.exit_code, 1) << flaky.out << flaky.err;
+  EXPECT_NE(flaky.err.find("without reaching the limit"), std::string::npos) << flaky.err;
+  EXPECT_NE(flaky.err.find("--trials"), std::string::npos) << flaky.err;
+  EXPECT_EQ(flaky.out.find("smallest passing limit"), std::string::npos) << flaky.out;
+  auto broken = run_memrun({"bisect", "--memory-range", "16MiB:64MiB", "--run-dir", dir.path() + "/runs", "--", "sh",
+                            "-c", "exit 3"});
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_NE(broken.err.find("for another reason than memory"), std::string::npos) << broken.err;
+  EXPECT_EQ(broken.err.find("raise --memory-range"), std::string::npos) << broken.err;
 }
 
 TEST_F(Bisect, PageCacheMakesTheMinimumLowerThanThePeak) {
