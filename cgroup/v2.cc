@@ -10,6 +10,7 @@
 // - memory.peak exists since 5.19, cgroup.kill since 5.14, memory.oom.group
 //   since 4.19, clone3(CLONE_INTO_CGROUP) since 5.7; the code checks for
 //   each instead of trusting a version number.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +38,17 @@ bool has_word(const std::string& file, const std::string& word) {
   while (in >> w)
     if (w == word) return true;
   return false;
+}
+
+// The names in directory `dir` (the files of a cgroup).
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return names;
 }
 
 // Moves every process of `dir` into dir/memrun.leaf so that `dir` may enable
@@ -89,8 +101,11 @@ Breakdown breakdown_of(std::map<std::string, uint64_t>& s) {
 class V2Group : public Group {
  public:
   /// `ancestors_limit`: the lowest memory.max above the group, read once per run.
-  V2Group(std::string path, bool has_kill, uint64_t ancestors_limit)
-      : path_(std::move(path)), has_kill_(has_kill), ancestors_limit_(ancestors_limit) {}
+  /// `hugetlb_events`: the group's hugetlb.<size>.events files, where
+  /// hugetlb is limited.
+  V2Group(std::string path, bool has_kill, uint64_t ancestors_limit, std::vector<std::string> hugetlb_events)
+      : path_(std::move(path)), has_kill_(has_kill), ancestors_limit_(ancestors_limit),
+        hugetlb_events_(std::move(hugetlb_events)) {}
   ~V2Group() override {
     try {
       destroy();
@@ -133,6 +148,8 @@ class V2Group : public Group {
     f.limit_reached = f.events["max"] > 0;
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
     if (auto pe = fs::read_keyed(path_ + "/pids.events"); pe.count("max")) f.events["pids_max"] = pe["max"];
+    // hugetlb.<size>.events `max`: huge pages refused at the limit.
+    for (const auto& file : hugetlb_events_) f.events["hugetlb_max"] += fs::read_keyed(path_ + "/" + file)["max"];
     f.stat = fs::read_keyed(path_ + "/memory.stat");
     f.breakdown = breakdown_of(f.stat);
     f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];
@@ -188,6 +205,7 @@ class V2Group : public Group {
   std::string path_;
   bool has_kill_;
   uint64_t ancestors_limit_;
+  std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1;
   bool emptied_ = false, destroyed_ = false;
 };
@@ -208,6 +226,7 @@ class V2Backend : public Backend {
       throw;
     }
     pids_ = want.count("pids") > 0;
+    enable_hugetlb(parent);
     // What this kernel offers, checked once per run rather than per test.
     has_kill_ = fs::exists(run_ + "/cgroup.kill");
     ancestors_limit_ = effective_limit(run_, host().v2_mount, "memory.max");
@@ -227,7 +246,7 @@ class V2Backend : public Backend {
   std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
     std::string dir = run_ + "/" + name;
     if (::mkdir(dir.c_str(), 0755) != 0) throw_errno(1, "cannot create cgroup " + dir);
-    auto group = std::make_unique<V2Group>(dir, has_kill_, ancestors_limit_);
+    auto group = std::make_unique<V2Group>(dir, has_kill_, ancestors_limit_, hugetlb_events_);
     fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
     if (limits.memory_high)
       fs::write_file(dir + "/memory.high", std::to_string(*limits.memory_high));
@@ -241,6 +260,11 @@ class V2Backend : public Backend {
       fs::write_file(dir + "/memory.oom.group", "1");
     if (limits.pids_max && pids_)
       fs::write_file(dir + "/pids.max", std::to_string(*limits.pids_max));
+    // Huge pages of hugetlbfs and MAP_HUGETLB are not charged to memory
+    // (before 6.6's memory_hugetlb_accounting): without a limit of their
+    // own, a test maps as many as the host reserved. They get the memory
+    // limit (the kernel rounds it down to whole huge pages).
+    for (const auto& file : hugetlb_limits_) fs::write_file(dir + "/" + file, std::to_string(limits.memory_max));
     group->open_fds();
     return group;
   }
@@ -256,7 +280,26 @@ class V2Backend : public Backend {
   }
 
  private:
+  // Best effort: hugetlb is enabled where the parent offers it (systemd's
+  // user managers do not delegate it); memory limits do not depend on it.
+  void enable_hugetlb(const std::string& parent) {
+    if (!has_word(parent + "/cgroup.controllers", "hugetlb")) return;
+    if (fs::try_write_file(parent + "/cgroup.subtree_control", "+hugetlb") != 0 ||
+        fs::try_write_file(run_ + "/cgroup.subtree_control", "+hugetlb") != 0)
+      return;
+    // hugetlb.<size>.max limits the huge pages a test faults in; over it the
+    // fault fails (SIGBUS) and hugetlb.<size>.events counts `max`, which the
+    // verdict names. (hugetlb.<size>.rsvd.max, 5.7+, would fail the mmap
+    // instead, but the kernel counts no event for it: left unlimited.)
+    for (const auto& file : listing(run_)) {
+      if (file.rfind("hugetlb.", 0) != 0 || file.find(".rsvd.") != std::string::npos) continue;
+      if (file.size() > 4 && file.compare(file.size() - 4, 4, ".max") == 0) hugetlb_limits_.push_back(file);
+      if (file.size() > 7 && file.compare(file.size() - 7, 7, ".events") == 0) hugetlb_events_.push_back(file);
+    }
+  }
+
   std::string run_;
+  std::vector<std::string> hugetlb_limits_, hugetlb_events_;  // in each group
   uint64_t ancestors_limit_ = UINT64_MAX;
   bool pids_ = false, has_kill_ = false, swap_ = false, oom_group_ = false, closed_ = false;
 };

@@ -75,9 +75,14 @@ void decide(Result& r, const TestSpec& t) {
   if (!r.passed && r.reason.empty()) {
     std::string got = to_string(r.outcome);
     if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
-    if (r.outcome == Outcome::fail)
+    if (r.outcome == Outcome::fail) {
       got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
                       : " (exit " + std::to_string(r.exit_code) + ")";
+      auto huge = r.kernel.events.find("hugetlb_max");
+      if (huge != r.kernel.events.end() && huge->second > 0)
+        got += "; the kernel refused it huge pages " + std::to_string(huge->second) +
+               " times at its hugetlb limit (the memory limit applies to huge pages too)";
+    }
     if (r.outcome == Outcome::timeout) {
       got += " after " + format_duration(t.timeout.count() / 1e3);
       // memory.high throttles instead of killing: a test held there looks

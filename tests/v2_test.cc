@@ -91,6 +91,25 @@ TEST_F(V2, ATestHeldAtMemoryHighUntilItsTimeoutSaysSo) {
   EXPECT_NE(t["reason"].get<std::string>().find("memory_high 16.0 MiB throttled it"), std::string::npos) << t["reason"];
 }
 
+TEST_F(V2, HugePagesAreLimitedLikeMemory) {
+  // A host that reserved huge pages (a database's, say): MAP_HUGETLB pages
+  // are not charged to memory.max, so without a hugetlb limit of its own a
+  // test under 16 MiB could map 100 MiB of them and pass.
+  if (!cgroup::host().v2_controllers.count("hugetlb")) GTEST_SKIP() << "no hugetlb controller here";
+  const std::string nr = "/proc/sys/vm/nr_hugepages";
+  std::string before = fs::trim(fs::read_file(nr).value_or("0"));
+  fs::write_file(nr, "64");
+  int reserved = std::atoi(fs::trim(fs::read_file(nr).value_or("0")).c_str());
+  auto run = run_spec(dir, "tests:\n  - {name: huge, run: [{W}, --hugetlb, 100MiB], memory: 16MiB}\n"
+                           "  - {name: fits, run: [{W}, --hugetlb, 8MiB], memory: 16MiB}\n");
+  fs::write_file(nr, before);
+  ASSERT_GE(reserved, 50) << "the VM could not reserve huge pages";
+  const auto& huge = test_named(run, "huge");
+  EXPECT_FALSE(huge["passed"]) << run.out;
+  EXPECT_NE(huge["reason"].get<std::string>().find("huge pages"), std::string::npos) << huge["reason"];
+  EXPECT_TRUE(test_named(run, "fits")["passed"]) << run.out;
+}
+
 TEST_F(V2, MemoryHighThrottlesWithoutAKill) {
   // Reading a 96 MiB file under memory.high = 16 MiB: above high the kernel
   // throttles the reader and reclaims its page cache instead of killing it.

@@ -101,7 +101,7 @@ void arrive(const std::string& dir, int count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until;
+  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until, hugetlb_s;
   int children = 0, loops = 0, exit_code = 0, await = 2;
   CLI::App app{"a workload with a known memory behaviour"};
   app.add_option("--touch", touch_s, "anonymous memory to touch and keep");
@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
                  "after touching)");
   app.add_option("--await", await, "how many must reach the --arrive barrier (default 2)");
   app.add_option("--until", until, "after touching, wait until this file exists (at most 120 s)");
+  app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
   CLI11_PARSE(app, argc, argv);
   // With --children, each child arrives once it has touched its memory (so
   // that the whole tree certainly holds it at once); else the process does,
@@ -176,6 +177,15 @@ int main(int argc, char** argv) {
     std::string block(1 << 20, 'x');
     for (uint64_t done = 0, want = size_arg(shm_s); done < want; done += block.size())
       if (::write(fd, block.data(), block.size()) < 0) return 3;
+  }
+
+  if (uint64_t huge = size_arg(hugetlb_s)) {
+    void* p = ::mmap(nullptr, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("mmap(MAP_HUGETLB)");
+      return 3;
+    }
+    for (uint64_t i = 0; i < huge; i += 2 << 20) static_cast<char*>(p)[i] = 1;
   }
 
   uint64_t spike = size_arg(spike_s);
