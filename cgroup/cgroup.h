@@ -91,6 +91,9 @@ class Group {
   virtual ~Group() = default;
   /// The group's directory (the memory hierarchy's, on v1).
   virtual const std::string& path() const = 0;
+  /// The group as the kernel names it in its log (an OOM kill's
+  /// `task_memcg=`): its path below the root of its hierarchy.
+  virtual std::string kernel_path() const = 0;
   /// How to place a child in this group.
   virtual Placement placement() const = 0;
   /// Current usage; a handful of small reads, cheap enough to sample often.
@@ -112,6 +115,13 @@ class Group {
   virtual void destroy() = 0;
 };
 
+/// What a backend's groups offer on this kernel, each as a sentence for
+/// `memrun doctor`: the runner asks the library, never the filesystem.
+struct Capabilities {
+  uint64_t limit_read_back = 0;  ///< the probe group's hard limit, as the kernel reports it
+  std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement;
+};
+
 /// Where a backend makes its groups, and whether it can enforce there.
 class Backend {
  public:
@@ -129,6 +139,9 @@ class Backend {
   /// ancestors of run_path(); UINT64_MAX when none is limited. What a
   /// scheduler may hand out (see runner/budget.h).
   virtual uint64_t room() const = 0;
+  /// Makes a group named "probe" with a `limit` (and a pids limit), reads
+  /// back what it offers, and removes it. Throws Error when it cannot.
+  virtual Capabilities probe(uint64_t limit) = 0;
   /// Removes the run's directory (after every group was destroyed).
   virtual void close() = 0;
 };

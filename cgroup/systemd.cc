@@ -186,6 +186,7 @@ class SystemdBackend : public Backend {
     return v2_->create(name, limits);
   }
   uint64_t room() const override { return v2_->room(); }
+  Capabilities probe(uint64_t limit) override { return v2_->probe(limit); }
   // The scope itself ends with memrun, its last process (see the top). A
   // SIGKILLed memrun's scope lives on with its tests: the next run's gc
   // (collect_garbage) empties it, and systemd then ends it.

@@ -75,6 +75,11 @@ class V1Group : public Group {
   }
 
   const std::string& path() const override { return mem_; }
+  std::string kernel_path() const override {
+    auto mount = host().v1_mount.find("memory");
+    return mount != host().v1_mount.end() && mem_.rfind(mount->second, 0) == 0 ? mem_.substr(mount->second.size())
+                                                                               : mem_;
+  }
   Placement placement() const override { return {-1, fds_}; }
 
   Usage usage() const override {
@@ -221,6 +226,22 @@ class V1Backend : public Backend {
 
   uint64_t room() const override {
     return room_below(run_, top_, "memory.limit_in_bytes", "memory.usage_in_bytes");
+  }
+
+  Capabilities probe(uint64_t limit) override {
+    auto group = create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
+    Capabilities c;
+    c.limit_read_back = fs::read_u64(group->path() + "/memory.limit_in_bytes").value_or(0);
+    c.peak = "memory.max_usage_in_bytes";
+    c.oom_kills = "memory.oom_control (oom_kill), added up over the test's sub-groups";
+    c.kill_all = "SIGKILL to every pid in cgroup.procs, repeated (v1 has no cgroup.kill)";
+    c.swap = memsw_ ? "yes (memory.memsw.limit_in_bytes)" : "no: swap cannot be limited per test";
+    c.pressure = "no (v1 has no per-group PSI)";
+    c.pids = pids_run_.empty() ? "no pids controller" : "yes (pids.max)";
+    c.hugetlb = "not limited (memrun limits huge pages on v2 only)";
+    c.placement = "the child joins its group before exec";
+    group->destroy();
+    return c;
   }
 
   void close() override {

@@ -120,6 +120,10 @@ class V2Group : public Group {
   }
 
   const std::string& path() const override { return path_; }
+  std::string kernel_path() const override {
+    const std::string& mount = host().v2_mount;
+    return path_.rfind(mount, 0) == 0 ? path_.substr(mount.size()) : path_;
+  }
 
   Placement placement() const override { return {dir_fd_, {procs_fd_}}; }
 
@@ -271,6 +275,25 @@ class V2Backend : public Backend {
 
   uint64_t room() const override {
     return room_below(run_, host().v2_mount, "memory.max", "memory.current");
+  }
+
+  Capabilities probe(uint64_t limit) override {
+    auto group = create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
+    const std::string& dir = group->path();
+    auto has = [&](const char* file) { return fs::exists(dir + "/" + file); };
+    Capabilities c;
+    c.limit_read_back = fs::read_u64(dir + "/memory.max").value_or(0);
+    c.peak = has("memory.peak") ? "memory.peak" : "no memory.peak (before 5.19): memrun samples the peak";
+    c.oom_kills = "memory.events (oom_kill; oom_group_kill since 5.19)";
+    c.kill_all = has_kill_ ? "cgroup.kill" : "SIGKILL to every pid in cgroup.procs, repeated";
+    c.swap = swap_ ? "yes (memory.swap.max)" : "no: swap cannot be limited per test";
+    c.pressure = has("memory.pressure") ? "yes (memory.pressure)" : "no";
+    c.pids = pids_ ? "yes (pids.max)" : "no pids controller";
+    c.hugetlb = hugetlb_limits_.empty() ? "not limited: no hugetlb controller offered here"
+                                        : "hugetlb.<size>.max = the memory limit";
+    c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
+    group->destroy();
+    return c;
   }
 
   void close() override {

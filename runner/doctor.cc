@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cgroup/error.h"
-#include "cgroup/fs.h"
+#include "cgroup/fs.h"  // /proc/swaps
 #include "runner/units.h"
 
 namespace memrun {
@@ -60,27 +60,21 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     cgroup::OpenOptions o = options;
     o.run_name = "memrun-doctor-" + cgroup::run_identity();
     auto backend = cgroup::open(o);
-    const uint64_t limit = 64 * MiB;
-    auto group = backend->create("probe", {limit, std::nullopt, 0, std::optional<uint64_t>(64)});
-    const std::string& dir = group->path();
-    bool v2 = backend->name() != "v1";
     if (backend->name() == "systemd") row("run cgroup", backend->run_path());
-    auto has = [&](const char* f) { return fs::exists(dir + "/" + f); };
-    uint64_t got = fs::read_u64(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")).value_or(0);
-    row("peak", v2 ? yes_no(has("memory.peak"), "no memory.peak (before 5.19): memrun samples the peak")
-                   : "memory.max_usage_in_bytes");
-    row("OOM kills", v2 ? "memory.events" : "memory.oom_control (oom_kill)");
-    row("kill all", v2 && has("cgroup.kill") ? "cgroup.kill" : "SIGKILL to every pid in cgroup.procs, repeated");
-    row("swap accounting", yes_no(v2 ? has("memory.swap.max") : has("memory.memsw.limit_in_bytes"),
-                                  "no: swap cannot be limited per test"));
-    row("pressure (PSI)", yes_no(has("memory.pressure"), "no"));
-    row("pids limit", yes_no(v2 ? has("pids.max") : h.v1_self.count("pids") > 0, "no pids controller"));
-    row("placement", v2 ? "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)"
-                        : "the child joins its group before exec");
-    group->destroy();
+    const uint64_t limit = 64 * MiB;
+    cgroup::Capabilities c = backend->probe(limit);
+    row("peak", c.peak);
+    row("OOM kills", c.oom_kills);
+    row("kill all", c.kill_all);
+    row("swap accounting", c.swap);
+    row("pressure (PSI)", c.pressure);
+    row("pids limit", c.pids);
+    row("huge pages", c.hugetlb);
+    row("placement", c.placement);
     backend->close();
-    if (got != limit) {
-      fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit), format_size(got));
+    if (c.limit_read_back != limit) {
+      fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),
+                 format_size(c.limit_read_back));
       return kExitNoEnforce;
     }
     fmt::print(out, "\nmemory limits can be enforced here: made a test group in {}, set {}, read it back.\n",

@@ -64,11 +64,12 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   for (const auto& m : messages) {
     if (m.rfind("oom-kill:", 0) == 0) {
       // The group's name may hold a comma (a test's name does): look for
-      // the whole suffix right before ",task=", not for the next comma.
+      // the whole path (or its end) right before ",task=", not for the
+      // next comma.
       auto memcg = m.find("task_memcg="), pid = m.rfind(",pid=");
       if (memcg == std::string::npos || pid == std::string::npos) continue;
-      auto end = m.find("/" + group_suffix + ",task=", memcg);
-      if (end != std::string::npos) ours.insert(std::atoi(m.c_str() + pid + 5));
+      std::string needle = (group_suffix.front() == '/' ? "task_memcg=" : "/") + group_suffix + ",task=";
+      if (m.find(needle, memcg) != std::string::npos) ours.insert(std::atoi(m.c_str() + pid + 5));
       continue;
     }
     auto killed = m.find("Killed process ");

@@ -26,8 +26,9 @@ class KernelLog {
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
   /// The OOM kills logged since the log was opened in the cgroup whose path
-  /// ends with `group_suffix` (e.g. "memrun-RUN/001-test"), each reported
-  /// once. Reads what is there and returns at once: the kernel may log a
+  /// is `group_suffix` (below its hierarchy's root, as Group::kernel_path
+  /// gives it) or, without a leading '/', ends with it (e.g.
+  /// "memrun-RUN/001-test"); each reported once. Reads what is there and returns at once: the kernel may log a
   /// kill a moment after the victim's exit was seen, so a caller that
   /// found none asks again later (the run's loop does, for up to 200 ms).
   std::vector<OomKill> oom_kills(const std::string& group_suffix);

@@ -189,10 +189,7 @@ Result RunningTest::finish(KernelLog& kernel_log) {
   r.cpu_system_s = seconds(usage_.ru_stime);
   r.kernel = group_->finish();
   if (r.kernel.oom_kills > 0) {
-    // The group's last two path components name it in the kernel's log.
-    const std::string& path = group_->path();
-    auto slash = path.rfind('/', path.rfind('/') - 1);
-    log_name_ = path.substr(slash + 1);
+    log_name_ = group_->kernel_path();
     r.oom_victims = kernel_log.oom_kills(log_name_);
   }
   if (r.samples == 0) r.at_peak = r.kernel.breakdown;

@@ -15,6 +15,7 @@ class FakeGroup : public cgroup::Group {
   ~FakeGroup() override { destroy(); }
 
   const std::string& path() const override { return path_; }
+  std::string kernel_path() const override { return path_; }
   cgroup::Placement placement() const override { return {}; }
   cgroup::Usage usage() const override { return script().usage; }
   cgroup::Final finish() const override {

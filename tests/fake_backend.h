@@ -34,6 +34,7 @@ class FakeBackend : public cgroup::Backend {
   const std::string& run_path() const override { return run_path_; }
   std::unique_ptr<cgroup::Group> create(const std::string& name, const cgroup::Limits& limits) override;
   uint64_t room() const override { return UINT64_MAX; }
+  cgroup::Capabilities probe(uint64_t limit) override { return {limit, "", "", "", "", "", "", "", ""}; }
   void close() override {}
 
  private:

@@ -282,6 +282,9 @@ TEST(KernelLog, AGroupNameWithACommaIsStillFound) {
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].pid, 41);
   EXPECT_TRUE(parse_oom_kills(log, "memrun-r/001-a").empty()) << "a prefix of another group's name matched";
+  // A whole path (Group::kernel_path) matches exactly, never as a suffix.
+  EXPECT_EQ(parse_oom_kills(log, "/x/memrun-r/001-a,b").size(), 1u);
+  EXPECT_TRUE(parse_oom_kills(log, "/memrun-r/001-a,b").empty());
 }
 
 TEST(Report, LogTail) {
