@@ -99,7 +99,7 @@ class V1Group : public Group {
     // memcg_memory_event()): an OOM in a sub-group the test made shows up
     // only there, so the subtree is added up.
     uint64_t failcnt = 0;
-    for (const auto& g : subtree(mem_)) {
+    for (const auto& g : groups(mem_)) {
       f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
       failcnt += fs::read_u64(g + "/memory.failcnt").value_or(0);
     }
@@ -134,6 +134,12 @@ class V1Group : public Group {
     if (!emptied_) {
       if (!counted_) escaped_ = escaped(), counted_ = true;
       emptied_ = kill_tree(mem_, timeout_ms) && (pids_.empty() || kill_tree(pids_, timeout_ms));
+      // No process is left to make a sub-group: the subtrees are final, and
+      // finish() and destroy() read them from here (the per-test path).
+      if (emptied_) {
+        mem_groups_ = subtree(mem_);
+        if (!pids_.empty()) pids_groups_ = subtree(pids_);
+      }
     }
     return emptied_;
   }
@@ -145,12 +151,18 @@ class V1Group : public Group {
     fds_.clear();
     for (const auto& top : {mem_, pids_}) {
       if (top.empty()) continue;
-      for (const auto& g : subtree(top)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
+      for (const auto& g : groups(top)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
     }
     destroyed_ = true;
   }
 
  private:
+  // The subtree of `top` (mem_ or pids_): as kill_all left it, or read now.
+  std::vector<std::string> groups(const std::string& top) const {
+    const auto& known = top == mem_ ? mem_groups_ : pids_groups_;
+    return known.empty() ? subtree(top) : known;
+  }
+
   // Processes in the test's pids subtree whose memory cgroup is no longer
   // below the test's memory group: they moved themselves out.
   uint64_t escaped() const {
@@ -175,6 +187,7 @@ class V1Group : public Group {
   std::vector<int> fds_;
   bool emptied_ = false, destroyed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
+  std::vector<std::string> mem_groups_, pids_groups_;  // the subtrees once emptied
   uint64_t escaped_ = 0;
 };
 
