@@ -6,9 +6,10 @@
 //   Group::placement -> what a new child needs to start inside the group
 //   Group::usage     -> cheap sample while the test runs
 //   Group::finish    -> the kernel's figures, read before anything is removed
-//   Group::kill_all  -> every process in the group, however it detached
-//   Group::destroy   -> kill_all, then rmdir (retried while the kernel says
-//                       EBUSY)
+//   Group::kill_step -> every process in the group, however it detached;
+//                       called again until the group is empty
+//   Group::remove_step -> rmdir of the subtree, retried while EBUSY
+// kill_all and destroy do the same for callers without an event loop.
 #pragma once
 
 #include <cstdint>
@@ -107,12 +108,30 @@ class Group {
   /// polite SIGTERM before kill_all, which a process may catch.
   virtual void signal_all(int sig) = 0;
   /// Kills every process in the group and its sub-groups (a test may make
-  /// them) and waits until they are empty (bounded by `timeout_ms`).
-  /// Returns false if processes remain.
-  virtual bool kill_all(int timeout_ms = 2000) = 0;
-  /// kill_all, then removes the group with every sub-group, deepest first.
-  /// Idempotent; throws on failure.
-  virtual void destroy() = 0;
+  /// them) once, and returns at once: true when no process is left. Never
+  /// waits: a killed process leaves its group only when it has finished
+  /// exiting (a large address space takes a while to tear down), so the
+  /// run's loop calls it again on a timer until it says true.
+  virtual bool kill_step() = 0;
+  /// One attempt to remove the group with every sub-group, deepest first:
+  /// true when all are gone; false while the kernel says EBUSY (a killed
+  /// process has not finished exiting: kill_step again, then retry).
+  /// Throws Failure on any other error.
+  virtual bool remove_step() = 0;
+  /// kill_step until it says true, for up to `timeout_ms` (for callers
+  /// without a loop: gc, probe, the destructor). Returns false if
+  /// processes remain.
+  bool kill_all(int timeout_ms = 2000);
+  /// kill_all, then remove_step until it says true (for up to 2 s).
+  /// Idempotent; throws Failure when the group cannot be removed.
+  void destroy();
+
+ protected:
+  /// For the destructors of backends: destroy(), and nothing thrown.
+  void destroy_quietly() noexcept;
+
+ private:
+  bool destroyed_ = false;
 };
 
 /// What a backend's groups offer on this kernel, each as a sentence for
@@ -211,10 +230,15 @@ std::vector<std::string> subtree(const std::string& dir);
 /// memrun cannot see) is never signalled.
 void signal_tree(const std::string& dir, int sig);
 
-/// Kills every process listed in `dir` and its sub-groups until none lists
-/// any (bounded by `timeout_ms`); for kernels without cgroup.kill. Returns
-/// true when the subtree is empty.
-bool kill_tree(const std::string& dir, int timeout_ms);
+/// SIGKILL, once, to every process listed in `dir` and its sub-groups (for
+/// kernels without cgroup.kill). Returns true when none was listed: the
+/// subtree is empty.
+bool kill_tree_step(const std::string& dir);
+
+/// rmdir of `dir`'s subtree, deepest first; between a busy group's tries
+/// SIGKILL again to what it lists. True when all are gone, false while one
+/// is busy (EBUSY); throws Failure on any other error.
+bool remove_tree_step(const std::string& dir);
 
 /// The start time of process `pid` (clock ticks after boot, field 22 of
 /// /proc/PID/stat), or 0 when there is no such process. With the pid, it
@@ -256,9 +280,8 @@ std::vector<std::string> dead_scopes();
 /// The sub-groups of `dir`, not descending.
 std::vector<std::string> children_of(const std::string& dir);
 
-/// rmdir(2) of a group, retried while EBUSY (processes still exiting) for up
-/// to `timeout_ms`, calling `kill` between tries. Throws on failure.
-void remove_dir(const std::string& dir, int timeout_ms,
-                const std::function<void()>& kill);
+/// rmdir(2) of a group with no sub-groups, retried while EBUSY (processes
+/// still exiting) for up to 2 s. Throws Failure on failure.
+void remove_dir(const std::string& dir);
 
 }  // namespace memrun::cgroup

@@ -1,36 +1,36 @@
-// One error policy for all of memrun: anything that cannot go on throws
-// memrun::Error, carrying the message the user reads and the exit code the
-// process ends with. Only main() catches it. A failure that belongs to one
-// test (its command cannot start, its cgroup cannot be made) is caught by the
-// runner and becomes that test's `error` outcome instead.
+// How the cgroup library fails: one typed error, carrying what it tried,
+// on which path, and the errno. The library never decides how memrun ends;
+// the command line maps a Failure's kind to an exit code (exit_code_of in runner/main.cc).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-namespace memrun {
+namespace memrun::cgroup {
 
-/// Exit codes, as documented in the README.
-enum ExitCode : int {
-  kExitOk = 0,          ///< every selected test passed
-  kExitTestFailed = 1,  ///< at least one test did not pass
-  kExitUsage = 2,       ///< bad spec, bad flag, unreadable input
-  kExitNoEnforce = 3,   ///< memory limits cannot be enforced on this host
-};
-
-/// A failure the user must act on: `what()` says what happened and what to do.
-class Error : public std::runtime_error {
+class Failure : public std::runtime_error {
  public:
-  Error(int exit_code, const std::string& message)
-      : std::runtime_error(message), exit_code_(exit_code) {}
-  /// The process exit code this error ends memrun with.
-  int exit_code() const { return exit_code_; }
+  enum class Kind {
+    system,          ///< a cgroupfs or bus call failed (errno says why)
+    cannot_enforce,  ///< memory limits cannot be enforced here (no backend works)
+    unsupported,     ///< the backend lacks what was asked (memory_high on v1)
+  };
+  /// `message` is the sentence the user reads: what failed and, where
+  /// known, what to do.
+  Failure(Kind kind, const std::string& message, int err = 0, std::string path = "")
+      : std::runtime_error(message), kind_(kind), errno_(err), path_(std::move(path)) {}
+  Kind kind() const { return kind_; }
+  int error() const { return errno_; }              ///< errno, 0 when none
+  const std::string& path() const { return path_; }  ///< the file or group, when one
 
  private:
-  int exit_code_;
+  Kind kind_;
+  int errno_;
+  std::string path_;
 };
 
-/// Throws Error(exit_code, "<what>: <strerror(errno)>") for the current errno.
-[[noreturn]] void throw_errno(int exit_code, const std::string& what);
+/// Throws Failure(kind, "<what>: <strerror(errno)>") for the current errno
+/// and `path`.
+[[noreturn]] void fail_errno(Failure::Kind kind, const std::string& what, const std::string& path);
 
-}  // namespace memrun
+}  // namespace memrun::cgroup

@@ -11,17 +11,22 @@
 
 namespace memrun {
 
-void throw_errno(int exit_code, const std::string& what) {
-  throw Error(exit_code, what + ": " + std::strerror(errno));
+namespace cgroup {
+void fail_errno(Failure::Kind kind, const std::string& what, const std::string& path) {
+  throw Failure(kind, what + ": " + std::strerror(errno), errno, path);
 }
+}  // namespace cgroup
 
 namespace fs {
+
+using cgroup::Failure;
+using cgroup::fail_errno;
 
 std::optional<std::string> read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
-    throw_errno(1, "cannot open " + path);
+    fail_errno(Failure::Kind::system, "cannot open " + path, path);
   }
   std::string out;
   char buf[8192];
@@ -34,7 +39,7 @@ std::optional<std::string> read_file(const std::string& path) {
       errno = saved;
       // A cgroup removed under us reads as ENODEV: treat it as absent.
       if (errno == ENODEV) return std::nullopt;
-      throw_errno(1, "cannot read " + path);
+      fail_errno(Failure::Kind::system, "cannot read " + path, path);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -55,11 +60,10 @@ int try_write_file(const std::string& path, const std::string& value) {
   return err;
 }
 
-void write_file(const std::string& path, const std::string& value,
-                int exit_code) {
+void write_file(const std::string& path, const std::string& value) {
   if (int err = try_write_file(path, value)) {
     errno = err;
-    throw_errno(exit_code, "cannot write '" + value + "' to " + path);
+    fail_errno(Failure::Kind::system, "cannot write '" + value + "' to " + path, path);
   }
 }
 

@@ -14,10 +14,9 @@ namespace memrun::fs {
 /// other error.
 std::optional<std::string> read_file(const std::string& path);
 
-/// Writes `value` with one write(2), as cgroupfs wants. Throws memrun::Error
-/// (exit code `exit_code`) naming the file and errno on failure.
-void write_file(const std::string& path, const std::string& value,
-                int exit_code = 1);
+/// Writes `value` with one write(2), as cgroupfs wants. Throws
+/// cgroup::Failure naming the file and errno on failure.
+void write_file(const std::string& path, const std::string& value);
 
 /// Like write_file, but returns errno (0 on success) instead of throwing.
 int try_write_file(const std::string& path, const std::string& value);

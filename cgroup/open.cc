@@ -104,7 +104,7 @@ Garbage collect_garbage(const OpenOptions& options) {
     try {
       remove_tree(dir);
       g.removed.push_back(dir);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       g.problems.push_back(e.what());
     }
   };
@@ -129,8 +129,8 @@ Garbage collect_garbage(const OpenOptions& options) {
 std::unique_ptr<Backend> open(const OpenOptions& options) {
   Verdict v = check(options);
   if (!v.problem.empty())
-    throw Error(kExitNoEnforce, "memory limits cannot be enforced (backend " + v.backend +
-                                    "): " + v.problem + ".\n  fix: " + v.fix);
+    throw Failure(Failure::Kind::cannot_enforce, "memory limits cannot be enforced (backend " + v.backend + "): " +
+                                                    v.problem + ".\n  fix: " + v.fix);
   collect_garbage(options);
   if (v.backend == "systemd") return open_systemd(options.run_name);
   if (v.backend == "v2") return open_v2(v.parent, options.run_name);

@@ -114,8 +114,25 @@ class SystemdBackend : public Backend {
   SystemdBackend(const std::string& run_name) {
     std::string why;
     bus_ = connect_manager(&why);
-    if (!bus_) throw Error(kExitNoEnforce, why + ".\n  fix: run memrun from a login session, or as root");
+    if (!bus_) throw Failure(Failure::Kind::cannot_enforce, why + ".\n  fix: run memrun from a login session, or as root");
     unit_ = run_name + ".scope";
+    start_scope(run_name);
+    // memrun is now in the scope; the host layout read earlier is stale.
+    std::string self;
+    std::istringstream lines(fs::read_file("/proc/self/cgroup").value_or(""));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("0::", 0) == 0) self = line.substr(3);
+    scope_dir_ = host().v2_mount + self;
+    auto controllers = fs::trim(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
+    if (controllers.find("memory") == std::string::npos)
+      throw Failure(Failure::Kind::cannot_enforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
+                                      ").\n  fix: " + delegate_fix());
+    v2_ = open_v2(scope_dir_, run_name);
+  }
+
+  // Asks the manager for a transient scope holding memrun (Delegate=yes: the
+  // tree below is memrun's) and waits for the start job to finish.
+  void start_scope(const std::string& run_name) {
     // Subscribe before starting, so that the job's end cannot be missed.
     Jobs jobs;
     sd_bus_slot* slot = nullptr;
@@ -145,7 +162,7 @@ class SystemdBackend : public Backend {
       std::string msg = bus_error(error, r);
       sd_bus_error_free(&error);
       sd_bus_slot_unref(slot);
-      throw Error(kExitNoEnforce, "systemd refused the scope " + unit_ + ": " + msg);
+      throw Failure(Failure::Kind::cannot_enforce, "systemd refused the scope " + unit_ + ": " + msg);
     }
     const char* job = nullptr;
     sd_bus_message_read(reply, "o", &job);
@@ -159,20 +176,8 @@ class SystemdBackend : public Backend {
     sd_bus_slot_unref(slot);
     auto it = jobs.removed.find(job_path);
     if (it == jobs.removed.end() || it->second != "done")
-      throw Error(kExitNoEnforce, "systemd did not start the scope " + unit_ + ": " +
+      throw Failure(Failure::Kind::cannot_enforce, "systemd did not start the scope " + unit_ + ": " +
                                       (it == jobs.removed.end() ? "no answer within 30s" : "job " + it->second));
-
-    // memrun is now in the scope; the host layout read earlier is stale.
-    std::string self;
-    std::istringstream lines(fs::read_file("/proc/self/cgroup").value_or(""));
-    for (std::string line; std::getline(lines, line);)
-      if (line.rfind("0::", 0) == 0) self = line.substr(3);
-    scope_dir_ = host().v2_mount + self;
-    auto controllers = fs::trim(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
-    if (controllers.find("memory") == std::string::npos)
-      throw Error(kExitNoEnforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
-                                      ").\n  fix: " + delegate_fix());
-    v2_ = open_v2(scope_dir_, run_name);
   }
 
   ~SystemdBackend() override {

@@ -88,7 +88,7 @@ std::vector<pid_t> listed(const std::string& dir) {
       std::istringstream in(*text);
       for (pid_t pid; in >> pid;) pids.push_back(pid);
       return pids;
-    } catch (const Error&) {
+    } catch (const Failure&) {
       continue;  // EOPNOTSUPP and the like: try the threads, then give up
     }
   }
@@ -118,20 +118,59 @@ void signal_tree(const std::string& dir, int sig) {
   for (const auto& g : subtree(dir)) signal_listed(g, sig);
 }
 
-bool kill_tree(const std::string& dir, int timeout_ms) {
+bool kill_tree_step(const std::string& dir) {
   // Without cgroup.kill (v1, v2 before 5.14) a process may fork between our
   // read of cgroup.procs and its SIGKILL; its child then shows up on the next
-  // read. Loop until every group of the subtree lists nothing; pids.max
-  // bounds a fork bomb. A process it cannot see (pid 0) keeps it looping
-  // until the timeout: it is never signalled, and the caller learns that the
-  // group is not empty.
+  // read, so the caller steps until every group of the subtree lists
+  // nothing; pids.max bounds a fork bomb. A process it cannot see (pid 0)
+  // keeps the subtree non-empty: it is never signalled, and the caller
+  // learns that the group is not empty.
+  bool any = false;
+  for (const auto& g : subtree(dir)) any = signal_listed(g, SIGKILL) || any;
+  return !any;
+}
+
+bool remove_tree_step(const std::string& dir) {
+  // rmdir fails with EBUSY while a process is still in the group: a killed
+  // process leaves it only once it has fully exited. Kill again and let the
+  // caller retry, as crun does. Deepest first: a group with children is
+  // busy too.
+  for (const auto& g : subtree(dir)) {
+    if (::rmdir(g.c_str()) == 0 || errno == ENOENT) continue;
+    if (errno != EBUSY) fail_errno(Failure::Kind::system, "cannot remove cgroup " + g, g);
+    signal_listed(g, SIGKILL);
+    return false;
+  }
+  return true;
+}
+
+bool Group::kill_all(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    bool any = false;
-    for (const auto& g : subtree(dir)) any = signal_listed(g, SIGKILL) || any;
-    if (!any) return true;
+  while (!kill_step()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return true;
+}
+
+void Group::destroy() {
+  if (destroyed_) return;
+  kill_all(2000);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!remove_step()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      errno = EBUSY;
+      fail_errno(Failure::Kind::system, "cannot remove cgroup " + path(), path());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  destroyed_ = true;
+}
+
+void Group::destroy_quietly() noexcept {
+  try {
+    destroy();
+  } catch (...) {
   }
 }
 
@@ -196,21 +235,25 @@ std::vector<std::string> dead_runs(const std::string& parent) {
 void remove_tree(const std::string& dir) {
   // cgroup.kill (5.14+) kills the whole subtree at once; the pid loop is
   // for older kernels and v1.
-  if (fs::try_write_file(dir + "/cgroup.kill", "1") != 0) kill_tree(dir, 2000);
-  for (const auto& g : subtree(dir)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
+  bool killed = fs::try_write_file(dir + "/cgroup.kill", "1") == 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!(killed || kill_tree_step(dir)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  while (!remove_tree_step(dir)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      errno = EBUSY;
+      fail_errno(Failure::Kind::system, "cannot remove cgroup " + dir, dir);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
-void remove_dir(const std::string& dir, int timeout_ms,
-                const std::function<void()>& kill) {
-  // rmdir fails with EBUSY while a process is still in the group: a killed
-  // process leaves it only once it has fully exited. Retry, killing again in
-  // between, as crun does.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+void remove_dir(const std::string& dir) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
     if (errno != EBUSY || std::chrono::steady_clock::now() > deadline)
-      throw_errno(1, "cannot remove cgroup " + dir);
-    if (kill) kill();
+      fail_errno(Failure::Kind::system, "cannot remove cgroup " + dir, dir);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

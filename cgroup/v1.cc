@@ -24,8 +24,8 @@
 namespace memrun::cgroup {
 namespace {
 
-void make_dir(const std::string& dir, int exit_code) {
-  if (::mkdir(dir.c_str(), 0755) != 0) throw_errno(exit_code, "cannot create cgroup " + dir);
+void make_dir(const std::string& dir, Failure::Kind kind) {
+  if (::mkdir(dir.c_str(), 0755) != 0) fail_errno(kind, "cannot create cgroup " + dir, dir);
 }
 
 // memory.stat's hierarchical total_* keys under v2's names; rss includes
@@ -58,18 +58,13 @@ class V1Group : public Group {
   /// `ancestors_limit`: the lowest limit above the group, read once per run.
   V1Group(std::string mem, std::string pids, uint64_t ancestors_limit)
       : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit) {}
-  ~V1Group() override {
-    try {
-      destroy();
-    } catch (...) {
-    }
-  }
+  ~V1Group() override { destroy_quietly(); }
 
   void open_fds() {
     for (const auto& dir : {mem_, pids_}) {
       if (dir.empty()) continue;
       int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) throw_errno(1, "cannot open " + dir + "/cgroup.procs");
+      if (fd < 0) fail_errno(Failure::Kind::system, "cannot open " + dir + "/cgroup.procs", dir);
       fds_.push_back(fd);
     }
   }
@@ -127,37 +122,32 @@ class V1Group : public Group {
     if (!pids_.empty()) signal_tree(pids_, sig);
   }
 
-  bool kill_all(int timeout_ms) override {
+  bool kill_step() override {
     // Once empty, a group stays empty: only a member can fork into it. The
     // pids group is emptied too: it still holds a process that moved itself
     // out of its memory group.
-    if (!emptied_) {
-      if (!counted_) escaped_ = escaped(), counted_ = true;
-      emptied_ = kill_tree(mem_, timeout_ms) && (pids_.empty() || kill_tree(pids_, timeout_ms));
-      // No process is left to make a sub-group: the subtrees are final, and
-      // finish() and destroy() read them from here (the per-test path).
-      if (emptied_) {
-        mem_groups_ = subtree(mem_);
-        if (!pids_.empty()) pids_groups_ = subtree(pids_);
-      }
+    if (emptied_) return true;
+    if (!counted_) escaped_ = escaped(), counted_ = true;
+    bool mem_empty = kill_tree_step(mem_);
+    emptied_ = (pids_.empty() || kill_tree_step(pids_)) && mem_empty;
+    // No process is left to make a sub-group: the subtrees are final, and
+    // finish() reads them from here (the per-test path).
+    if (emptied_) {
+      mem_groups_ = subtree(mem_);
+      if (!pids_.empty()) pids_groups_ = subtree(pids_);
     }
     return emptied_;
   }
 
-  void destroy() override {
-    if (destroyed_) return;
-    kill_all(2000);
+  bool remove_step() override {
     for (int fd : fds_) ::close(fd);
     fds_.clear();
-    for (const auto& top : {mem_, pids_}) {
-      if (top.empty()) continue;
-      for (const auto& g : groups(top)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
-    }
-    destroyed_ = true;
+    bool gone = remove_tree_step(mem_);
+    return (pids_.empty() || remove_tree_step(pids_)) && gone;
   }
 
  private:
-  // The subtree of `top` (mem_ or pids_): as kill_all left it, or read now.
+  // The subtree of `top` (mem_ or pids_): as kill_step left it, or read now.
   std::vector<std::string> groups(const std::string& top) const {
     const auto& known = top == mem_ ? mem_groups_ : pids_groups_;
     return known.empty() ? subtree(top) : known;
@@ -185,7 +175,7 @@ class V1Group : public Group {
   std::string mem_, pids_;
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
-  bool emptied_ = false, destroyed_ = false;
+  bool emptied_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
   std::vector<std::string> mem_groups_, pids_groups_;  // the subtrees once emptied
   uint64_t escaped_ = 0;
@@ -196,7 +186,7 @@ class V1Backend : public Backend {
   V1Backend(const std::string& parent, const std::string& run_name) {
     run_ = parent + "/" + run_name;
     const auto& self = host().v1_self;
-    make_dir(run_, kExitNoEnforce);
+    make_dir(run_, Failure::Kind::cannot_enforce);
     top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
     ancestors_limit_ = effective_limit(run_, top_, "memory.limit_in_bytes");
     memsw_ = fs::exists(run_ + "/memory.memsw.limit_in_bytes");
@@ -220,10 +210,10 @@ class V1Backend : public Backend {
 
   std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
     if (limits.memory_high)
-      throw Error(1, "memory_high needs cgroup v2: v1 has no throttling limit");
+      throw Failure(Failure::Kind::unsupported, "memory_high needs cgroup v2: v1 has no throttling limit");
     std::string mem = run_ + "/" + name;
     std::string pids = pids_run_.empty() ? "" : pids_run_ + "/" + name;
-    make_dir(mem, 1);
+    make_dir(mem, Failure::Kind::system);
     if (!pids.empty() && ::mkdir(pids.c_str(), 0755) != 0) pids.clear();
     auto group = std::make_unique<V1Group>(mem, pids, ancestors_limit_);
     fs::write_file(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_max));
@@ -260,8 +250,8 @@ class V1Backend : public Backend {
   void close() override {
     if (closed_) return;
     closed_ = true;
-    if (!pids_run_.empty()) remove_dir(pids_run_, 2000, nullptr);
-    remove_dir(run_, 2000, nullptr);
+    if (!pids_run_.empty()) remove_dir(pids_run_);
+    remove_dir(run_);
   }
 
  private:

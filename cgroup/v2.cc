@@ -17,9 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <chrono>
 #include <sstream>
-#include <thread>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
@@ -56,7 +54,7 @@ std::vector<std::string> listing(const std::string& dir) {
 void make_room(const std::string& dir) {
   std::string leaf = dir + "/" + kLeaf;
   if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
-    throw_errno(kExitNoEnforce, "cannot create " + leaf);
+    fail_errno(Failure::Kind::cannot_enforce, "cannot create " + leaf, leaf);
   for (int round = 0; round < 100; ++round) {
     std::istringstream in(fs::read_file(dir + "/cgroup.procs").value_or(""));
     std::string pid;
@@ -79,7 +77,7 @@ void enable(const std::string& dir, const std::set<std::string>& want) {
     err = fs::try_write_file(dir + "/cgroup.subtree_control", cmd);
   }
   if (err)
-    throw Error(kExitNoEnforce,
+    throw Failure(Failure::Kind::cannot_enforce,
                 "cannot enable the " + cmd + " controllers in " + dir + ": " + std::strerror(err) +
                     " (cgroup v2 allows it only where the parent enabled them too, and only in a "
                     "cgroup without processes of its own); choose another --cgroup-parent");
@@ -106,17 +104,12 @@ class V2Group : public Group {
   V2Group(std::string path, bool has_kill, uint64_t ancestors_limit, std::vector<std::string> hugetlb_events)
       : path_(std::move(path)), has_kill_(has_kill), ancestors_limit_(ancestors_limit),
         hugetlb_events_(std::move(hugetlb_events)) {}
-  ~V2Group() override {
-    try {
-      destroy();
-    } catch (...) {
-    }
-  }
+  ~V2Group() override { destroy_quietly(); }
 
   void open_fds() {
     dir_fd_ = ::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     procs_fd_ = ::open((path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (dir_fd_ < 0 || procs_fd_ < 0) throw_errno(1, "cannot open cgroup " + path_);
+    if (dir_fd_ < 0 || procs_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open cgroup " + path_, path_);
   }
 
   const std::string& path() const override { return path_; }
@@ -174,35 +167,28 @@ class V2Group : public Group {
 
   void signal_all(int sig) override { signal_tree(path_, sig); }
 
-  bool kill_all(int timeout_ms) override {
+  bool kill_step() override {
     // Once empty, a group stays empty: only a member can fork into it.
-    if (!emptied_) emptied_ = kill_subtree(timeout_ms);
-    return emptied_;
-  }
-
-  bool kill_subtree(int timeout_ms) {
-    if (!has_kill_) return kill_tree(path_, timeout_ms);
-    // cgroup.kill (5.14+) kills the whole subtree atomically, forks included.
-    if (fs::try_write_file(path_ + "/cgroup.kill", "1") == ENOENT) return true;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto events = fs::read_keyed(path_ + "/cgroup.events");
-      if (events.empty() || events["populated"] == 0) return true;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (emptied_) return true;
+    if (!has_kill_) return emptied_ = kill_tree_step(path_);
+    // cgroup.kill (5.14+) kills the whole subtree atomically, forks
+    // included; the kernel sends the kill once per write, so a second write
+    // only repeats it. `populated` in cgroup.events covers the subtree.
+    if (!killed_) {
+      if (fs::try_write_file(path_ + "/cgroup.kill", "1") == ENOENT) return emptied_ = true;
+      killed_ = true;
     }
-    return false;
+    auto events = fs::read_keyed(path_ + "/cgroup.events");
+    return emptied_ = events.empty() || events["populated"] == 0;
   }
 
-  void destroy() override {
-    if (destroyed_) return;
-    kill_all(2000);
+  bool remove_step() override {
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
     dir_fd_ = procs_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
-    for (const auto& g : subtree(path_)) remove_dir(g, 2000, [&] { kill_tree(g, 100); });
-    destroyed_ = true;
+    return remove_tree_step(path_);
   }
 
  private:
@@ -211,7 +197,7 @@ class V2Group : public Group {
   uint64_t ancestors_limit_;
   std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1;
-  bool emptied_ = false, destroyed_ = false;
+  bool killed_ = false, emptied_ = false;
 };
 
 class V2Backend : public Backend {
@@ -222,7 +208,7 @@ class V2Backend : public Backend {
     if (has_word(parent + "/cgroup.controllers", "pids")) want.insert("pids");
     enable(parent, want);
     if (::mkdir(run_.c_str(), 0755) != 0)
-      throw_errno(kExitNoEnforce, "cannot create cgroup " + run_);
+      fail_errno(Failure::Kind::cannot_enforce, "cannot create cgroup " + run_, run_);
     try {
       enable(run_, want);
     } catch (...) {
@@ -249,7 +235,7 @@ class V2Backend : public Backend {
 
   std::unique_ptr<Group> create(const std::string& name, const Limits& limits) override {
     std::string dir = run_ + "/" + name;
-    if (::mkdir(dir.c_str(), 0755) != 0) throw_errno(1, "cannot create cgroup " + dir);
+    if (::mkdir(dir.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + dir, dir);
     auto group = std::make_unique<V2Group>(dir, has_kill_, ancestors_limit_, hugetlb_events_);
     fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
     if (limits.memory_high)
@@ -299,7 +285,7 @@ class V2Backend : public Backend {
   void close() override {
     if (closed_) return;
     closed_ = true;
-    remove_dir(run_, 2000, nullptr);
+    remove_dir(run_);
   }
 
  private:

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/plan.h"
 #include "runner/run.h"
 #include "runner/units.h"
@@ -22,12 +22,13 @@ uint64_t round_up(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; 
 // spec's business, not the requirement's).
 struct Probe {
   bool passed = true;
-  Result last;
+  Verdict last;     ///< of the last trial
+  bool limit_reached = false;
   /// Whether a failure was memory's doing: an OOM kill, or any failure
   /// after the kernel had to push usage back at the limit (a test that
   /// thrashes into its timeout, a program that handles its own allocation
   /// failure). Anything else is the test failing on its own.
-  bool for_memory() const { return last.outcome == Outcome::oom || last.kernel.limit_reached; }
+  bool for_memory() const { return last.outcome == Outcome::oom || limit_reached; }
 };
 
 // A probe that failed for another reason than memory ends the bisection:
@@ -53,11 +54,18 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
   for (int i = 0; i < trials && p.passed; ++i) {
     Plan plan = make_plan(specs, {}, run_dir);
     plan.tests[0].group = fmt::format("probe-{}", ++*runs);
-    RunObserver quiet;
-    auto results = run_plan(plan, backend, {}, quiet);
+    // Only the verdict and whether the kernel held usage at the limit
+    // matter here; the record goes with the plan.
+    struct LastTrial : RunObserver {
+      Probe& p;
+      explicit LastTrial(Probe& probe) : p(probe) {}
+      void test_done(size_t, const TestRecord& r) override {
+        p.last = r.verdict;
+        p.limit_reached = r.observed.kernel.limit_reached;
+      }
+    } observer(p);
+    auto results = run_plan(plan, backend, {}, observer);
     if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");
-    p.last = results.tests.at(0);
-    p.last.planned = nullptr;  // the plan is gone
     p.passed = p.last.outcome == Outcome::pass;
   }
   return p;
@@ -94,80 +102,110 @@ void parse_tolerance(const std::string& text, BisectOptions* o) {
   }
 }
 
-BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, const BisectOptions& o,
-                    std::FILE* out) {
-  BisectResult r;
-  auto show = [&](uint64_t limit, const Probe& p) {
-    fmt::print(out, "  probe {:>2}: limit {:>10} -> {:<8} peak {}\n", r.runs, format_size(limit),
+namespace {
+
+// One bisection: the probes it ran and the bounds they set, in steps.
+class Bisection {
+ public:
+  Bisection(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, const BisectOptions& o, std::FILE* out)
+      : test_(test), spec_(spec), backend_(backend), o_(o), out_(out) {}
+
+  /// Runs the test under `limit` (o.trials times), shows the probe, and
+  /// ends the bisection when a failure was not memory's.
+  Probe at(uint64_t limit, bool require_memory = true) {
+    Probe p = probe(test_, spec_, backend_, limit, o_.trials, o_.run_dir, &r.runs);
+    fmt::print(out_, "  probe {:>2}: limit {:>10} -> {:<8} peak {}\n", r.runs, format_size(limit),
                to_string(p.last.outcome), format_size(p.last.peak));
-    std::fflush(out);
-  };
-  // 1. Unconstrained (the top of the range): the kernel peak bounds the
-  //    requirement from above, and the working set estimate from below.
-  uint64_t top = o.high ? o.high : std::max<uint64_t>(4 * test.memory, 1ull << 30);
-  Probe first = probe(test, spec, backend, top, o.trials, o.run_dir, &r.runs);
-  show(top, first);
-  if (!first.passed)
-    throw Error(kExitTestFailed,
-                first.for_memory()
-                    ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test.name,
-                                  format_size(top), first.last.reason)
-                    : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there is "
-                                  "no limit to find; fix the test first",
-                                  test.name, format_size(top), first.last.reason));
-  r.first_peak = first.last.peak;
-  // 2. The peak itself usually passes; confirm it, else climb.
-  uint64_t hi = std::min(top, round_up(r.first_peak));
-  if (hi < top) {
-    Probe at_peak = probe(test, spec, backend, hi, o.trials, o.run_dir, &r.runs);
-    show(hi, at_peak);
-    require_memory_failure(test, hi, at_peak);
-    while (!at_peak.passed) {
+    std::fflush(out_);
+    if (require_memory) require_memory_failure(test_, limit, p);
+    return p;
+  }
+
+  /// 1. Unconstrained (the top of the range): the kernel peak bounds the
+  ///    requirement from above, and the working set estimate from below.
+  Probe unconstrained(uint64_t top) {
+    Probe first = at(top, false);
+    if (!first.passed)
+      throw Error(kExitTestFailed,
+                  first.for_memory()
+                      ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test_.name,
+                                    format_size(top), first.last.reason)
+                      : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there "
+                                    "is no limit to find; fix the test first",
+                                    test_.name, format_size(top), first.last.reason));
+    r.first_peak = first.last.peak;
+    return first;
+  }
+
+  /// 2. The peak itself usually passes; confirm it, else climb by 1/8.
+  ///    Returns the lowest limit known to pass.
+  uint64_t confirm_peak(uint64_t top) {
+    uint64_t hi = std::min(top, round_up(r.first_peak));
+    if (hi == top) return hi;
+    while (!at(hi).passed) {
       r.failing = hi;
       hi = std::min(top, round_up(hi + hi / 8));
       if (hi == top) break;  // passed already, in step 1
-      at_peak = probe(test, spec, backend, hi, o.trials, o.run_dir, &r.runs);
-      show(hi, at_peak);
-      require_memory_failure(test, hi, at_peak);
     }
+    return hi;
   }
-  auto tolerance = [&] {
-    return o.tolerance ? o.tolerance : std::max<uint64_t>(kPage, static_cast<uint64_t>(hi * o.tolerance_pct / 100));
-  };
-  // 3. A failing lower bound: from the working set estimate (what could not
-  //    be reclaimed), halving while it still passes. The page cache can
-  //    make the true minimum far lower than the peak: found, not assumed.
-  uint64_t lo = r.failing;
-  if (!lo) {
-    lo = std::max(o.low, round_up(first.last.working_set_peak / 10 * 9));
+
+  /// 3. A failing lower bound: from the working set estimate (what could
+  ///    not be reclaimed), halving while it still passes. The page cache can
+  ///    make the true minimum far lower than the peak: found, not assumed.
+  uint64_t failing_bound(uint64_t working_set, uint64_t& hi) {
+    if (r.failing) return r.failing;
+    uint64_t lo = std::max(o_.low, round_up(working_set / 10 * 9));
     if (lo >= hi) lo = round_up(hi - hi / 10);
-    while (hi - lo > tolerance()) {
-      Probe p = probe(test, spec, backend, lo, o.trials, o.run_dir, &r.runs);
-      show(lo, p);
-      require_memory_failure(test, lo, p);
-      if (!p.passed) {
+    while (hi - lo > tolerance(hi)) {
+      if (!at(lo).passed) {
         r.failing = lo;
         break;
       }
       hi = lo;
       lo = round_up(lo / 2);
     }
+    return lo;
   }
-  // 4. Bisection between the failing and the passing limit.
-  while (r.failing && hi - lo > tolerance()) {
-    uint64_t mid = round_up(lo + (hi - lo) / 2);
-    Probe p = probe(test, spec, backend, mid, o.trials, o.run_dir, &r.runs);
-    show(mid, p);
-    require_memory_failure(test, mid, p);
-    if (p.passed) {
-      hi = mid;
-    } else {
-      lo = mid;
-      r.failing = mid;
+
+  /// 4. Bisection between the failing and the passing limit.
+  uint64_t narrow(uint64_t lo, uint64_t hi) {
+    while (r.failing && hi - lo > tolerance(hi)) {
+      uint64_t mid = round_up(lo + (hi - lo) / 2);
+      if (at(mid).passed) {
+        hi = mid;
+      } else {
+        lo = mid;
+        r.failing = mid;
+      }
     }
+    return hi;
   }
-  r.minimum = hi;
-  return r;
+
+  BisectResult r;
+
+ private:
+  uint64_t tolerance(uint64_t hi) const {
+    return o_.tolerance ? o_.tolerance : std::max<uint64_t>(kPage, static_cast<uint64_t>(hi * o_.tolerance_pct / 100));
+  }
+  const TestSpec& test_;
+  const Spec& spec_;
+  cgroup::Backend& backend_;
+  const BisectOptions& o_;
+  std::FILE* out_;
+};
+
+}  // namespace
+
+BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, const BisectOptions& o,
+                    std::FILE* out) {
+  Bisection b(test, spec, backend, o, out);
+  uint64_t top = o.high ? o.high : std::max<uint64_t>(4 * test.memory, 1ull << 30);
+  Probe first = b.unconstrained(top);
+  uint64_t hi = b.confirm_peak(top);
+  uint64_t lo = b.failing_bound(first.last.working_set_peak, hi);
+  b.r.minimum = b.narrow(lo, hi);
+  return b.r;
 }
 
 void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets) {

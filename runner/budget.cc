@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "cgroup/fs.h"
+#include "runner/files.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -25,7 +25,7 @@ Budget default_budget(uint64_t mem_available, uint64_t room) {
 }
 
 uint64_t mem_available() {
-  std::istringstream in(fs::read_file("/proc/meminfo").value_or(""));
+  std::istringstream in(read_proc("/proc/meminfo"));
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("MemAvailable:", 0) != 0) continue;
     std::istringstream fields(line.substr(13));

@@ -3,38 +3,43 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <pugixml.hpp>
 #include <sstream>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/plot.h"
 #include "runner/report.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
 
-uint64_t u64(const nlohmann::ordered_json& t, const char* key) { return t.value(key, uint64_t{0}); }
+bool is_error(const TestRecord& t) {
+  return t.verdict.outcome == Outcome::error || t.verdict.outcome == Outcome::interrupted;
+}
 
 // What happened, in one line: "OOM-killed at 64.0 MiB (peak 64.0 MiB,
 // headroom 0 B)" or the reason memrun gave.
-std::string summary_of(const nlohmann::ordered_json& t) {
-  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(u64(t, "peak_bytes")),
-                                   format_size(u64(t, "limit_bytes")),
-                                   format_signed_size(t.value("headroom_bytes", int64_t{0})));
-  std::string outcome = t.value("outcome", "");
-  if (outcome == "oom") {
+std::string summary_of(const TestRecord& t) {
+  const Verdict& v = t.verdict;
+  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(v.peak), format_size(v.limit),
+                                   format_signed_size(v.headroom));
+  if (v.outcome == Outcome::oom) {
     std::string victims;
-    for (const auto& k : t.value("oom_victims", nlohmann::ordered_json::array()))
-      victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", k.value("name", ""),
-                             k.value("pid", 0), format_size(k.value("anon_rss_bytes", uint64_t{0})));
-    return fmt::format("OOM-killed at {} ({}){}", format_size(u64(t, "limit_bytes")), memory, victims);
+    for (const auto& k : t.observed.oom_victims)
+      victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", printable(k.name), k.pid,
+                             format_size(k.anon_rss));
+    return fmt::format("OOM-killed at {} ({}){}", format_size(v.limit), memory, victims);
   }
-  return t.value("reason", "") + (outcome == "error" || outcome == "interrupted" ? "" : " (" + memory + ")");
+  return v.reason + (is_error(t) ? "" : " (" + memory + ")");
 }
+
+}  // namespace
 
 // `text` shown literally in a Markdown table cell: every ASCII punctuation
 // character as a numeric character reference, which Markdown decodes to the
@@ -48,11 +53,6 @@ std::string markdown_literal(const std::string& text) {
     else out += static_cast<char>(c);
   }
   return out;
-}
-
-bool is_error(const nlohmann::ordered_json& t) {
-  std::string o = t.value("outcome", "");
-  return o == "error" || o == "interrupted";
 }
 
 // GitHub's workflow command escaping: data and property values.
@@ -77,69 +77,77 @@ std::string escape_property(const std::string& s) {
   return out;
 }
 
+namespace {
+
+// A testsuite per spec, made when the spec's first test comes; its counts
+// are added once every test is in.
+pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::string& spec,
+                         std::map<std::string, pugi::xml_node>& suite_of) {
+  auto it = suite_of.find(spec);
+  if (it != suite_of.end()) return it->second;
+  auto s = suites.append_child("testsuite");
+  s.append_attribute("name") = spec.c_str();
+  s.append_attribute("timestamp") = iso(info.started).c_str();
+  auto props = s.append_child("properties");
+  for (const auto& [k, v] : {std::pair{"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"kernel", info.kernel}}) {
+    auto p = props.append_child("property");
+    p.append_attribute("name") = k;
+    p.append_attribute("value") = v.c_str();
+  }
+  return suite_of[spec] = s;
+}
+
+void add_property(pugi::xml_node props, const char* name, const std::string& value) {
+  auto p = props.append_child("property");
+  p.append_attribute("name") = name;
+  p.append_attribute("value") = value.c_str();
+}
+
+std::string breakdown_text(const cgroup::Breakdown& b) {
+  return fmt::format("{{\"anon\":{},\"file\":{},\"kernel\":{},\"shmem\":{},\"sock\":{}}}", b.anon, b.file, b.kernel,
+                     b.shmem, b.sock);
+}
+
 }  // namespace
 
-std::string junit_xml(const nlohmann::ordered_json& report) {
+std::string junit_xml(const RunInfo& info, const EachRecord& records) {
   pugi::xml_document doc;
   auto decl = doc.append_child(pugi::node_declaration);
   decl.append_attribute("version") = "1.0";
   decl.append_attribute("encoding") = "UTF-8";
   auto suites = doc.append_child("testsuites");
   suites.append_attribute("name") = "memrun";
-  // A testsuite per spec, in the report's order.
-  std::vector<std::string> specs;
   std::map<std::string, pugi::xml_node> suite_of;
-  size_t failures = 0, errors = 0;
+  size_t tests = 0, failures = 0, errors = 0;
   double total_time = 0;
-  const auto& host = report["host"];
-  for (const auto& t : report["tests"]) {
-    std::string spec = t.value("spec", "");
-    if (!suite_of.count(spec)) {
-      auto s = suites.append_child("testsuite");
-      s.append_attribute("name") = spec.c_str();
-      s.append_attribute("timestamp") = report.value("started", "").c_str();
-      auto props = s.append_child("properties");
-      for (const char* k : {"backend", "cgroup_mode", "kernel"}) {
-        auto p = props.append_child("property");
-        p.append_attribute("name") = k;
-        p.append_attribute("value") = host.value(k, "").c_str();
-      }
-      suite_of[spec] = s;
-      specs.push_back(spec);
-    }
-    auto suite = suite_of[spec];
-    auto c = suite.append_child("testcase");
-    double time = t.value("duration_s", 0.0);
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    auto c = suite_for(suites, info, t.test.spec, suite_of).append_child("testcase");
+    double time = t.observed.duration_s;
+    ++tests;
     total_time += time;
-    c.append_attribute("name") = t.value("name", "").c_str();
-    c.append_attribute("classname") = spec.c_str();
-    c.append_attribute("file") = spec.c_str();
-    c.append_attribute("line") = t.value("line", 0);
+    c.append_attribute("name") = t.test.name.c_str();
+    c.append_attribute("classname") = t.test.spec.c_str();
+    c.append_attribute("file") = t.test.spec.c_str();
+    c.append_attribute("line") = t.test.line;
     c.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
     auto props = c.append_child("properties");
-    for (const char* k : {"limit_bytes", "peak_bytes", "headroom_bytes", "oom_kills"}) {
-      auto p = props.append_child("property");
-      p.append_attribute("name") = k;
-      p.append_attribute("value") = t.contains(k) ? t[k].dump().c_str() : "0";
-    }
-    auto outcome = props.append_child("property");
-    outcome.append_attribute("name") = "outcome";
-    outcome.append_attribute("value") = t.value("outcome", "").c_str();
-    if (!t.value("passed", false)) {
+    add_property(props, "limit_bytes", std::to_string(v.limit));
+    add_property(props, "peak_bytes", std::to_string(v.peak));
+    add_property(props, "headroom_bytes", std::to_string(v.headroom));
+    add_property(props, "oom_kills", std::to_string(t.observed.kernel.oom_kills));
+    add_property(props, "outcome", to_string(v.outcome));
+    if (!v.passed) {
       bool error = is_error(t);
       (error ? errors : failures)++;
       auto f = c.append_child(error ? "error" : "failure");
       f.append_attribute("message") = summary_of(t).c_str();
-      f.append_attribute("type") = t.value("outcome", "").c_str();
-      f.text() = (t.value("reason", "") + "\nbreakdown at the highest sample: " +
-                  t.value("breakdown_at_peak", nlohmann::ordered_json::object()).dump())
-                     .c_str();
+      f.append_attribute("type") = to_string(v.outcome);
+      f.text() = (v.reason + "\nbreakdown at the highest sample: " + breakdown_text(t.observed.at_peak)).c_str();
     }
-    std::string tail = t.value("log_tail", "");
-    if (!tail.empty()) c.append_child("system-out").text() = tail.c_str();
-  }
-  for (const auto& spec : specs) {
-    auto s = suite_of[spec];
+    if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
+  });
+  for (auto s : suites.children("testsuite")) {
     size_t n = 0, f = 0, e = 0;
     double time = 0;
     for (auto c : s.children("testcase")) {
@@ -154,7 +162,7 @@ std::string junit_xml(const nlohmann::ordered_json& report) {
     s.append_attribute("skipped") = 0;
     s.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
   }
-  suites.append_attribute("tests") = report["tests"].size();
+  suites.append_attribute("tests") = tests;
   suites.append_attribute("failures") = failures;
   suites.append_attribute("errors") = errors;
   suites.append_attribute("time") = fmt::format("{:.3f}", total_time).c_str();
@@ -163,54 +171,56 @@ std::string junit_xml(const nlohmann::ordered_json& report) {
   return out.str();
 }
 
-std::string markdown_table(const nlohmann::ordered_json& report) {
+std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   std::string out = "| verdict | test | outcome | peak | limit | headroom |\n|---|---|---|---:|---:|---:|\n";
-  for (const auto& t : report["tests"]) {
-    bool passed = t.value("passed", false);
-    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", passed ? "✅ pass" : "❌ FAIL", markdown_literal(t.value("name", "")),
-                       t.value("outcome", ""), format_size(u64(t, "peak_bytes")), format_size(u64(t, "limit_bytes")),
-                       format_signed_size(t.value("headroom_bytes", int64_t{0})), t.value("headroom_pct", 0.0));
-  }
-  const auto& s = report["summary"];
-  out += fmt::format("\n**memrun**: {} passed, {} failed ({} backend, kernel {})\n", s.value("passed", 0),
-                     s.value("failed", 0), report["host"].value("backend", ""), report["host"].value("kernel", ""));
+  Tally tally;
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    tally.add(v);
+    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
+                       markdown_literal(t.test.name), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
+                       format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
+  });
+  out += fmt::format("\n**memrun**: {} passed, {} failed ({} backend, kernel {})\n", tally.passed, tally.failed(),
+                     info.backend, info.kernel);
   return out;
 }
 
-std::string github_annotations(const nlohmann::ordered_json& report) {
+std::string github_annotations(const EachRecord& records) {
   std::string out;
-  for (const auto& t : report["tests"]) {
-    if (t.value("passed", false)) continue;
-    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.value("spec", "")),
-                       t.value("line", 0), escape_property("memrun: " + t.value("name", "")),
-                       escape_data(summary_of(t)));
-  }
+  records([&](const TestRecord& t) {
+    if (t.verdict.passed) return;
+    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.test.spec), t.test.line,
+                       escape_property("memrun: " + t.test.name), escape_data(summary_of(t)));
+  });
   return out;
 }
 
-namespace {
 bool under_github_actions() {
   const char* gha = std::getenv("GITHUB_ACTIONS");
   return gha && std::string(gha) == "true";
 }
-}  // namespace
+
+void append_step_summary(const std::string& markdown) {
+  const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+  if (!summary || !*summary) return;
+  // The step summary is shared by every command of the step: append.
+  std::ofstream out(summary, std::ios::app);
+  out << markdown;
+  if (!out) throw Error(kExitUsage, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
+}
 
 bool ci_outputs_wanted(const CiOutputs& o) {
   return !o.junit.empty() || !o.markdown.empty() || !o.html.empty() || under_github_actions();
 }
 
-void write_ci_outputs(const nlohmann::ordered_json& report, const CiOutputs& outputs) {
-  if (!outputs.junit.empty()) write_atomically(outputs.junit, junit_xml(report));
-  if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown_table(report));
-  if (!outputs.html.empty()) write_atomically(outputs.html, html_report(report));
+void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs) {
+  if (!outputs.junit.empty()) write_atomically(outputs.junit, junit_xml(info, records));
+  if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown_table(info, records));
+  if (!outputs.html.empty()) write_atomically(outputs.html, html_report(info, records));
   if (!under_github_actions()) return;
-  fmt::print("{}", github_annotations(report));
-  if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
-    // The step summary is shared by every command of the step: append.
-    std::ofstream out(summary, std::ios::app);
-    out << markdown_table(report);
-    if (!out) throw Error(kExitUsage, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
-  }
+  fmt::print("{}", github_annotations(records));
+  append_step_summary(markdown_table(info, records));
 }
 
 }  // namespace memrun

@@ -1,10 +1,11 @@
-// Reports for CI systems, made from the JSON report (so that `memrun merge`
-// produces them the same way as a single run): JUnit XML for test tabs, a
-// Markdown table for step summaries, GitHub Actions annotations.
+// Reports for CI systems, made from records (a run's, or a merged report's:
+// `memrun merge` produces them the same way as a single run): JUnit XML for
+// test tabs, a Markdown table for step summaries, GitHub Actions annotations.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "runner/report_json.h"
 
 namespace memrun {
 
@@ -12,14 +13,30 @@ namespace memrun {
 /// testsuite per spec, a testcase per test with `failure` (a verdict that
 /// did not pass) or `error` (could not start, interrupted), the log tail in
 /// system-out, and limit, peak and headroom as properties.
-std::string junit_xml(const nlohmann::ordered_json& report);
+std::string junit_xml(const RunInfo& info, const EachRecord& records);
 
 /// A Markdown table: verdict, name, peak, limit, headroom; and a summary line.
-std::string markdown_table(const nlohmann::ordered_json& report);
+std::string markdown_table(const RunInfo& info, const EachRecord& records);
 
 /// One `::error file=SPEC,line=N,title=...::message` line per test that did
 /// not pass, for GitHub Actions to show at the test's line in the spec.
-std::string github_annotations(const nlohmann::ordered_json& report);
+std::string github_annotations(const EachRecord& records);
+
+/// `text` shown literally in a Markdown table cell: ASCII punctuation as
+/// numeric character references (never read as syntax), line breaks as
+/// spaces.
+std::string markdown_literal(const std::string& text);
+
+/// GitHub's workflow command escaping, of a message and of a property
+/// (file=, title=).
+std::string escape_data(const std::string& s);
+std::string escape_property(const std::string& s);
+
+/// True under GitHub Actions (GITHUB_ACTIONS=true).
+bool under_github_actions();
+
+/// Appends `markdown` to $GITHUB_STEP_SUMMARY, when it is set.
+void append_step_summary(const std::string& markdown);
 
 /// Where the CI outputs go; empty paths are not written.
 struct CiOutputs {
@@ -35,6 +52,6 @@ bool ci_outputs_wanted(const CiOutputs& outputs);
 /// Writes the requested outputs atomically; under GitHub Actions
 /// (GITHUB_ACTIONS=true) also prints the annotations to stdout and appends
 /// the table to $GITHUB_STEP_SUMMARY.
-void write_ci_outputs(const nlohmann::ordered_json& report, const CiOutputs& outputs);
+void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs);
 
 }  // namespace memrun

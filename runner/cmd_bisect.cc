@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/bisect.h"
 #include "runner/command.h"
 #include "runner/units.h"

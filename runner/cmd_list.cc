@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/units.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/merge.h"
 
@@ -30,15 +30,15 @@ std::string regex_literal(const std::string& text) {
 }  // namespace
 
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
-  auto report = read_report(report_path);
-  std::vector<const nlohmann::ordered_json*> found;
-  for (const auto& t : report["tests"])
-    if (t.value("name", "") == name && (spec.empty() || t.value("spec", "") == spec)) found.push_back(&t);
+  ReportData report = read_report(report_path);
+  std::vector<const TestIdentity*> found;
+  for (const auto& t : report.tests)
+    if (t.test.name == name && (spec.empty() || t.test.spec == spec)) found.push_back(&t.test);
   if (found.empty())
     throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
   if (found.size() > 1) {
     std::string specs;
-    for (const auto* t : found) specs += "\n  " + t->value("spec", "");
+    for (const auto* t : found) specs += "\n  " + t->spec;
     throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
                                 "\nsay which with --spec SPEC");
   }
@@ -47,13 +47,11 @@ int repro_command(const std::string& report_path, const std::string& name, const
   // literally and whole: the line reruns exactly this test, whatever its
   // name, paths or environment hold.
   std::string env;
-  const auto vars = t.value("env", nlohmann::ordered_json::object());
-  for (const auto& [k, v] : vars.items()) env += shell_quote(k + "=" + v.get<std::string>()) + " ";
-  fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.value("cwd", ".")),
-             env.empty() ? "" : "env ", env, shell_quote(t.value("spec", "")),
-             shell_quote("^" + regex_literal(name) + "$"),
-             shell_quote(name + ".memory=" + std::to_string(t.value("requested_limit_bytes", uint64_t{0}))),
-             shell_quote(report["host"].value("backend", "auto")));
+  for (const auto& [k, v] : t.env) env += shell_quote(k + "=" + v) + " ";
+  const std::string& backend = report.info.backend.empty() ? "auto" : report.info.backend;
+  fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.info.cwd),
+             env.empty() ? "" : "env ", env, shell_quote(t.spec), shell_quote("^" + regex_literal(name) + "$"),
+             shell_quote(name + ".memory=" + std::to_string(t.requested_limit)), shell_quote(backend));
   return kExitOk;
 }
 

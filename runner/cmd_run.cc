@@ -7,16 +7,22 @@
 
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
+#include <sstream>
 
 #include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/bisect.h"
 #include "runner/budget.h"
 #include "runner/command.h"
+#include "runner/files.h"
 #include "runner/live.h"
 #include "runner/report.h"
 #include "runner/run.h"
 #include "runner/units.h"
+
+extern char** environ;
 
 namespace memrun {
 namespace {
@@ -42,31 +48,55 @@ class Outputs : public RunObserver {
  public:
   Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan)
       : out_(out), console_(console), live_(live), report_(report), plan_(plan) {}
-  void setup_done(const SetupResult& s) override {
+  void setup_done(const SetupRecord& s) override {
     if (live_) live_->clear();
     console_.setup(s);
     std::fflush(out_);
     if (report_) report_->add_setup(s);
   }
-  void test_done(const Result& r) override {
+  void test_done(size_t index, const TestRecord& r) override {
     if (live_) {
       live_->clear();
       live_->finished(r);
     }
-    console_.test(r);
-    std::fflush(out_);
-    if (report_) report_->add_test(static_cast<size_t>(r.planned - plan_.tests.data()), r);
+    const PlannedTest& p = plan_.tests[index];
+    if (p.runs == 1) return emit(index, r);
+    // --repeat: the runs of a test make one record, once all are in.
+    auto& runs = pending_[p.first];
+    runs.emplace(p.run, r);
+    if (static_cast<int>(runs.size()) == p.runs) flush(p.first);
   }
+  /// The runs of tests that never got all of theirs (--fail-fast, a
+  /// signal): what came, as one record each.
+  void flush_all() {
+    while (!pending_.empty()) flush(pending_.begin()->first);
+  }
+  const Tally& tally() const { return tally_; }
   void tick(const std::vector<Progress>& running) override {
     if (live_) live_->update(running);
   }
 
  private:
+  void emit(size_t index, const TestRecord& r) {
+    console_.test(r);
+    std::fflush(out_);
+    tally_.add(r.verdict);
+    if (report_) report_->add_test(index, r);
+  }
+  void flush(size_t first) {
+    std::vector<TestRecord> runs;
+    for (auto& [run, record] : pending_.at(first)) runs.push_back(std::move(record));
+    pending_.erase(first);
+    emit(first, combine_runs(std::move(runs)));
+  }
+
   std::FILE* out_;
   const Console& console_;
   LiveView* live_;
   Report* report_;  // null when no report is asked for
   const Plan& plan_;
+  Tally tally_;
+  std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
 };
 
 // True when `path` is this process's stdout (/dev/stdout, /proc/self/fd/1,
@@ -129,9 +159,49 @@ void choose_budget(const Options& o, const cgroup::Backend& backend, RunOptions&
   if (!ro.budget && o.jobs > 1) ro.budget = default_budget(mem_available(), backend.room());
 }
 
+// memrun's own high-water mark, which the footprint benchmark reads: it
+// must stay flat. VmHWM, not getrusage's ru_maxrss: the latter keeps the
+// peak of the image memrun was exec'd from (a Python parent's, say).
+uint64_t own_max_rss() {
+  std::istringstream in(read_proc("/proc/self/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+
+// A figure of /proc/meminfo in bytes ("SwapTotal:  1024 kB"), 0 if absent.
+uint64_t meminfo(const std::string& meminfo_text, const std::string& key) {
+  auto at = meminfo_text.find(key + ":");
+  return at == std::string::npos ? 0 : std::strtoull(meminfo_text.c_str() + at + key.size() + 1, nullptr, 10) * 1024;
+}
+
+// What else changes a test's figures: a comparison of two reports warns
+// when these differ (compare.h).
+Environment this_environment() {
+  Environment e;
+  // "always [madvise] never": the bracketed word is the mode.
+  std::string thp = read_proc("/sys/kernel/mm/transparent_hugepage/enabled");
+  auto open = thp.find('['), close = thp.find(']');
+  e.thp = open != std::string::npos && close > open ? thp.substr(open + 1, close - open - 1) : "unknown";
+  std::string mem = read_proc("/proc/meminfo");
+  e.swap_bytes = meminfo(mem, "SwapTotal");
+  e.memory_bytes = meminfo(mem, "MemTotal");
+  e.cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  for (char** v = environ; *v; ++v) {
+    std::string kv = *v, key = kv.substr(0, kv.find('='));
+    for (const char* prefix : {"MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD", "JE_MALLOC_CONF", "_RJEM_MALLOC_CONF",
+                               "MIMALLOC_", "TCMALLOC_"})
+      if (key.rfind(prefix, 0) == 0) e.allocator_env[key] = kv.substr(key.size() + 1);
+  }
+  return e;
+}
+
 RunInfo run_info(const std::string& run_id, const std::string& run_dir, const cgroup::Backend& backend,
                  const Selection& selection, const RunOptions& ro) {
   RunInfo info;
+  info.memrun_version = MEMRUN_VERSION;
+  info.environment = this_environment();
+  info.cwd = std::filesystem::current_path().string();
   info.run_id = run_id;
   info.run_dir = run_dir;
   info.backend = backend.name();
@@ -149,10 +219,11 @@ RunInfo run_info(const std::string& run_id, const std::string& run_dir, const cg
 }
 
 // The lines a run starts with: what runs where, and how many at once.
-void announce(std::FILE* con, const Options& o, const Plan& plan, const RunInfo& info, const RunOptions& ro) {
-  fmt::print(con, "memrun {}: {} test{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION,
-             plan.tests.size(), plan.tests.size() == 1 ? "" : "s", info.backend, info.cgroup_mode, info.kernel,
-             info.run_dir);
+void announce(std::FILE* con, const Options& o, size_t tests, const RunInfo& info, const RunOptions& ro) {
+  int runs = std::max(1, o.selection.repeat);
+  fmt::print(con, "memrun {}: {} test{}{} on {} backend ({} cgroups), kernel {}; logs in {}\n", MEMRUN_VERSION, tests,
+             tests == 1 ? "" : "s", runs > 1 ? fmt::format(", {} runs each", runs) : "", info.backend,
+             info.cgroup_mode, info.kernel, info.run_dir);
   if (o.verbose) fmt::print(con, "cgroups below {}\n", info.cgroup_path);
   if (ro.jobs < o.jobs)
     fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to 10 descriptors); running {} "
@@ -177,7 +248,7 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, c
     }
   };
   if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
-  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(report->json(info), o.ci); });
+  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(info, report->records(), o.ci); });
   return unwritten;
 }
 
@@ -194,6 +265,15 @@ int run_command(const Options& o) {
   if (plan.tests.empty() && selection.shard_count == 0)
     throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
   RunOptions ro = run_options(o, selection);
+  // The baseline is read before anything runs: a bad one found after the
+  // tests ran would cost their comparison.
+  std::optional<ReportData> baseline;
+  if (!o.baseline.empty()) {
+    check_comparing(o.comparing);
+    baseline = read_report(o.baseline);
+  }
+  size_t tests = static_cast<size_t>(
+      std::count_if(plan.tests.begin(), plan.tests.end(), [](const PlannedTest& p) { return p.run == 1; }));
 
   auto backend = cgroup::open({kind_of(o.backend), o.cgroup_parent, "memrun-" + run_id});
   std::error_code ec;
@@ -207,7 +287,7 @@ int run_command(const Options& o) {
   size_t width = 4;
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
   Console console(con, want_color(con), width);
-  announce(con, o, plan, info, ro);
+  announce(con, o, tests, info, ro);
   std::optional<LiveView> view;
   if (con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
     view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
@@ -216,25 +296,38 @@ int run_command(const Options& o) {
   }
   // A report nobody asked for is not rendered: that is work on every test.
   std::optional<Report> report;
-  if (!o.json.empty() || ci_outputs_wanted(o.ci)) report.emplace(run_dir);
+  if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
   Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
   auto run = run_plan(plan, *backend, ro, observer);
+  observer.flush_all();
   if (view) view->clear();
   // What cannot be removed is said, and the report is written all the same.
   try {
     backend->close();
-  } catch (const Error& e) {
+  } catch (const cgroup::Failure& e) {
     info.cleanup_error = e.what();
     fmt::print(stderr, "memrun: cleanup: {} ('memrun gc' removes it once nothing holds it)\n", e.what());
   }
   info.ended = std::chrono::system_clock::now();
-  info.interrupted_by = run.interrupted_by;
-  console.summary(run.tests, plan.tests.size(), info.interrupted_by);
+  if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
+  info.memrun_max_rss = own_max_rss();
+  console.summary(observer.tally(), tests, info.interrupted_by);
   auto unwritten = write_outputs(o, report ? &*report : nullptr, info);
+  int compared = kExitOk;
+  if (baseline && !run.interrupted_by) {
+    ReportData head{info, {}, {}};
+    report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
+    try {
+      compared = compare_and_report(*baseline, o.baseline, head, o.comparing, o.ci.markdown, con);
+    } catch (const Error& e) {
+      unwritten.push_back(e.what());
+    }
+  }
   for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
-  if (info.interrupted_by) return 128 + info.interrupted_by;
+  if (run.interrupted_by) return 128 + run.interrupted_by;
   if (!unwritten.empty()) return kExitUsage;
-  return exit_code_for(run.tests, plan.tests.size());
+  int verdicts = exit_code_for(observer.tally(), tests);
+  return verdicts != kExitOk ? verdicts : compared;
 }
 
 }  // namespace memrun

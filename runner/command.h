@@ -9,9 +9,17 @@
 #include "cgroup/cgroup.h"
 #include "runner/ci_report.h"
 #include "runner/plan.h"
+#include "runner/report_json.h"
 #include "runner/spec.h"
 
 namespace memrun {
+
+/// How a comparison is made and where it goes (`memrun compare`, `--baseline`).
+struct Comparing {
+  std::string max_increase = "10%, 1MiB";  ///< --max-increase: unless a test's spec says
+  std::string gate = "auto";               ///< --gate auto|peak|working-set
+  std::string json, junit, markdown;       ///< `memrun compare --json/--junit/--markdown`
+};
 
 /// Every flag of `memrun SPEC...`, one field each.
 struct Options {
@@ -35,6 +43,8 @@ struct Options {
   std::string max_log = "64MiB";  ///< --max-log, "0" for no cap
   std::string grace = "5s";       ///< --grace
   std::string live = "auto";      ///< --live auto|on|off
+  std::string baseline;           ///< --baseline: a report to compare this run with
+  Comparing comparing;            ///< --max-increase, --gate (with --baseline)
 };
 
 /// What `--backend NAME` asks for.
@@ -61,6 +71,19 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
 
 /// memrun repro REPORT NAME [--spec SPEC]: the shell line that reruns one test.
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec);
+
+/// memrun compare BASE HEAD: what changed between two reports, with CI
+/// outputs; 1 when a test regressed.
+int compare_command(const std::string& base_path, const std::string& head_path, const Comparing& comparing);
+
+/// Checks --max-increase and --gate; throws Error(kExitUsage) when wrong.
+void check_comparing(const Comparing& comparing);
+
+/// Compares a run's `head` with `base` (read from `base_path`), prints it,
+/// and writes it where GitHub Actions asks and to `markdown_path` (appended)
+/// when given. Returns 1 when a test regressed.
+int compare_and_report(const ReportData& base, const std::string& base_path, const ReportData& head,
+                       const Comparing& comparing, const std::string& markdown_path, std::FILE* console);
 
 /// memrun gc: removes what dead runs left.
 int gc_command(const Options& o);

@@ -7,16 +7,15 @@
 #include <sstream>
 
 #include "cgroup/error.h"
-#include "cgroup/fs.h"  // /proc/swaps
+#include "runner/error.h"
+#include "runner/files.h"
 #include "runner/units.h"
 
 namespace memrun {
 namespace {
 
-std::string yes_no(bool b, const std::string& no_text = "no") { return b ? "yes" : no_text; }
-
 bool has_swap() {
-  std::istringstream in(fs::read_file("/proc/swaps").value_or(""));
+  std::istringstream in(read_proc("/proc/swaps"));
   std::string line;
   std::getline(in, line);  // header
   return static_cast<bool>(std::getline(in, line));
@@ -80,7 +79,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     fmt::print(out, "\nmemory limits can be enforced here: made a test group in {}, set {}, read it back.\n",
                v.parent, format_size(limit));
     return kExitOk;
-  } catch (const Error& e) {
+  } catch (const cgroup::Failure& e) {
     fmt::print(out, "\ncannot enforce memory limits: {}\n", e.what());
     return kExitNoEnforce;
   }

@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 
 namespace memrun {
 
@@ -75,6 +76,66 @@ std::string log_tail(const std::string& path, size_t max_lines) {
   }
   if (buf[pos] == '\n') ++pos;
   return buf.substr(pos);
+}
+
+std::string read_proc(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[8192];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+int write_proc(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ssize_t n;
+  do n = ::write(fd, value.data(), value.size());
+  while (n < 0 && errno == EINTR);
+  int err = n < 0 ? errno : 0;
+  ::close(fd);
+  return err;
+}
+
+namespace {
+
+uint64_t evict_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return 0;
+  struct stat st {};
+  uint64_t size = 0;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    // DONTNEED skips dirty pages: a file just written (by a setup, say)
+    // must reach the disk first, or part of its cache stays.
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    size = static_cast<uint64_t>(st.st_size);
+  }
+  ::close(fd);
+  return size;
+}
+
+}  // namespace
+
+uint64_t evict_page_cache(const std::vector<std::string>& paths) {
+  uint64_t bytes = 0;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) {
+      bytes += evict_file(path);
+      continue;
+    }
+    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file(ec)) bytes += evict_file(it->path().string());
+  }
+  return bytes;
 }
 
 }  // namespace memrun

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace memrun {
 
@@ -16,6 +17,19 @@ using Sink = std::function<void(const std::string&)>;
 void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
 /// The same for a text at hand.
 void write_atomically(const std::string& path, const std::string& text);
+
+/// A small file of /proc (meminfo, swaps, our own status), whole; empty
+/// when it cannot be read.
+std::string read_proc(const std::string& path);
+/// Writes `value` to a /proc file with one write(2), as procfs wants;
+/// returns the errno, 0 on success.
+int write_proc(const std::string& path, const std::string& value);
+
+/// Drops the page cache of `paths` (files, or every file below a folder):
+/// written back, then POSIX_FADV_DONTNEED, which evicts the clean pages no
+/// process maps. What cannot be opened is skipped (the test will say).
+/// Returns the bytes of the files it went over.
+uint64_t evict_page_cache(const std::vector<std::string>& paths);
 
 /// The last `max_lines` lines of a log file (at most 4 KiB are read).
 std::string log_tail(const std::string& path, size_t max_lines);

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 
 namespace memrun {
 namespace {

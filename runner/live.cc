@@ -21,9 +21,9 @@ LiveView::LiveView(std::FILE* out, size_t total, int jobs, std::optional<uint64_
                    std::map<std::string, double> timings)
     : out_(out), total_(total), jobs_(std::max(1, jobs)), budget_(budget), timings_(std::move(timings)) {}
 
-void LiveView::finished(const Result& r) {
+void LiveView::finished(const TestRecord& r) {
   ++done_;
-  done_seconds_ += r.duration_s;
+  done_seconds_ += r.observed.duration_s;
 }
 
 std::vector<std::string> LiveView::render(const std::vector<Progress>& running, size_t width) const {

@@ -31,7 +31,7 @@ class LiveView {
   /// printing anything else, and at the end.
   void clear();
   /// Counts a finished test, for done/total and the ETA.
-  void finished(const Result& r);
+  void finished(const TestRecord& r);
 
   /// The view's text for `running` at `width` columns, one string per line
   /// (no control characters); the seam for tests.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/doctor.h"
 
@@ -19,12 +20,26 @@ namespace {
 /// the arguments of each.
 struct Cli {
   Options o;
-  CLI::App *doctor = nullptr, *gc = nullptr, *list = nullptr, *merge = nullptr, *bisect = nullptr, *repro = nullptr;
+  CLI::App *doctor = nullptr, *gc = nullptr, *list = nullptr, *merge = nullptr, *bisect = nullptr, *repro = nullptr,
+           *compare = nullptr;
   std::vector<std::string> list_specs, merge_inputs, bisect_words;
   std::string merge_output, bisect_test, bisect_range, bisect_tolerance;
   int bisect_trials = 1;
   std::string repro_report, repro_name, repro_spec;
+  std::string compare_base, compare_head;
+  Comparing comparing;  ///< of `memrun compare`
 };
+
+// How a comparison judges: shared by `memrun compare` and --baseline.
+void add_comparing_flags(CLI::App& app, Comparing& c) {
+  app.add_option("--max-increase", c.max_increase,
+                 "how much more memory than the base is not yet a regression: N%, SIZE, or both (the larger wins; "
+                 "default '10%, 1MiB'); a test's `max_increase:` overrides it");
+  app.add_option("--gate", c.gate,
+                 "the figure compared: auto (the working set where both reports subtracted page cache and the "
+                 "test declares no inputs; else the kernel peak), peak, working-set")
+      ->check(CLI::IsMember({"auto", "peak", "working-set"}));
+}
 
 // The flags of `memrun SPEC...` (doctor, gc and bisect share --backend and
 // --cgroup-parent through fallthrough).
@@ -66,6 +81,15 @@ void add_run_flags(CLI::App& app, Options& o) {
                  "a second signal kills at once");
   app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--repeat", o.selection.repeat,
+                 "run each test N times, each in a fresh cgroup; the report keeps every run's figures, and "
+                 "comparisons use their spread as the noise bound")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--baseline", o.baseline,
+                 "a report of the base branch (--json): compare this run with it at the end; exit 1 when a test "
+                 "regressed beyond --max-increase")
+      ->check(CLI::ExistingFile);
+  add_comparing_flags(app, o.comparing);
 
 }
 
@@ -95,6 +119,15 @@ void add_commands(CLI::App& app, Cli& c) {
   bisect->add_option("--tolerance", c.bisect_tolerance, "stop when the range is this narrow: a size or N% (default 1%)");
   bisect->add_option("--trials", c.bisect_trials, "runs per probe; a probe passes when all do (flaky tests)");
   bisect->fallthrough();
+  auto* compare = c.compare = app.add_subcommand(
+      "compare", "what a change did to memory: compare a head report with a base report, test by test; exit 1 "
+                 "when a test regressed");
+  compare->add_option("base", c.compare_base, "the base branch's JSON report")->required()->check(CLI::ExistingFile);
+  compare->add_option("head", c.compare_head, "the JSON report to judge")->required()->check(CLI::ExistingFile);
+  compare->add_option("--markdown", c.comparing.markdown, "write the comparison as Markdown (a table for a pull request)");
+  compare->add_option("--json", c.comparing.json, "write the comparison as JSON (schema memrun-compare/1)");
+  compare->add_option("--junit", c.comparing.junit, "write JUnit XML: a failure per regression");
+  add_comparing_flags(*compare, c.comparing);
   auto* repro = c.repro = app.add_subcommand("repro", "print the command line that reruns one test of a report alone");
   repro->add_option("report", c.repro_report, "a JSON report")->required()->check(CLI::ExistingFile);
   repro->add_option("name", c.repro_name, "the test's name")->required();
@@ -110,6 +143,7 @@ int dispatch(const Cli& c) {
   if (*c.repro) return repro_command(c.repro_report, c.repro_name, c.repro_spec);
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
+  if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
   if (o.specs.empty()) {
     fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
     return kExitUsage;
@@ -125,6 +159,10 @@ int exit_code_of(const std::function<int()>& command) {
   } catch (const Error& e) {
     fmt::print(stderr, "memrun: {}\n", e.what());
     return e.exit_code();
+  } catch (const cgroup::Failure& e) {
+    // The cgroup library says what failed; how memrun ends is decided here.
+    fmt::print(stderr, "memrun: {}\n", e.what());
+    return e.kind() == cgroup::Failure::Kind::cannot_enforce ? kExitNoEnforce : 1;
   } catch (const nlohmann::json::exception& e) {
     // memrun's own records are typed; a JSON type error can only come from
     // a report handed to it (merge, repro, --timings, --baseline).

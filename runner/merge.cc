@@ -1,97 +1,77 @@
 #include "runner/merge.h"
 
-#include <fstream>
-#include <set>
-#include <sstream>
+#include <algorithm>
+#include <numeric>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 
 namespace memrun {
+namespace {
 
-nlohmann::ordered_json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(kExitUsage, path + ": not a JSON report (" + e.what() + ")");
-  }
-  if (!j.is_object() || j.value("schema", "") != "memrun-report/1" || !j["tests"].is_array())
-    throw Error(kExitUsage, path + ": not a memrun report (schema memrun-report/1); write one with --json");
-  return j;
-}
+std::string shard_name(int k, int n) { return std::to_string(k) + "/" + std::to_string(n); }
 
-nlohmann::ordered_json merge_reports(const std::vector<nlohmann::ordered_json>& reports,
-                                     const std::vector<std::string>& paths) {
-  if (reports.empty()) throw Error(kExitUsage, "memrun merge needs at least one report");
-  // Shards: every index of 1..N exactly once, when the reports are shards.
+// Shards: every index of 1..N exactly once, when the reports are shards.
+void check_shards(const std::vector<ReportData>& reports, const std::vector<std::string>& paths) {
   int count = 0;
   std::map<int, std::string> seen;
   for (size_t i = 0; i < reports.size(); ++i) {
-    const auto& shard = reports[i]["shard"];
-    if (shard.is_null()) continue;
-    int k = shard["index"], n = shard["count"];
+    const RunInfo& info = reports[i].info;
+    if (info.shard_count == 0) continue;
+    int k = info.shard_index, n = info.shard_count;
     if (count && n != count)
-      throw Error(kExitUsage, paths[i] + " is shard " + std::to_string(k) + "/" + std::to_string(n) +
-                                  ", but other reports are of " + std::to_string(count) + " shards");
+      throw Error(kExitUsage, paths[i] + " is shard " + shard_name(k, n) + ", but other reports are of " +
+                                  std::to_string(count) + " shards");
     count = n;
     if (auto [it, fresh] = seen.emplace(k, paths[i]); !fresh)
-      throw Error(kExitUsage, "shard " + std::to_string(k) + "/" + std::to_string(n) + " comes twice: " +
-                                  it->second + " and " + paths[i]);
+      throw Error(kExitUsage, "shard " + shard_name(k, n) + " comes twice: " + it->second + " and " + paths[i]);
   }
-  if (count) {
-    std::string missing;
-    for (int k = 1; k <= count; ++k)
-      if (!seen.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k) + "/" + std::to_string(count);
-    if (!missing.empty())
-      throw Error(kExitUsage, "shard " + missing + " is missing: merge the report of every shard");
-  }
-  std::vector<size_t> order(reports.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    auto idx = [&](size_t i) { return reports[i]["shard"].is_null() ? 0 : reports[i]["shard"]["index"].get<int>(); };
-    return idx(a) < idx(b);
-  });
+  std::string missing;
+  for (int k = 1; k <= count; ++k)
+    if (!seen.count(k)) missing += (missing.empty() ? "" : ", ") + shard_name(k, count);
+  if (!missing.empty()) throw Error(kExitUsage, "shard " + missing + " is missing: merge the report of every shard");
+}
 
-  nlohmann::ordered_json merged = reports[order[0]];
-  merged["tests"] = nlohmann::ordered_json::array();
-  merged["setups"] = nlohmann::ordered_json::array();
-  merged["shard"] = nullptr;
-  merged["merged_from"] = nlohmann::ordered_json::array();
+}  // namespace
+
+ReportData merge_reports(std::vector<ReportData> reports, const std::vector<std::string>& paths) {
+  if (reports.empty()) throw Error(kExitUsage, "memrun merge needs at least one report");
+  check_shards(reports, paths);
+  std::vector<size_t> order(reports.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return reports[a].info.shard_index < reports[b].info.shard_index; });
+
+  ReportData merged;
+  merged.info = reports[order[0]].info;
+  merged.info.shard_index = merged.info.shard_count = 0;
+  merged.info.merged_from.clear();
   std::map<std::string, std::string> where;  // spec:name -> report
-  size_t passed = 0;
   for (size_t i : order) {
-    const auto& r = reports[i];
-    merged["merged_from"].push_back(paths[i]);
-    if (r["started"] < merged["started"]) merged["started"] = r["started"];
-    if (r["ended"] > merged["ended"]) merged["ended"] = r["ended"];
-    if (!r["interrupted_by"].is_null()) merged["interrupted_by"] = r["interrupted_by"];
-    for (const auto& s : r.value("setups", nlohmann::ordered_json::array())) merged["setups"].push_back(s);
-    for (const auto& t : r["tests"]) {
-      std::string key = t.value("spec", "") + ":" + t.value("name", "");
-      if (auto [it, fresh] = where.emplace(key, paths[i]); !fresh)
-        throw Error(kExitUsage, "test '" + t.value("name", "") + "' of " + t.value("spec", "") +
-                                    " appears twice: in " + it->second + " and " + paths[i]);
-      passed += t.value("passed", false);
-      merged["tests"].push_back(t);
+    RunInfo& info = reports[i].info;
+    merged.info.merged_from.push_back(paths[i]);
+    merged.info.started = std::min(merged.info.started, info.started);
+    merged.info.ended = std::max(merged.info.ended, info.ended);
+    if (!info.interrupted_by.empty()) merged.info.interrupted_by = info.interrupted_by;
+    for (auto& s : reports[i].setups) merged.setups.push_back(std::move(s));
+    for (auto& t : reports[i].tests) {
+      if (auto [it, fresh] = where.emplace(t.test.spec + ":" + t.test.name, paths[i]); !fresh)
+        throw Error(kExitUsage, "test '" + t.test.name + "' of " + t.test.spec + " appears twice: in " + it->second +
+                                    " and " + paths[i]);
+      merged.tests.push_back(std::move(t));
     }
   }
-  size_t total = merged["tests"].size();
-  merged["summary"] = {{"total", total}, {"passed", passed}, {"failed", total - passed}};
   return merged;
 }
 
-std::map<std::string, double> timings_from(const nlohmann::ordered_json& report) {
+std::map<std::string, double> timings_from(const ReportData& report) {
   std::map<std::string, double> out;
-  for (const auto& t : report["tests"])
-    if (t.contains("duration_s") && t["duration_s"].is_number()) out[t["name"]] = t["duration_s"];
+  for (const auto& t : report.tests) out[t.test.name] = t.observed.duration_s;
   return out;
 }
 
-int exit_code_of(const nlohmann::ordered_json& report) {
-  for (const auto& t : report["tests"])
-    if (!t.value("passed", false)) return kExitTestFailed;
+int exit_code_of(const ReportData& report) {
+  for (const auto& t : report.tests)
+    if (!t.verdict.passed) return kExitTestFailed;
   return kExitOk;
 }
 

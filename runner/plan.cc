@@ -10,7 +10,7 @@
 #include <regex>
 
 #include "cgroup/cgroup.h"
-#include "cgroup/error.h"
+#include "runner/error.h"
 
 namespace memrun {
 
@@ -49,11 +49,16 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
     for (const auto& [owner, t] : selected) {
       if (owner != &spec) continue;
       const TestSpec& test = *t;
-      // The sequence number keeps names unique across specs and keeps a
-      // test named like a control file ("memory.max") from colliding.
-      std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, test.name);
-      std::string base = run_dir + "/" + group;
-      plan.tests.push_back({&spec, &test, group, base + ".stdout", base + ".stderr"});
+      size_t first = plan.tests.size();
+      for (int run = 1; run <= std::max(1, selection.repeat); ++run) {
+        // The sequence number keeps names unique across specs and runs, and
+        // keeps a test named like a control file ("memory.max") from
+        // colliding.
+        std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, test.name);
+        std::string base = run_dir + "/" + group;
+        plan.tests.push_back({&spec, &test, group, base + ".stdout", base + ".stderr", run,
+                              std::max(1, selection.repeat), first});
+      }
     }
     if (spec.setup && plan.tests.size() > before) {
       std::string group = fmt::format("setup-{}", plan.setups.size() + 1);

@@ -19,6 +19,8 @@ struct Selection {
   /// Seconds per test name from a previous report (--timings): shards are
   /// balanced by them, longest first.
   std::map<std::string, double> timings;
+  /// --repeat: how many times each test runs, each run in a fresh cgroup.
+  int repeat = 1;
 };
 
 /// Parses "K/N" (1 <= K <= N). Throws Error(kExitUsage) otherwise.
@@ -38,6 +40,10 @@ struct PlannedTest {
   std::string group;        ///< cgroup directory name, unique in the run
   std::string stdout_path;  ///< log files in the run folder
   std::string stderr_path;
+  /// Which run of the test this is (1-based), of how many (--repeat), and
+  /// the plan index of its first run: the runs make one record.
+  int run = 1, runs = 1;
+  size_t first = 0;
 };
 
 /// Everything a run needs to know before it starts.

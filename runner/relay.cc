@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/units.h"
 
 namespace memrun {

@@ -18,8 +18,8 @@
 #include <deque>
 #include <filesystem>
 
-#include "cgroup/error.h"
-#include "cgroup/fs.h"
+#include "runner/error.h"
+#include "runner/files.h"
 #include "runner/running.h"
 
 namespace memrun {
@@ -67,8 +67,8 @@ class SignalGuard {
 // + 500 instead. Returns what tests get.
 std::string protect_memrun() {
   const std::string path = "/proc/self/oom_score_adj";
-  int own = std::atoi(fs::trim(fs::read_file(path).value_or("0")).c_str());
-  if (own > -500 && fs::try_write_file(path, "-500") == 0) return std::to_string(own);
+  int own = std::atoi(read_proc(path).c_str());
+  if (own > -500 && write_proc(path, "-500") == 0) return std::to_string(own);
   return std::to_string(std::min(1000, own + 500));
 }
 
@@ -97,14 +97,13 @@ enum Source : uint64_t { kExit = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
 constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1;
 uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 
-// The result of a test that never started.
-Result unstarted(const PlannedTest& p, Outcome outcome, const std::string& reason) {
-  Result r;
-  r.planned = &p;
-  r.outcome = outcome;
-  r.reason = reason;
-  r.limit = p.test->memory;
-  return r;
+// The record of a test that never started: refused (`reason`), or not run
+// because memrun was interrupted (Ending::not_run).
+TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& reason = "") {
+  Observation o;
+  o.ending = ending;
+  o.start_error = reason;
+  return make_record(p, std::move(o));
 }
 
 itimerspec at(clock::time_point t) {
@@ -118,7 +117,7 @@ itimerspec at(clock::time_point t) {
   return spec;
 }
 
-using Done = std::function<void(size_t, Result)>;
+using Done = std::function<void(size_t, TestRecord)>;
 
 class Loop {
  public:
@@ -157,14 +156,13 @@ class Loop {
       // A test that can never fit is reported at once, not after the rest.
       std::string refusal = admission.refusal(tests[i]->test->memory);
       if (refusal.empty()) queue.push_back(i);
-      else done(i, unstarted(*tests[i], Outcome::error, refusal));
+      else done(i, unstarted(*tests[i], Ending::not_started, refusal));
     }
     bool stop_starting = false;
     auto next_tick = clock::now() + options_.tick;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = start_what_fits(tests, queue, admission, fail_fast, done);
-      settle_awaiting(done);
-      if (slots_.empty() && awaiting_.empty()) break;
+      if (slots_.empty()) break;
       wait(next_tick);
       auto now = clock::now();
       for (auto& s : slots_) {
@@ -183,22 +181,16 @@ class Loop {
       if (finish_exited(admission, fail_fast, done)) stop_starting = true;
     }
     if (!interrupted_by_) return;
-    for (size_t i : queue) done(i, unstarted(*tests[i], Outcome::interrupted, "not run: memrun was interrupted"));
+    for (size_t i : queue) done(i, unstarted(*tests[i], Ending::not_run));
   }
 
  private:
   struct Slot {
     uint64_t serial;
-    size_t index;  // in the list being run
+    size_t index;    // in the list being run
+    bool released;   // its limit handed back to admission
     std::unique_ptr<RunningTest> test;
   };
-  struct Awaiting {
-    size_t index;  // in the list being run
-    Result result;
-    std::string log_name;
-    clock::time_point until;
-  };
-  static constexpr std::chrono::milliseconds kVictimsWait{200}, kVictimsPoll{10};
 
   // Starts the queued tests that fit now, in the offered order: a test that
   // cannot fit lets smaller ones behind it start (they only use what is
@@ -215,8 +207,8 @@ class Loop {
       it = queue.erase(it);
       auto test = std::make_unique<RunningTest>(p);
       if (!test->start(context_)) {
-        Result r = test->not_started();
-        bool stop = fail_fast && !r.passed;
+        TestRecord r = test->not_started();
+        bool stop = fail_fast && !r.verdict.passed;
         done(index, std::move(r));
         if (stop) return true;
         continue;
@@ -226,52 +218,37 @@ class Loop {
       watch(test->pidfd(), tag(serial, kExit));
       watch(test->out().reader(), tag(serial, kStdout));
       watch(test->err().reader(), tag(serial, kStderr));
-      slots_.push_back({serial, index, std::move(test)});
+      slots_.push_back({serial, index, false, std::move(test)});
     }
     return false;
   }
 
-  // Collects the exits, then finishes every test whose process is gone:
-  // its figures, its verdict, its group removed. Returns true when
-  // fail-fast says to start no more.
+  // Collects the exits, then takes every exited test one step further in
+  // its cleanup (see RunningTest::settle): a test whose group is gone hands
+  // its limit back; one whose record is made is reported. Nothing here
+  // waits. Returns true when fail-fast says to start no more.
   bool finish_exited(Admission& admission, bool fail_fast, const Done& done) {
     bool stop = false;
     reap();
+    auto now = clock::now();
     for (auto it = slots_.begin(); it != slots_.end();) {
-      if (!it->test->exited()) {
+      RunningTest& t = *it->test;
+      bool settled = t.exited() && t.next_settle() <= now && t.settle(kernel_log_);
+      if (t.released() && !it->released) {
+        admission.ended(t.planned().test->memory);
+        it->released = true;
+      }
+      if (!settled) {
         ++it;
         continue;
       }
-      Result r = it->test->finish(kernel_log_);
-      admission.ended(it->test->planned().test->memory);
-      size_t index = it->index;
-      stop = stop || (fail_fast && !r.passed);
-      // An OOM kill whose record the kernel has not logged yet: the result
-      // waits (never the loop) for its victims, for up to 200 ms.
-      if (r.kernel.oom_kills > 0 && r.oom_victims.empty() && kernel_log_.readable())
-        awaiting_.push_back({index, std::move(r), it->test->log_name(), clock::now() + kVictimsWait});
-      else
-        done(index, std::move(r));
+      TestRecord r = t.record();
+      stop = stop || (fail_fast && !r.verdict.passed);
+      done(it->index, std::move(r));
       it = slots_.erase(it);
     }
-    reap();  // what finish() killed: the tests' orphans
+    reap();  // what the cleanup killed: the tests' orphans
     return stop;
-  }
-
-  // Results waiting for their OOM victims: each turn looks at the kernel
-  // log once, and reports a result when its victims are there or its wait
-  // is over (without them, then: the kill is still counted).
-  void settle_awaiting(const Done& done) {
-    auto now = clock::now();
-    for (auto it = awaiting_.begin(); it != awaiting_.end();) {
-      it->result.oom_victims = kernel_log_.oom_kills(it->log_name);
-      if (it->result.oom_victims.empty() && now < it->until) {
-        ++it;
-        continue;
-      }
-      done(it->index, std::move(it->result));
-      it = awaiting_.erase(it);
-    }
   }
 
   void watch(int fd, uint64_t data) {
@@ -285,9 +262,8 @@ class Loop {
   // the fds (signals, logs). Deadlines are checked by the caller.
   void wait(clock::time_point next_tick) {
     auto next = options_.tick.count() > 0 ? next_tick : clock::time_point::max();
-    if (!awaiting_.empty()) next = std::min(next, clock::now() + kVictimsPoll);
     for (const auto& s : slots_) {
-      next = std::min({next, s.test->deadline(), s.test->next_sample()});
+      next = std::min({next, s.test->deadline(), s.test->next_sample(), s.test->next_settle()});
       if (s.test->grace_end()) next = std::min(next, *s.test->grace_end());
     }
     auto spec = at(next);
@@ -348,7 +324,6 @@ class Loop {
   int epoll_ = -1, timer_ = -1;
   uint64_t next_serial_ = 2;  // 0 and 1 are the loop's own
   std::vector<Slot> slots_;
-  std::vector<Awaiting> awaiting_;
   int interrupted_by_ = 0;
 };
 
@@ -387,47 +362,37 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
   // of its spec's setup, and setups are not bound by the budget.
   std::string setup_failed;
   for (const auto& p : plan.setups) {
-    SetupResult s;
-    s.planned = &p;
+    SetupRecord s{p.spec->path, false, std::nullopt};
     if (!setup_up_to_date(*p.spec->setup)) {
       s.ran = true;
       Admission alone(1, std::nullopt, false);
-      loop.run({&p}, {0}, alone, false, [&](size_t, Result r) { s.result = std::move(r); });
-      if (!s.result.passed)
-        setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result.reason + ")";
+      loop.run({&p}, {0}, alone, false, [&](size_t, TestRecord r) { s.result = std::move(r); });
+      if (s.result && !s.result->verdict.passed)
+        setup_failed = "not run: the setup of " + p.spec->path + " failed (" + s.result->verdict.reason + ")";
     }
     out.setups.push_back(std::move(s));
     observer.setup_done(out.setups.back());
     if (loop.interrupted_by() || !setup_failed.empty()) break;
   }
 
-  std::vector<std::optional<Result>> results(plan.tests.size());
-  auto done = [&](size_t i, Result r) {
-    results[i] = std::move(r);
-    observer.test_done(*results[i]);
-    // The observer has what it needs (the report, say); keep only the
-    // figures, so that memrun's memory does not grow with every test's
-    // timeline and memory.stat.
-    Result& kept = *results[i];
-    kept.timeline = Timeline{};
-    kept.kernel.stat.clear();
-    kept.kernel.events.clear();
-    kept.kernel.pressure_us.clear();
-    kept.oom_victims.clear();
+  // The observer has the whole record (the report, say); the run keeps
+  // only the verdict, so that memrun's memory does not grow with every
+  // test's timeline and memory.stat.
+  out.tests.resize(plan.tests.size());
+  auto done = [&](size_t i, TestRecord r) {
+    observer.test_done(i, r);
+    out.tests[i] = std::move(r.verdict);
   };
   if (loop.interrupted_by() || !setup_failed.empty()) {
     for (size_t i = 0; i < plan.tests.size(); ++i)
-      done(i, loop.interrupted_by()
-                  ? unstarted(plan.tests[i], Outcome::interrupted, "not run: memrun was interrupted")
-                  : unstarted(plan.tests[i], Outcome::error, setup_failed));
+      done(i, loop.interrupted_by() ? unstarted(plan.tests[i], Ending::not_run)
+                                    : unstarted(plan.tests[i], Ending::not_started, setup_failed));
   } else {
     std::vector<const PlannedTest*> tests;
     for (const auto& p : plan.tests) tests.push_back(&p);
     Admission admission(options.jobs, options.budget, options.allow_oversubscribe);
     loop.run(tests, start_order(plan.tests, options.jobs, options.timings), admission, options.fail_fast, done);
   }
-  for (auto& r : results)
-    if (r) out.tests.push_back(std::move(*r));
   out.interrupted_by = loop.interrupted_by();
   return out;
 }

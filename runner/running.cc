@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cgroup/error.h"
+#include "runner/error.h"
+#include "runner/files.h"
 
 extern char** environ;
 
@@ -36,25 +38,7 @@ double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.t
 
 }  // namespace
 
-void Timeline::add(double t, uint64_t cur, uint64_t a, uint64_t f) {
-  if (++skipped < stride) return;
-  skipped = 0;
-  if (t_s.size() >= kMaxPoints) {
-    // Keep every other point; from now on record half as often.
-    for (size_t i = 0; 2 * i < t_s.size(); ++i) {
-      t_s[i] = t_s[2 * i];
-      current[i] = current[2 * i];
-      anon[i] = anon[2 * i];
-      file[i] = file[2 * i];
-    }
-    size_t n = (t_s.size() + 1) / 2;
-    t_s.resize(n), current.resize(n), anon.resize(n), file.resize(n);
-    stride *= 2;
-  }
-  t_s.push_back(t), current.push_back(cur), anon.push_back(a), file.push_back(f);
-}
-
-RunningTest::RunningTest(const PlannedTest& planned) { result_.planned = &planned; }
+RunningTest::RunningTest(const PlannedTest& planned) : planned_(&planned) {}
 
 RunningTest::~RunningTest() {
   // Only reached early when memrun itself fails mid-run: never leave the
@@ -71,10 +55,16 @@ RunningTest::~RunningTest() {
 bool RunningTest::start(const RunContext& context) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
-  result_.started = std::chrono::system_clock::now();
+  // Declared inputs start cold for every run: each run then reads them from
+  // disk and pays for their cache in its own group, the same every time.
+  // (Reading them in outside the group instead would leave the test's
+  // figures to whichever pages the kernel reclaimed meanwhile: a page is
+  // charged to whoever faults it in.)
+  evict_page_cache(t.inputs);
+  observed_.started = std::chrono::system_clock::now();
   t0_ = clock::now();
   interval_ = context.sample_interval;
-  result_.timeline.interval_s = interval_.count() / 1e3;
+  observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd;
   cmd.env = environment(t);
@@ -84,30 +74,35 @@ bool RunningTest::start(const RunContext& context) {
   cmd.open_files = context.open_files;
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
-    result_.reason = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
+    observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
     return false;
   }
   out_ = std::make_unique<LogRelay>(p.stdout_path, context.max_log);
   err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
   cmd.stdout_fd = out_->writer();
   cmd.stderr_fd = err_->writer();
-  try {
-    group_ = context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
-    child_ = launch(cmd, group_->placement());
-    group_->started(child_.pid);
-  } catch (const Error& e) {
-    result_.reason = e.what();
+  auto failed = [&](const std::string& why) {
+    observed_.start_error = why;
     if (group_) group_->destroy();
     group_.reset();
     out_->finish();
     err_->finish();
     return false;
+  };
+  try {
+    group_ = context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
+    child_ = launch(cmd, group_->placement());
+    group_->started(child_.pid);
+  } catch (const cgroup::Failure& e) {
+    return failed(e.what());
+  } catch (const Error& e) {
+    return failed(e.what());
   }
   // Only the test holds the write ends now: the pipes end with its processes.
   out_->close_writer();
   err_->close_writer();
-  result_.placement = child_.placement;
-  result_.outcome = Outcome::pass;  // refined by decide()
+  observed_.placement = child_.placement;
+  observed_.ending = Ending::exited;  // unless a timeout or a signal comes first
   deadline_ = t0_ + t.timeout;
   // A test that ends before its first interval is never sampled: its cost
   // stays a clone, an exec and a wake-up.
@@ -117,17 +112,17 @@ bool RunningTest::start(const RunContext& context) {
 
 void RunningTest::sample() {
   auto u = group_->usage();
-  Result& r = result_;
-  ++r.samples;
+  Observation& o = observed_;
+  ++o.samples;
   double t = elapsed_s();
-  r.timeline.add(t, u.current, u.breakdown.anon, u.breakdown.file);
-  if (u.current >= r.sampled_peak) {
-    r.at_peak = u.breakdown;
-    r.reclaimable_at_sampled_peak = u.reclaimable_file;
-    r.timeline.peak_t_s = t;
+  o.timeline.add(t, u.current, u.breakdown.anon, u.breakdown.file);
+  if (u.current >= o.sampled_peak) {
+    o.at_peak = u.breakdown;
+    o.reclaimable_at_sampled_peak = u.reclaimable_file;
+    o.timeline.peak_t_s = t;
   }
-  r.sampled_peak = std::max(r.sampled_peak, u.current);
-  r.working_set_peak = std::max(r.working_set_peak, u.current - std::min(u.current, u.reclaimable_file));
+  o.sampled_peak = std::max(o.sampled_peak, u.current);
+  o.sampled_working_set = std::max(o.sampled_working_set, u.current - std::min(u.current, u.reclaimable_file));
   current_ = u.current;
   // Keep the cadence; after a stall (memrun busy elsewhere) start afresh
   // rather than firing a burst of catch-up samples.
@@ -142,14 +137,16 @@ uint64_t RunningTest::current() const {
 }
 
 void RunningTest::time_out() {
-  result_.outcome = Outcome::timeout;
+  observed_.ending = Ending::timed_out;
   deadline_ = clock::time_point::max();
   next_sample_ = clock::time_point::max();
-  group_->kill_all();
+  // The main process dies with the rest; its exit starts the cleanup,
+  // which kills again until the group is empty.
+  group_->kill_step();
 }
 
 void RunningTest::interrupt(std::chrono::milliseconds grace) {
-  if (result_.outcome == Outcome::pass) result_.outcome = Outcome::interrupted;
+  if (observed_.ending == Ending::exited) observed_.ending = Ending::interrupted;
   deadline_ = clock::time_point::max();
   if (grace.count() <= 0) return kill_now();
   // SIGTERM first, as a shell's Ctrl-C or `docker stop` would: a test may
@@ -160,61 +157,121 @@ void RunningTest::interrupt(std::chrono::milliseconds grace) {
 
 void RunningTest::kill_now() {
   grace_end_.reset();
-  group_->kill_all();
+  group_->kill_step();
 }
 
 void RunningTest::reaped(int status, const rusage& usage) {
-  exited_ = true;
+  phase_ = Phase::killing;
   status_ = status;
   usage_ = usage;
-}
-
-Result RunningTest::finish(KernelLog& kernel_log) {
-  Result& r = result_;
-  // Whatever the test left running (daemons, setsid'd grandchildren) dies
-  // with it; the run's reaper collects them (memrun is their subreaper).
-  group_->kill_all();
-  out_->finish();
-  err_->finish();
-  r.stdout_bytes = out_->bytes();
-  r.stderr_bytes = err_->bytes();
-  r.log_discarded_bytes = out_->discarded() + err_->discarded();
-  for (const LogRelay* relay : {out_.get(), err_.get()})
-    if (!relay->error().empty()) log_error_ += (log_error_.empty() ? "" : "; ") + relay->error();
+  deadline_ = next_sample_ = clock::time_point::max();
+  grace_end_.reset();
+  give_up_ = clock::now() + std::chrono::seconds(2);
+  next_settle_ = clock::now();
   ::close(child_.pidfd);
   child_.pidfd = -1;
-  if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
-  if (WIFSIGNALED(status_)) r.signal = WTERMSIG(status_);
-  r.cpu_user_s = seconds(usage_.ru_utime);
-  r.cpu_system_s = seconds(usage_.ru_stime);
-  r.kernel = group_->finish();
-  if (r.kernel.oom_kills > 0) {
+  Observation& o = observed_;
+  if (WIFEXITED(status_)) o.exit_code = WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) o.signal = WTERMSIG(status_);
+  o.cpu_user_s = seconds(usage_.ru_utime);
+  o.cpu_system_s = seconds(usage_.ru_stime);
+  o.ended = std::chrono::system_clock::now();
+  o.duration_s = elapsed_s();
+}
+
+void RunningTest::after(std::chrono::microseconds delay) {
+  // Backing off from 0.5 ms to 16 ms: an exiting process is usually gone
+  // within a millisecond, a large one may take tens of them.
+  backoff_ = backoff_.count() == 0 ? delay : std::min(backoff_ * 2, std::chrono::microseconds(16000));
+  next_settle_ = clock::now() + backoff_;
+}
+
+bool RunningTest::settle(KernelLog& kernel_log) {
+  auto now = clock::now();
+  switch (phase_) {
+    case Phase::running: return false;
+    case Phase::killing:
+      // Whatever the test left running (daemons, setsid'd grandchildren)
+      // dies with it; the run's reaper collects them (memrun is their
+      // subreaper). Past the bound, what remains is reported by the removal.
+      if (!group_->kill_step() && now < give_up_) {
+        after(std::chrono::microseconds(500));
+        return false;
+      }
+      read_figures(kernel_log);
+      phase_ = Phase::removing;
+      backoff_ = {};
+      give_up_ = now + std::chrono::seconds(2);
+      [[fallthrough]];
+    case Phase::removing:
+      remove_group();
+      if (phase_ == Phase::removing) return false;
+      [[fallthrough]];
+    case Phase::awaiting_victims:
+      // An OOM kill the kernel has not logged yet: the record waits (never
+      // the loop) for its victims, for up to 200 ms; without them the kill
+      // is still counted.
+      if (phase_ == Phase::awaiting_victims && kernel_log.readable()) {
+        observed_.oom_victims = kernel_log.oom_kills(log_name_);
+        if (observed_.oom_victims.empty() && now < give_up_) {
+          next_settle_ = now + std::chrono::milliseconds(10);
+          return false;
+        }
+      }
+      phase_ = Phase::done;
+      next_settle_ = clock::time_point::max();
+      return true;
+    case Phase::done: return true;
+  }
+  return true;
+}
+
+void RunningTest::read_figures(KernelLog& kernel_log) {
+  Observation& o = observed_;
+  out_->finish();
+  err_->finish();
+  o.stdout_bytes = out_->bytes();
+  o.stderr_bytes = err_->bytes();
+  o.log_discarded_bytes = out_->discarded() + err_->discarded();
+  for (const LogRelay* relay : {out_.get(), err_.get()})
+    if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
+  o.kernel = group_->finish();
+  if (o.kernel.oom_kills > 0) {
     log_name_ = group_->kernel_path();
-    r.oom_victims = kernel_log.oom_kills(log_name_);
+    o.oom_victims = kernel_log.oom_kills(log_name_);
   }
-  if (r.samples == 0) r.at_peak = r.kernel.breakdown;
-  if (!r.kernel.peak) {
-    r.peak = r.sampled_peak;
-    r.peak_sampled = true;
-  }
+  if (o.samples == 0) o.at_peak = o.kernel.breakdown;
+}
+
+void RunningTest::remove_group() {
+  bool gone = false;
   try {
-    group_->destroy();
-  } catch (const Error& e) {
-    r.cleanup_error = e.what();
+    gone = group_->remove_step();
+    if (!gone && clock::now() >= give_up_) {
+      errno = EBUSY;
+      cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot remove cgroup " + group_->path(), group_->path());
+    }
+  } catch (const cgroup::Failure& e) {
+    observed_.cleanup_error = e.what();
+    gone = true;  // given up on: said in the report, never in place of it
+  }
+  if (!gone) {
+    after(std::chrono::microseconds(1000));
+    return;
   }
   group_.reset();
-  return done();
+  bool wait_for_victims = observed_.kernel.oom_kills > 0 && observed_.oom_victims.empty();
+  phase_ = wait_for_victims ? Phase::awaiting_victims : Phase::done;
+  give_up_ = clock::now() + std::chrono::milliseconds(200);
 }
 
-Result RunningTest::done() {
-  result_.ended = std::chrono::system_clock::now();
-  result_.duration_s = elapsed_s();
-  decide(result_, *result_.planned->test);
-  // A lost log does not change the verdict, but the report says so.
-  if (!log_error_.empty()) result_.reason += (result_.reason.empty() ? "" : "; ") + log_error_;
-  return std::move(result_);
-}
+TestRecord RunningTest::record() { return make_record(planned(), std::move(observed_)); }
 
-Result RunningTest::not_started() { return done(); }
+TestRecord RunningTest::not_started() {
+  observed_.ending = Ending::not_started;
+  observed_.ended = std::chrono::system_clock::now();
+  observed_.duration_s = elapsed_s();
+  return make_record(planned(), std::move(observed_));
+}
 
 }  // namespace memrun

@@ -37,24 +37,25 @@ class RunningTest {
   RunningTest& operator=(const RunningTest&) = delete;
 
   /// Creates the group and starts the command in it. False when it could
-  /// not start: the result is then final (outcome `error`, the reason) and
+  /// not start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
   bool start(const RunContext& context);
-  /// After start() returned false: the result, outcome `error`.
-  Result not_started();
+  /// After start() returned false: the record, outcome `error`.
+  TestRecord not_started();
 
-  const PlannedTest& planned() const { return *result_.planned; }
+  const PlannedTest& planned() const { return *planned_; }
   pid_t pid() const { return child_.pid; }
   int pidfd() const { return child_.pidfd; }
   LogRelay& out() { return *out_; }
   LogRelay& err() { return *err_; }
 
   /// When memrun must act next: the timeout, the next sample, the end of a
-  /// stop's grace period.
+  /// stop's grace period, the next step of the cleanup.
   clock::time_point deadline() const { return deadline_; }
   clock::time_point next_sample() const { return next_sample_; }
   std::optional<clock::time_point> grace_end() const { return grace_end_; }
+  clock::time_point next_settle() const { return next_settle_; }
   /// memory.current as last sampled; read now when sampling is off.
   uint64_t current() const;
   double elapsed_s() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
@@ -72,30 +73,43 @@ class RunningTest {
   /// The wait status and resource usage of the test's main process, from
   /// the run's reaper (wait4(-1)); the test has exited then.
   void reaped(int status, const rusage& usage);
-  bool exited() const { return exited_; }
-  /// After exited(): kills what the test left running, drains the logs,
-  /// reads the kernel's figures, removes the group and decides the verdict.
-  Result finish(KernelLog& kernel_log);
-  /// After finish(): how the kernel's log names the test's group, for a
-  /// later look for OOM victims the log did not hold yet.
-  const std::string& log_name() const { return log_name_; }
+  bool exited() const { return phase_ != Phase::running; }
+
+  /// After exited(): one step of the cleanup, never waiting, so that the
+  /// loop keeps every other test's sampling and timeouts on time. In
+  /// order: kill what the test left running until its group is empty
+  /// (bounded by 2 s), drain the logs and read the kernel's figures, remove
+  /// the group (retried while the kernel says EBUSY, for up to 2 s), and
+  /// give the kernel log up to 200 ms to name an OOM kill's victims.
+  /// Returns true when all is done: record() is then ready. Call again at
+  /// next_settle() otherwise.
+  bool settle(KernelLog& kernel_log);
+  /// True once the group is removed (or given up on): what the test's
+  /// limit reserved is free again.
+  bool released() const { return phase_ == Phase::awaiting_victims || phase_ == Phase::done; }
+  /// After settle() returned true: the test's record, its verdict decided.
+  TestRecord record();
 
  private:
-  Result done();  // decides and timestamps the result
+  enum class Phase { running, killing, removing, awaiting_victims, done };
+  void read_figures(KernelLog& kernel_log);
+  void remove_group();
+  void after(std::chrono::microseconds delay);  // next_settle_, backing off
 
-  Result result_;
-  clock::time_point t0_, deadline_, next_sample_;
+  const PlannedTest* planned_;
+  Observation observed_;
+  Phase phase_ = Phase::running;
+  clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
+  std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
   std::chrono::milliseconds interval_{0};
   std::unique_ptr<cgroup::Group> group_;
   std::unique_ptr<LogRelay> out_, err_;
   Child child_;
-  bool exited_ = false;
   int status_ = 0;
   rusage usage_{};
   uint64_t current_ = 0;
-  std::string log_error_;  // a log file that could not be written
-  std::string log_name_;   // the group, as the kernel's log names it
+  std::string log_name_;  // the group, as the kernel's log names it
 };
 
 }  // namespace memrun

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/units.h"
 #include "runner/utf8.h"
 
@@ -39,7 +39,7 @@ const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "sw
                                              "env", "cwd", "pids", "inputs", "outputs"};
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
-                                            "min_headroom", "tags", "pids"};
+                                            "min_headroom", "tags", "pids", "max_increase", "inputs"};
 
 // Optimal string alignment distance: edits plus adjacent swaps, so that
 // "memroy" and "tset" are one step from what was meant.
@@ -69,6 +69,7 @@ struct Fields {
   std::optional<MinHeadroom> min_headroom;
   std::optional<std::vector<std::string>> tags;
   std::optional<std::optional<uint64_t>> pids;
+  std::optional<MaxIncrease> max_increase;
 };
 
 class Parser {
@@ -184,6 +185,18 @@ class Parser {
           for (const auto& t : v) tags.push_back(scalar(t, "tags", "a string"));
         else fail(v, "'tags' must be a list of strings");
         f.tags = tags;
+      } else if (key == "max_increase") {
+        // `max_increase: 10%, 8MiB`, or as a list: [10%, 8MiB]
+        std::string text;
+        if (v.IsSequence())
+          for (const auto& part : v) text += (text.empty() ? "" : ",") + scalar(part, key, "a percentage or a size");
+        else
+          text = scalar(v, key, "a percentage, a size, or both");
+        std::string why;
+        f.max_increase = parse_max_increase(text, &why);
+        if (!f.max_increase) fail(v, "'max_increase': " + why);
+      } else if (key == "inputs" && is_defaults) {
+        fail(kv.first, "'inputs' belongs to each test (the files it reads), not to defaults");
       } else if (key == "pids") {
         std::string s = scalar(v, key, "a number or 'max'");
         if (s == "max") f.pids = std::optional<uint64_t>{};
@@ -211,8 +224,8 @@ class Parser {
     }
   }
 
-  // inputs/outputs of the setup: paths relative to its cwd, ${VAR}s expanded
-  // from its environment.
+  // inputs/outputs (of the setup, a test's inputs): paths relative to its
+  // cwd, ${VAR}s expanded from its environment.
   std::vector<std::string> read_paths(const YAML::Node& v, const std::string& key, const TestSpec& setup) const {
     if (!v.IsSequence()) fail(v, "'" + key + "' must be a list of paths");
     std::vector<std::string> out;
@@ -332,6 +345,8 @@ class Parser {
       fail(at("min_headroom"), who + ": min_headroom must be below memory (" + format_size(t.memory) + ")");
     t.tags = f.tags.value_or(std::vector<std::string>{});
     t.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
+    t.max_increase = f.max_increase;
+    if (!is_setup && node["inputs"]) t.inputs = read_paths(node["inputs"], "inputs", t);
     return t;
   }
 
@@ -452,6 +467,28 @@ class Parser {
   std::string path_, dir_;
 };
 
+// What one ${...} (its inside: `inner`) expands to.
+std::string expand_one(std::string inner, const std::map<std::string, std::string>& env) {
+  std::string written = inner, fallback;
+  bool has_fallback = false;
+  if (auto dash = inner.find(":-"); dash != std::string::npos) {
+    fallback = inner.substr(dash + 2);
+    inner = inner.substr(0, dash);
+    has_fallback = true;
+  }
+  // Only ${NAME} and ${NAME:-default}: the shell's other forms (${X-d},
+  // ${X:=d}, ...) would silently expand to nothing here.
+  bool name = !inner.empty() && !std::isdigit(static_cast<unsigned char>(inner[0]));
+  for (char c : inner) name = name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!name)
+    throw std::invalid_argument("'${" + written + "}' is not ${NAME} or ${NAME:-default}, " +
+                                "the two forms memrun expands (write $${ for a literal ${)");
+  const char* outside = std::getenv(inner.c_str());
+  if (auto it = env.find(inner); it != env.end() && !it->second.empty()) return it->second;
+  if (outside && *outside) return outside;
+  return has_fallback ? fallback : "";
+}
+
 }  // namespace
 
 std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env) {
@@ -473,24 +510,7 @@ std::string expand_vars(const std::string& text, const std::map<std::string, std
     size_t close = text.find('}', open);
     if (close == std::string::npos)
       throw std::invalid_argument("'" + text + "' has a ${ that is never closed (write $${ for a literal ${)");
-    std::string inner = text.substr(open + 2, close - open - 2), fallback;
-    bool has_fallback = false;
-    if (auto dash = inner.find(":-"); dash != std::string::npos) {
-      fallback = inner.substr(dash + 2);
-      inner = inner.substr(0, dash);
-      has_fallback = true;
-    }
-    // Only ${NAME} and ${NAME:-default}: the shell's other forms (${X-d},
-    // ${X:=d}, ...) would silently expand to nothing here.
-    bool name = !inner.empty() && !std::isdigit(static_cast<unsigned char>(inner[0]));
-    for (char c : inner) name = name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-    if (!name)
-      throw std::invalid_argument("'${" + text.substr(open + 2, close - open - 2) + "}' is not ${NAME} or ${NAME:-default}, " +
-                                  "the two forms memrun expands (write $${ for a literal ${)");
-    const char* outside = std::getenv(inner.c_str());
-    if (auto it = env.find(inner); it != env.end() && !it->second.empty()) out += it->second;
-    else if (outside && *outside) out += outside;
-    else if (has_fallback) out += fallback;
+    out += expand_one(text.substr(open + 2, close - open - 2), env);
     i = close + 1;
   }
   return out;
@@ -518,6 +538,44 @@ Spec load_spec(const std::string& path) {
     throw Error(kExitUsage, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
   return parse_spec(text, path, dir);
+}
+
+std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::string* why) {
+  MaxIncrease m{0, 0};
+  bool pct = false, size = false;
+  std::string rest = text;
+  for (size_t start = 0; start <= rest.size();) {
+    size_t comma = rest.find(',', start);
+    std::string part = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!part.empty() && part.front() == ' ') part.erase(0, 1);
+    while (!part.empty() && part.back() == ' ') part.pop_back();
+    if (!part.empty() && part.back() == '%' && !pct) {
+      char* end = nullptr;
+      std::string num = part.substr(0, part.size() - 1);
+      double p = std::strtod(num.c_str(), &end);
+      if (num.empty() || *end != '\0' || !(p >= 0 && p <= 1000)) {
+        *why = "'" + part + "' is not a percentage from 0% to 1000%";
+        return std::nullopt;
+      }
+      m.percent = p;
+      pct = true;
+    } else if (!size && !part.empty() && part.back() != '%') {
+      std::string size_why;
+      auto bytes = part == "0" ? std::optional<uint64_t>(0) : parse_size(part, &size_why);
+      if (!bytes) {
+        *why = size_why;
+        return std::nullopt;
+      }
+      m.bytes = *bytes;
+      size = true;
+    } else {
+      *why = "'" + text + "' must be a percentage (10%), a size (8MiB) or both (10%, 8MiB)";
+      return std::nullopt;
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return m;
 }
 
 }  // namespace memrun

@@ -2,6 +2,7 @@
 // spec's `defaults:` merged in. Nothing runs before the whole file is valid.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -30,6 +31,23 @@ struct MinHeadroom {
   uint64_t for_limit(uint64_t limit) const;
 };
 
+/// How much more memory a test may use than the baseline's before a
+/// comparison calls it a regression: a share of the baseline's figure, a
+/// size, or both (the larger wins, so a small test does not flap on a few
+/// pages).
+struct MaxIncrease {
+  double percent = 10;
+  uint64_t bytes = MiB;
+  /// The allowed increase over a baseline figure of `base` bytes.
+  uint64_t for_base(uint64_t base) const {
+    return std::max(bytes, static_cast<uint64_t>(static_cast<double>(base) * percent / 100));
+  }
+};
+
+/// Parses "10%", "8MiB" or "10%, 8MiB" (either order). Nullopt and `why`
+/// set when it is none of these.
+std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::string* why);
+
 /// One test, as written, with defaults applied.
 struct TestSpec {
   std::string name;
@@ -46,6 +64,12 @@ struct TestSpec {
   std::optional<MinHeadroom> min_headroom;
   std::vector<std::string> tags;
   std::optional<uint64_t> pids;        ///< pids.max; nullopt: no limit
+  /// What a comparison with a baseline allows (compare.h); nullopt: the
+  /// command line's or the default.
+  std::optional<MaxIncrease> max_increase;
+  /// Files the test reads (absolute): memrun evicts their page cache before
+  /// every run of the test, so that each run pays the same (see run.cc).
+  std::vector<std::string> inputs;
 };
 
 /// A command run once before a spec's tests, e.g. to generate fixtures. It

@@ -25,4 +25,37 @@ inline size_t utf8_length(const std::string& text, size_t i) {
   return len;
 }
 
+/// `text` as valid UTF-8 without control characters (but newlines and
+/// tabs): a test's output may hold any bytes, and JSON and XML 1.0 take
+/// neither invalid UTF-8 nor most control characters. Others become '?'.
+inline std::string printable(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = utf8_length(text, i);
+    if (len == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += '?';
+      i += 1;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
+/// `text` on one console line: printable, with line breaks and tabs shown
+/// as \n and \t. A reason can quote a test's data (a program name, a kernel
+/// log's process name); a line break in it must not start a console line of
+/// its own, where a CI runner would read it as a command ("::warning ...").
+inline std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : printable(text)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace memrun

@@ -1,6 +1,7 @@
 // The verdict: from the kernel's figures to an outcome, the headroom and
 // pass/fail against what the spec expects.
-#include "runner/run.h"
+#include "runner/record.h"
+#include "runner/spec.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -17,16 +18,36 @@ const char* to_string(Outcome outcome) {
   return "error";
 }
 
-void decide(Result& r, const TestSpec& t) {
-  r.limit = std::min(t.memory, r.kernel.effective_limit ? r.kernel.effective_limit : t.memory);
-  if (r.kernel.peak) r.peak = *r.kernel.peak;
-  r.page_cache = r.kernel.reclaimable_file;
-  if (r.outcome == Outcome::pass) {
-    // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
-    // come from anywhere.
-    if (r.kernel.oom_kills > 0 || r.kernel.oom_group_kills > 0) r.outcome = Outcome::oom;
-    else if (r.exit_code != 0) r.outcome = Outcome::fail;
+std::optional<Outcome> outcome_named(const std::string& text) {
+  for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::error, Outcome::interrupted})
+    if (text == to_string(o)) return o;
+  return std::nullopt;
+}
+
+namespace {
+
+// What the process's end says, before any memory figure is looked at.
+Outcome outcome_of(const Observation& o) {
+  switch (o.ending) {
+    case Ending::timed_out: return Outcome::timeout;
+    case Ending::interrupted:
+    case Ending::not_run: return Outcome::interrupted;
+    case Ending::not_started: return Outcome::error;
+    case Ending::exited: break;
   }
+  // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
+  // come from anywhere.
+  if (o.kernel.oom_kills > 0 || o.kernel.oom_group_kills > 0) return Outcome::oom;
+  return o.exit_code == 0 && o.signal == 0 ? Outcome::pass : Outcome::fail;
+}
+
+// The figures: effective limit, peak, working set and headroom.
+void measure(const TestSpec& t, const Observation& o, Verdict& r) {
+  const cgroup::Final& kernel = o.kernel;
+  r.limit = std::min(t.memory, kernel.effective_limit ? kernel.effective_limit : t.memory);
+  r.peak = kernel.peak ? *kernel.peak : o.sampled_peak;
+  r.peak_sampled = !kernel.peak;
+  r.page_cache = kernel.reclaimable_file;
   // Page cache is charged to the group that first reads a file, and the
   // kernel reclaims it instead of killing anything: a test streaming a file
   // fills its limit with it, and a test reading a file that nobody had
@@ -36,13 +57,13 @@ void decide(Result& r, const TestSpec& t) {
   // sample's own working set). That is only sound when the highest sample
   // saw the peak (within 10%): a spike the samples missed counts in full,
   // so the estimate never flatters the test.
-  if (r.samples > 0) {
-    uint64_t net_peak = r.peak - std::min(r.peak, r.reclaimable_at_sampled_peak);
-    r.working_set_peak = std::min(r.peak, std::max(r.working_set_peak, net_peak));
+  if (o.samples > 0) {
+    uint64_t net_peak = r.peak - std::min(r.peak, o.reclaimable_at_sampled_peak);
+    r.working_set_peak = std::min(r.peak, std::max(o.sampled_working_set, net_peak));
   } else {
     r.working_set_peak = r.peak;
   }
-  bool peak_seen = r.samples > 0 && r.sampled_peak >= r.peak / 10 * 9;
+  bool peak_seen = o.samples > 0 && o.sampled_peak >= r.peak / 10 * 9;
   // An OOM kill means the limit was really needed: no estimate then.
   bool oom = r.outcome == Outcome::oom;
   // And a few pages of cache are no reason for an estimate: it takes 5% of
@@ -52,11 +73,18 @@ void decide(Result& r, const TestSpec& t) {
   uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
   r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
   r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
+}
+
+// Whether the outcome is what the spec expects, and if not, why: the
+// reason names the cause the kernel counted (refused forks, huge pages,
+// memory.high throttling).
+void judge(const TestSpec& t, const Observation& o, Verdict& r) {
+  const cgroup::Final& kernel = o.kernel;
 
   // A refused fork means the test did not run as written (pids.max is
   // memrun's fork-bomb guard, not the test's logic): a failure, which
   // `expect: fail` may accept.
-  uint64_t refused = r.kernel.events.count("pids_max") ? r.kernel.events.at("pids_max") : 0;
+  uint64_t refused = kernel.events.count("pids_max") ? kernel.events.at("pids_max") : 0;
   if (r.outcome == Outcome::pass && refused > 0) {
     r.outcome = Outcome::fail;
     r.reason = "the kernel refused " + std::to_string(refused) + " fork" + (refused == 1 ? "" : "s") + " at pids.max " +
@@ -69,17 +97,17 @@ void decide(Result& r, const TestSpec& t) {
     case Expectation::oom: r.passed = r.outcome == Outcome::oom; break;
     case Expectation::fail: r.passed = r.outcome == Outcome::fail; break;
     case Expectation::exit_code:
-      r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && r.exit_code == e.code;
+      r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && o.exit_code == e.code;
       break;
   }
   if (!r.passed && r.reason.empty()) {
     std::string got = to_string(r.outcome);
     if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
     if (r.outcome == Outcome::fail) {
-      got += r.signal ? " (killed by signal " + std::to_string(r.signal) + ")"
-                      : " (exit " + std::to_string(r.exit_code) + ")";
-      auto huge = r.kernel.events.find("hugetlb_max");
-      if (huge != r.kernel.events.end() && huge->second > 0)
+      got += o.signal ? " (killed by signal " + std::to_string(o.signal) + ")"
+                      : " (exit " + std::to_string(o.exit_code) + ")";
+      auto huge = kernel.events.find("hugetlb_max");
+      if (huge != kernel.events.end() && huge->second > 0)
         got += "; the kernel refused it huge pages " + std::to_string(huge->second) +
                " times at its hugetlb limit (the memory limit applies to huge pages too)";
     }
@@ -87,22 +115,29 @@ void decide(Result& r, const TestSpec& t) {
       got += " after " + format_duration(t.timeout.count() / 1e3);
       // memory.high throttles instead of killing: a test held there looks
       // merely slow.
-      auto high = r.kernel.events.find("high");
-      if (t.memory_high && high != r.kernel.events.end() && high->second > 0)
+      auto high = kernel.events.find("high");
+      if (t.memory_high && high != kernel.events.end() && high->second > 0)
         got += " (memory_high " + format_size(*t.memory_high) + " throttled it " + std::to_string(high->second) +
                " times: its working set does not fit under memory_high; raise it)";
     }
     r.reason = "expected " + e.describe() + ", got " + got;
   }
+}
+
+// A test that got around its limit, or kept too little headroom, fails
+// whatever its outcome.
+void guard(const TestSpec& t, const Observation& o, Verdict& r) {
+  const cgroup::Final& kernel = o.kernel;
+  const Expectation& e = t.expect;
   // A test that got around its limit proves nothing, whatever it expected:
   // it raised the limit (it could write its group's files), moved a
   // process out of its group, or the kernel saw more than the limit.
   std::string defeated;
-  if (r.kernel.limit_at_end != UINT64_MAX && r.kernel.limit_at_end > t.memory)
-    defeated = "its cgroup's limit was " + format_size(r.kernel.limit_at_end) + " at the end, not the " +
+  if (kernel.limit_at_end != UINT64_MAX && kernel.limit_at_end > t.memory)
+    defeated = "its cgroup's limit was " + format_size(kernel.limit_at_end) + " at the end, not the " +
                format_size(t.memory) + " memrun set: the test raised it";
-  else if (r.kernel.escaped > 0)
-    defeated = std::to_string(r.kernel.escaped) + " of its processes had moved out of its memory cgroup";
+  else if (kernel.escaped > 0)
+    defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup";
   else if (r.peak > t.memory)
     defeated = "its peak " + format_size(r.peak) + " is above its limit " + format_size(t.memory);
   if (!defeated.empty()) {
@@ -118,6 +153,22 @@ void decide(Result& r, const TestSpec& t) {
                  format_size(need) + " (peak " + format_size(r.peak) + " of " + format_size(r.limit) + ")";
     }
   }
+}
+
+}  // namespace
+
+Verdict decide(const TestSpec& t, const Observation& o) {
+  Verdict r;
+  r.outcome = outcome_of(o);
+  if (o.ending == Ending::not_started || o.ending == Ending::not_run) {
+    r.limit = t.memory;
+    r.reason = o.ending == Ending::not_run ? "not run: memrun was interrupted" : o.start_error;
+    return r;
+  }
+  measure(t, o, r);
+  judge(t, o, r);
+  guard(t, o, r);
+  return r;
 }
 
 }  // namespace memrun

@@ -115,8 +115,8 @@ TEST(LiveView, RendersAStatusLineAndABarPerRunningTest) {
 
   // With one test finished in 2 s: 0.5 s left of alpha's, 1.5 s of the
   // other's and 2 s of the one queued, over two jobs.
-  Result done;
-  done.duration_s = 2.0;
+  TestRecord done;
+  done.observed.duration_s = 2.0;
   view.finished(done);
   lines = view.render(running, 100);
   EXPECT_NE(lines[0].find("1/4 done"), std::string::npos) << lines[0];

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <set>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/ci_report.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
@@ -48,23 +48,31 @@ TEST(Shards, ParseRejectsNonsense) {
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/2x"}) EXPECT_THROW(parse_shard(bad, &s), Error) << bad;
 }
 
-nlohmann::ordered_json report(int k, int n, std::vector<std::pair<std::string, bool>> tests) {
-  nlohmann::ordered_json r = {{"schema", "memrun-report/1"},
-                              {"started", "2026-11-30T10:00:0" + std::to_string(k) + ".000Z"},
-                              {"ended", "2026-11-30T10:01:0" + std::to_string(k) + ".000Z"},
-                              {"interrupted_by", nullptr},
-                              {"host", {{"backend", "v1"}, {"kernel", "6.1"}}},
-                              {"shard", {{"index", k}, {"count", n}}},
-                              {"tests", nlohmann::ordered_json::array()}};
-  for (auto& [name, passed] : tests)
-    r["tests"].push_back({{"name", name}, {"spec", "s.yaml"}, {"line", 3}, {"passed", passed},
-                          {"outcome", passed ? "pass" : "oom"}, {"limit_bytes", 64 << 20}, {"peak_bytes", 64 << 20},
-                          {"headroom_bytes", 0}, {"headroom_pct", 0.0}, {"reason", "expected pass, got oom"},
-                          {"duration_s", 1.5}});
+// A shard's report, typed: tests that passed, or were OOM-killed at 64 MiB.
+ReportData report(int k, int n, std::vector<std::pair<std::string, bool>> tests) {
+  ReportData r;
+  r.info.started = std::chrono::system_clock::from_time_t(1796032800 + k);  // 2026-11-30T10:00:0K
+  r.info.ended = r.info.started + std::chrono::minutes(1);
+  r.info.backend = "v1";
+  r.info.kernel = "6.1";
+  r.info.shard_index = k;
+  r.info.shard_count = n;
+  for (auto& [name, passed] : tests) {
+    TestRecord t;
+    t.test.name = name;
+    t.test.spec = "s.yaml";
+    t.test.line = 3;
+    t.verdict.passed = passed;
+    t.verdict.outcome = passed ? Outcome::pass : Outcome::oom;
+    t.verdict.limit = t.verdict.peak = 64 << 20;
+    t.verdict.reason = passed ? "" : "expected pass, got oom";
+    t.observed.duration_s = 1.5;
+    r.tests.push_back(t);
+  }
   return r;
 }
 
-std::string merge_error(const std::vector<nlohmann::ordered_json>& rs) {
+std::string merge_error(const std::vector<ReportData>& rs) {
   std::vector<std::string> paths;
   for (size_t i = 0; i < rs.size(); ++i) paths.push_back("r" + std::to_string(i + 1) + ".json");
   try {
@@ -77,13 +85,15 @@ std::string merge_error(const std::vector<nlohmann::ordered_json>& rs) {
 }
 
 TEST(Merge, CombinesShardsIntoTheWholeRun) {
-  auto m = merge_reports({report(2, 2, {{"b", false}}), report(1, 2, {{"a", true}})}, {"x", "y"});
-  EXPECT_EQ(m["summary"]["total"], 2);
-  EXPECT_EQ(m["summary"]["failed"], 1);
-  EXPECT_EQ(m["tests"][0]["name"], "a");  // shard order
-  EXPECT_TRUE(m["shard"].is_null());
-  EXPECT_EQ(m["started"], "2026-11-30T10:00:01.000Z");
-  EXPECT_EQ(m["ended"], "2026-11-30T10:01:02.000Z");
+  ReportData m = merge_reports({report(2, 2, {{"b", false}}), report(1, 2, {{"a", true}})}, {"x", "y"});
+  auto j = nlohmann::ordered_json::parse(report_text(m));
+  EXPECT_EQ(j["summary"]["total"], 2);
+  EXPECT_EQ(j["summary"]["failed"], 1);
+  EXPECT_EQ(j["tests"][0]["name"], "a");  // shard order
+  EXPECT_TRUE(j["shard"].is_null());
+  EXPECT_EQ(j["started"], "2026-11-30T10:00:01.000Z");
+  EXPECT_EQ(j["ended"], "2026-11-30T10:01:02.000Z");
+  EXPECT_EQ(j["merged_from"], nlohmann::ordered_json({"y", "x"}));
   EXPECT_EQ(exit_code_of(m), 1);
 }
 
@@ -100,15 +110,16 @@ TEST(Merge, SaysWhatIsWrong) {
 
 TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
   auto r = report(1, 1, {{"a, b: c", false}, {"ok", true}});
-  r["tests"][0]["line"] = 12;
-  std::string out = github_annotations(r);
+  r.tests[0].test.line = 12;
+  std::string out = github_annotations(each_record(r));
   EXPECT_EQ(out,
             "::error file=s.yaml,line=12,title=memrun%3A a%2C b%3A c::OOM-killed at 64.0 MiB "
             "(peak 64.0 MiB of 64.0 MiB, headroom 0 B)\n");
 }
 
 TEST(CiFormats, MarkdownTable) {
-  std::string md = markdown_table(merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"}));
+  ReportData m = merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"});
+  std::string md = markdown_table(m.info, each_record(m));
   EXPECT_NE(md.find("| ✅ pass | <code>a</code> | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| ❌ FAIL | <code>b</code> | oom |"), std::string::npos) << md;
   EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos) << md;
@@ -118,7 +129,8 @@ TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
   // Backticks to leave a code span, a cell separator, raw HTML, a link, an
   // entity and emphasis: none may reach the page as markup.
   const std::string name = "a` | <img src=x onerror=alert(1)> [x](http://e) &amp; **b** \\|";
-  std::string md = markdown_table(merge_reports({report(1, 1, {{name, false}})}, {"x"}));
+  ReportData m = merge_reports({report(1, 1, {{name, false}})}, {"x"});
+  std::string md = markdown_table(m.info, each_record(m));
   std::string row = md.substr(md.find("| ❌ FAIL"));
   row = row.substr(0, row.find('\n'));
   // Seven cell borders, as every row has: the name split no cell.
@@ -162,6 +174,41 @@ TEST(CiExamples, GithubActionsWorkflow) {
     if (step["run"] && step["run"].as<std::string>().find("memrun merge memrun-1.json") != std::string::npos)
       merged = true;
   EXPECT_TRUE(merged);
+}
+
+TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
+  YAML::Node w = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/github-actions.yml");
+  // Runs that give the comparison a noise bound, merged, kept as an artifact.
+  bool repeated = false;
+  for (const auto& step : w["jobs"]["memory"]["steps"])
+    if (step["run"] && step["run"].as<std::string>().find("--repeat ") != std::string::npos) repeated = true;
+  EXPECT_TRUE(repeated);
+  auto compare = w["jobs"]["compare"];
+  ASSERT_TRUE(compare.IsMap());
+  EXPECT_EQ(compare["needs"].as<std::string>(), "merge");
+  EXPECT_NE(compare["if"].as<std::string>().find("pull_request"), std::string::npos);
+  bool this_run = false, base = false, compared = false;
+  for (const auto& step : compare["steps"]) {
+    if (step["uses"] && step["uses"].as<std::string>().rfind("actions/download-artifact", 0) == 0 &&
+        step["with"]["name"].as<std::string>() == "memrun-report")
+      this_run = true;
+    if (step["run"] && step["run"].as<std::string>().find("gh run download") != std::string::npos &&
+        step["run"].as<std::string>().find("--name memrun-report --dir base") != std::string::npos)
+      base = true;
+    if (step["run"] &&
+        step["run"].as<std::string>().find("memrun compare base/memrun.json memrun.json --markdown") != std::string::npos)
+      compared = true;
+  }
+  EXPECT_TRUE(this_run);
+  EXPECT_TRUE(base);
+  EXPECT_TRUE(compared);
+  // The report the compare job takes as the base is the one merge uploads.
+  bool uploaded = false;
+  for (const auto& step : w["jobs"]["merge"]["steps"])
+    if (step["with"] && step["with"]["name"] && step["with"]["name"].as<std::string>() == "memrun-report" &&
+        step["with"]["path"].as<std::string>() == "memrun.*")
+      uploaded = true;
+  EXPECT_TRUE(uploaded);
 }
 
 TEST(CiExamples, GitlabCi) {

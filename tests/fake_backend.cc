@@ -12,7 +12,7 @@ class FakeGroup : public cgroup::Group {
  public:
   FakeGroup(FakeBackend& backend, std::string test, const cgroup::Limits& limits)
       : backend_(backend), test_(std::move(test)), limits_(limits), path_(backend.run_path() + "/" + test_) {}
-  ~FakeGroup() override { destroy(); }
+  ~FakeGroup() override { destroy_quietly(); }
 
   const std::string& path() const override { return path_; }
   std::string kernel_path() const override { return path_; }
@@ -29,16 +29,16 @@ class FakeGroup : public cgroup::Group {
   void signal_all(int sig) override {
     if (pid_ > 0) ::kill(-pid_, sig);
   }
-  bool kill_all(int) override {
+  bool kill_step() override {
     signal_all(SIGKILL);
     return true;
   }
-  void destroy() override {
-    if (destroyed_) return;
-    destroyed_ = true;
-    kill_all(0);
+  bool remove_step() override {
+    if (removed_) return true;
+    removed_ = true;
     backend_.live_bytes -= limits_.memory_max;
     --backend_.live_groups;
+    return true;
   }
 
  private:
@@ -52,7 +52,7 @@ class FakeGroup : public cgroup::Group {
   cgroup::Limits limits_;
   std::string path_;
   int pid_ = -1;
-  bool destroyed_ = false;
+  bool removed_ = false;
 };
 
 std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, const cgroup::Limits& limits) {

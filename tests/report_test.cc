@@ -7,7 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
+#include "runner/plan.h"
+#include "runner/spec.h"
 
 namespace memrun {
 namespace {
@@ -22,37 +24,41 @@ struct Fixture {
     spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, min_headroom: 8MiB}\n", "s.yaml", tmp());
     planned = {&spec, &spec.tests[0], "001-big", "/nonexistent/o", "/nonexistent/e"};
   }
-  Result result(Outcome outcome, int exit_code, uint64_t peak) {
-    Result r;
-    r.planned = &planned;
-    r.outcome = outcome;
-    r.exit_code = exit_code;
-    r.kernel.peak = peak;
-    r.kernel.effective_limit = UINT64_MAX;
-    decide(r, spec.tests[0]);
-    return r;
+  /// The record of a test that exited with `exit_code` (an OOM kill: the
+  /// kernel killed it, signal 9) with this kernel peak.
+  TestRecord result(Outcome outcome, int exit_code, uint64_t peak) {
+    Observation o = exited(exit_code, peak);
+    if (outcome == Outcome::oom) {
+      o.exit_code = -1;
+      o.signal = 9;
+      o.kernel.oom_kills = 1;
+    }
+    return make_record(planned, o);
   }
   /// A test that exited 0 with this kernel peak and these samples (MiB).
-  Result sampled(uint64_t peak, int samples, uint64_t sampled_peak, uint64_t cache_at_sampled_peak,
-                 uint64_t sampled_working_set, bool limit_reached = false) {
-    Result r;
-    r.planned = &planned;
-    r.outcome = Outcome::pass;
-    r.exit_code = 0;
-    r.kernel.peak = peak << 20;
-    r.kernel.limit_reached = limit_reached;
-    r.samples = samples;
-    r.sampled_peak = sampled_peak << 20;
-    r.reclaimable_at_sampled_peak = cache_at_sampled_peak << 20;
-    r.working_set_peak = sampled_working_set << 20;
-    decide(r, spec.tests[0]);
-    return r;
+  TestRecord sampled(uint64_t peak, int samples, uint64_t sampled_peak, uint64_t cache_at_sampled_peak,
+                     uint64_t sampled_working_set, bool limit_reached = false) {
+    Observation o = exited(0, peak << 20);
+    o.kernel.limit_reached = limit_reached;
+    o.samples = samples;
+    o.sampled_peak = sampled_peak << 20;
+    o.reclaimable_at_sampled_peak = cache_at_sampled_peak << 20;
+    o.sampled_working_set = sampled_working_set << 20;
+    return make_record(planned, o);
+  }
+  static Observation exited(int exit_code, uint64_t peak) {
+    Observation o;
+    o.ending = Ending::exited;
+    o.exit_code = exit_code;
+    o.kernel.peak = peak;
+    o.kernel.effective_limit = UINT64_MAX;
+    return o;
   }
 };
 
 TEST(Decide, PassWithHeadroom) {
   Fixture f;
-  Result r = f.result(Outcome::pass, 0, 40ull << 20);
+  Verdict r = f.result(Outcome::pass, 0, 40ull << 20).verdict;
   EXPECT_TRUE(r.passed);
   EXPECT_EQ(r.headroom, 24ll << 20);
   EXPECT_DOUBLE_EQ(r.headroom_pct, 37.5);
@@ -60,64 +66,66 @@ TEST(Decide, PassWithHeadroom) {
 
 TEST(Decide, HeadroomBelowMinimumFails) {
   Fixture f;
-  Result r = f.result(Outcome::pass, 0, 60ull << 20);
+  Verdict r = f.result(Outcome::pass, 0, 60ull << 20).verdict;
   EXPECT_FALSE(r.passed);
   EXPECT_NE(r.reason.find("below min_headroom 8.00 MiB"), std::string::npos) << r.reason;
 }
 
 TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   Fixture f;
-  Result r;
-  r.planned = &f.planned;
-  r.outcome = Outcome::pass;
-  r.signal = 9;
-  r.kernel.peak = 1;
-  decide(r, f.spec.tests[0]);
+  Observation killed = Fixture::exited(-1, 1);
+  killed.signal = 9;
+  Verdict r = decide(f.spec.tests[0], killed);
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_EQ(r.reason, "expected pass, got fail (killed by signal 9)");
-  Result oom;
-  oom.planned = &f.planned;
-  oom.outcome = Outcome::pass;
-  oom.signal = 9;
-  oom.kernel.peak = 1;
-  oom.kernel.oom_kills = 1;
-  decide(oom, f.spec.tests[0]);
-  r = oom;
+  killed.kernel.oom_kills = 1;
+  r = decide(f.spec.tests[0], killed);
   EXPECT_EQ(r.outcome, Outcome::oom);
   EXPECT_EQ(r.reason, "expected pass, got oom at 64.0 MiB");
 }
 
-// A test that exited 0 with a 1 MiB kernel peak, before its verdict.
-Result exited_ok(const PlannedTest& planned) {
-  Result r;
-  r.planned = &planned;
-  r.outcome = Outcome::pass;
-  r.exit_code = 0;
-  r.kernel.peak = MiB;
-  return r;
+TEST(Decide, ThePlaceholderOfAnUnstartedTestIsNoVerdict) {
+  // A test that never started is an error with its reason, and a test cut
+  // off before its turn is interrupted: neither passes, whatever it expected.
+  Fixture f;
+  Observation refused;
+  refused.ending = Ending::not_started;
+  refused.start_error = "over budget";
+  Verdict r = decide(f.spec.tests[0], refused);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.reason, "over budget");
+  Observation cut;
+  cut.ending = Ending::not_run;
+  r = decide(f.spec.tests[0], cut);
+  EXPECT_EQ(r.outcome, Outcome::interrupted);
+  EXPECT_FALSE(r.passed);
 }
+
+// A test that exited 0 with a 1 MiB kernel peak, before its verdict.
+Observation exited_ok() { return Fixture::exited(0, MiB); }
 
 TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
   Fixture f;
   // Raised: the kernel saw 200 MiB under a 64 MiB limit.
-  Result over = f.result(Outcome::pass, 0, 200 * MiB);
+  Verdict over = f.result(Outcome::pass, 0, 200 * MiB).verdict;
   EXPECT_FALSE(over.passed);
   EXPECT_NE(over.reason.find("defeated its memory limit: its peak 200.0 MiB is above its limit 64.0 MiB"),
             std::string::npos)
       << over.reason;
   // The limit file said more at the end than memrun wrote, whatever the peak.
-  Result raised = exited_ok(f.planned);
-  raised.kernel.limit_at_end = GiB;
-  decide(raised, f.spec.tests[0]);
+  Observation raised_test = exited_ok();
+  raised_test.kernel.limit_at_end = GiB;
+  Verdict raised = decide(f.spec.tests[0], raised_test);
   EXPECT_FALSE(raised.passed);
   EXPECT_NE(raised.reason.find("limit was 1.00 GiB at the end, not the 64.0 MiB memrun set"), std::string::npos)
       << raised.reason;
   // A process moved out of the group, even with an expected OOM.
-  Result escaped = exited_ok(f.planned);
-  escaped.kernel.oom_kills = 1;
-  escaped.kernel.escaped = 1;
+  Observation escaped_test = exited_ok();
+  escaped_test.kernel.oom_kills = 1;
+  escaped_test.kernel.escaped = 1;
   Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", tmp());
-  decide(escaped, spec.tests[0]);
+  Verdict escaped = decide(spec.tests[0], escaped_test);
   EXPECT_FALSE(escaped.passed);
   EXPECT_NE(escaped.reason.find("1 of its processes had moved out of its memory cgroup"), std::string::npos)
       << escaped.reason;
@@ -125,23 +133,23 @@ TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
 
 TEST(Decide, RefusedForksAreAFailureThatExpectFailAccepts) {
   Fixture f;
-  Result r = exited_ok(f.planned);
-  r.kernel.events["pids_max"] = 2026;
-  decide(r, f.spec.tests[0]);
+  Observation bomb = exited_ok();
+  bomb.kernel.events["pids_max"] = 2026;
+  Verdict r = decide(f.spec.tests[0], bomb);
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_NE(r.reason.find("refused 2026 forks at pids.max 4096"), std::string::npos) << r.reason;
   Spec spec = parse_spec("tests:\n  - {name: bomb, run: x, memory: 64MiB, pids: 64, expect: fail}\n", "s.yaml", tmp());
-  Result accepted = exited_ok(f.planned);
-  accepted.kernel.events["pids_max"] = 3;
-  decide(accepted, spec.tests[0]);
+  Observation accepted_test = exited_ok();
+  accepted_test.kernel.events["pids_max"] = 3;
+  Verdict accepted = decide(spec.tests[0], accepted_test);
   EXPECT_TRUE(accepted.passed) << accepted.reason;
 }
 
 TEST(Decide, PageCacheDoesNotEatHeadroom) {
   // The limit, reached: cache filled it.
   Fixture f;
-  Result r = f.sampled(64, 10, 63, 61, 2, true);
+  Verdict r = f.sampled(64, 10, 63, 61, 2, true).verdict;
   EXPECT_TRUE(r.passed);
   EXPECT_EQ(r.headroom_basis, "working_set");
   EXPECT_EQ(r.headroom, 61ll << 20);
@@ -150,7 +158,7 @@ TEST(Decide, PageCacheDoesNotEatHeadroom) {
 TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
   // An anonymous spike between two samples.
   Fixture f;
-  Result r = f.sampled(62, 3, 5, 1, 4);
+  Verdict r = f.sampled(62, 3, 5, 1, 4).verdict;
   EXPECT_EQ(r.working_set_peak, 61ull << 20);  // only the cache seen is taken off
   EXPECT_EQ(r.headroom_basis, "peak");         // 1 MiB of cache is no reason to estimate
   EXPECT_EQ(r.headroom, 2ll << 20);
@@ -161,7 +169,7 @@ TEST(Decide, CacheOfAnInputReadFirstDoesNotEatHeadroom) {
   // an input nobody had cached before: run after another reader, the same
   // test would not pay for it.
   Fixture f;
-  Result r = f.sampled(60, 50, 59, 20, 39);
+  Verdict r = f.sampled(60, 50, 59, 20, 39).verdict;
   EXPECT_EQ(r.headroom_basis, "working_set");
   EXPECT_EQ(r.working_set_peak, 40ull << 20);
   EXPECT_EQ(r.headroom, 24ll << 20);
@@ -171,7 +179,7 @@ TEST(Decide, CacheOfAnInputReadFirstDoesNotEatHeadroom) {
 TEST(Decide, CacheIsNotSubtractedWhenTheSamplesMissedThePeak) {
   // A spike the samples missed while 20 MiB of cache was around.
   Fixture f;
-  Result r = f.sampled(62, 10, 30, 20, 10);
+  Verdict r = f.sampled(62, 10, 30, 20, 10).verdict;
   EXPECT_EQ(r.headroom_basis, "peak");
   EXPECT_EQ(r.headroom, 2ll << 20);
   EXPECT_FALSE(r.passed);
@@ -211,7 +219,7 @@ TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
   Fixture f;
   Report report(tmp());
   // Ended in another order than planned (-j), one never started.
-  Result second = f.result(Outcome::pass, 0, 1 << 20), first = f.result(Outcome::fail, 3, 2 << 20);
+  TestRecord second = f.result(Outcome::pass, 0, 1 << 20), first = f.result(Outcome::fail, 3, 2 << 20);
   report.add_test(2, second);
   report.add_test(0, first);
   std::string text;
@@ -226,9 +234,52 @@ TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
   EXPECT_EQ(text, j.dump(2) + "\n");
 }
 
+TEST(Report, ARecordReadBackIsTheRecordWritten) {
+  // One serialization both ways: every field of a record the report
+  // carries comes back with its type, so that merge, repro and the CI
+  // outputs of a merged run see what the run saw.
+  Fixture f;
+  Observation o = Fixture::exited(-1, 64 * MiB);
+  o.signal = 9;
+  o.kernel.oom_kills = 1;
+  o.kernel.events = {{"oom_kill", 1}, {"max", 7}};
+  o.kernel.stat = {{"anon", 5 * MiB}};
+  o.kernel.breakdown.shmem = 3 * MiB;
+  o.kernel.limit_at_end = 64 * MiB;
+  o.samples = 2;
+  o.sampled_peak = 60 * MiB;
+  o.timeline.interval_s = 0.02;
+  o.timeline.add(0.02, 10 * MiB, 9 * MiB, MiB);
+  o.timeline.add(0.04, 60 * MiB, 59 * MiB, MiB);
+  o.timeline.peak_t_s = 0.04;
+  o.oom_victims = {{41, "big, \"quoted\"", 60 * MiB, MiB, 0}};
+  o.stdout_bytes = 12;
+  o.started = std::chrono::system_clock::from_time_t(1796032800) + std::chrono::milliseconds(123);
+  o.ended = o.started + std::chrono::seconds(2);
+  o.duration_s = 2;
+  o.cleanup_error = "cannot remove cgroup x: Device or resource busy";
+  TestRecord written_record = make_record(f.planned, o);
+  nlohmann::ordered_json j = to_json(written_record);
+  TestRecord back = record_from_json(j, "t");
+  EXPECT_EQ(to_json(back), j);
+  EXPECT_EQ(back.verdict.outcome, Outcome::oom);
+  EXPECT_EQ(back.observed.oom_victims.at(0).name, "big, \"quoted\"");
+  EXPECT_EQ(back.observed.started, o.started);
+  EXPECT_EQ(back.test.stdout_path, "/nonexistent/o");
+  // A field of the wrong type is the input's fault, said with where.
+  j["peak_bytes"] = "lots";
+  try {
+    record_from_json(j, "r.json: tests[0]");
+    ADD_FAILURE() << "a string peak was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_NE(std::string(e.what()).find("r.json: tests[0]: field 'peak_bytes'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Report, ConsoleLineIsPlainWithoutColor) {
   Fixture f;
-  Result r = f.result(Outcome::pass, 0, 40ull << 20);
+  TestRecord r = f.result(Outcome::pass, 0, 40ull << 20);
   char* buf = nullptr;
   size_t len = 0;
   FILE* out = open_memstream(&buf, &len);

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 
 namespace memrun {
 namespace {
 
-Spec parse(const std::string& yaml) { return parse_spec(yaml, "spec.yaml", "/tmp"); }
+Spec parse(const std::string& yaml) { return parse_spec(yaml, "spec.yaml", "/project/specs"); }
 
 // The message of the error a spec gives; fails when it parses.
 std::string error_of(const std::string& yaml) {
@@ -46,7 +46,7 @@ tests:
   EXPECT_EQ(a.timeout.count(), 30000);
   EXPECT_EQ(a.swap, 0u);
   EXPECT_EQ(a.pids, kDefaultPids);
-  EXPECT_EQ(a.cwd, "/tmp");
+  EXPECT_EQ(a.cwd, "/project/specs");
   EXPECT_EQ(a.line, 7);
   const auto& b = s.tests[1];
   EXPECT_EQ(b.argv, (std::vector<std::string>{"prog", "--flag"}));
@@ -81,10 +81,40 @@ tests:
   EXPECT_EQ(s.setup->command.name, "setup");
   EXPECT_EQ(s.setup->command.memory, 1ull << 30);
   EXPECT_EQ(s.setup->command.env.at("SCALE"), "0.5");
-  EXPECT_EQ(s.setup->inputs, std::vector<std::string>{"/tmp/gen.py"});
-  EXPECT_EQ(s.setup->outputs, std::vector<std::string>{"/tmp/cache/f-0.5.bin"});
+  EXPECT_EQ(s.setup->inputs, std::vector<std::string>{"/project/specs/gen.py"});
+  EXPECT_EQ(s.setup->outputs, std::vector<std::string>{"/project/specs/cache/f-0.5.bin"});
   EXPECT_EQ(s.tests[0].env.at("SCALE"), "0.5");
   EXPECT_EQ(s.tests[0].env.at("OTHER"), "from-defaults");  // defaults win over spec env
+}
+
+TEST(Spec, MaxIncreaseAndInputs) {
+  Spec s = parse(R"(
+defaults:
+  memory: 64MiB
+  max_increase: 5%
+tests:
+  - {name: a, run: x}
+  - {name: b, run: x, max_increase: "20%, 8MiB", inputs: [data/in.parquet, "${HOME_DIR:-/d}/x"]}
+  - name: c
+    run: x
+    max_increase: [2MiB, 1%]
+)");
+  EXPECT_DOUBLE_EQ(s.tests[0].max_increase->percent, 5);
+  EXPECT_EQ(s.tests[0].max_increase->bytes, 0u);
+  EXPECT_DOUBLE_EQ(s.tests[1].max_increase->percent, 20);
+  EXPECT_EQ(s.tests[1].max_increase->bytes, 8 * MiB);
+  EXPECT_EQ(s.tests[1].max_increase->for_base(100 * MiB), 20 * MiB);
+  EXPECT_EQ(s.tests[1].max_increase->for_base(10 * MiB), 8 * MiB);  // the larger wins
+  EXPECT_EQ(s.tests[1].inputs, (std::vector<std::string>{"/project/specs/data/in.parquet", "/d/x"}));
+  EXPECT_EQ(s.tests[2].max_increase->bytes, 2 * MiB);
+  EXPECT_NE(error_of("tests:\n  - {name: a, run: x, memory: 64MiB, max_increase: lots}\n").find("spec.yaml:2:"),
+            std::string::npos);
+  EXPECT_NE(error_of("tests:\n  - {name: a, run: x, memory: 64MiB, max_increase: \"5%, 6%\"}\n")
+                .find("must be a percentage (10%), a size (8MiB) or both"),
+            std::string::npos);
+  EXPECT_NE(error_of("defaults: {inputs: [a]}\ntests:\n  - {name: a, run: x, memory: 64MiB}\n")
+                .find("'inputs' belongs to each test"),
+            std::string::npos);
 }
 
 TEST(Spec, ExpandVars) {

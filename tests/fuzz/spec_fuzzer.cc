@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cgroup/error.h"
+#include "runner/error.h"
 #include "runner/spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,0 +1,316 @@
+// Comparing two reports: the rule (every run beyond every run, by more than
+// the threshold) and its outputs.
+#include "runner/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "runner/ci_report.h"
+#include "runner/units.h"
+#include "runner/utf8.h"
+
+namespace memrun {
+
+const char* to_string(Change change) {
+  switch (change) {
+    case Change::regressed: return "regressed";
+    case Change::improved: return "improved";
+    case Change::unchanged: return "unchanged";
+    case Change::added: return "new";
+    case Change::gone: return "gone";
+    case Change::not_comparable: return "not comparable";
+  }
+  return "not comparable";
+}
+
+namespace {
+
+std::string key(const TestRecord& r) { return r.test.spec + '\n' + r.test.name; }
+
+bool ran(const TestRecord& r) {
+  return r.verdict.outcome != Outcome::error && r.verdict.outcome != Outcome::interrupted;
+}
+
+// The gated figure of each run, sorted.
+std::vector<uint64_t> figures(const TestRecord& r, bool working_set) {
+  std::vector<uint64_t> out;
+  for (const auto& run : r.runs) out.push_back(working_set ? run.working_set_peak : run.peak);
+  if (out.empty()) out.push_back(working_set ? r.verdict.working_set_peak : r.verdict.peak);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+uint64_t median(const std::vector<uint64_t>& sorted) {
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : sorted[n / 2 - 1] / 2 + sorted[n / 2] / 2;
+}
+
+// What differs between the machines (or memrun builds) of two reports.
+// Sets `incomparable` when the difference changes what is measured.
+std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h, std::string* incomparable) {
+  std::vector<std::string> w;
+  if (b.backend != h.backend || b.cgroup_mode != h.cgroup_mode)
+    *incomparable = fmt::format("measured on another backend ({} {} in base, {} {} in head): a cgroup's figures "
+                                "differ between backends; compare reports of the same backend",
+                                b.backend, b.cgroup_mode, h.backend, h.cgroup_mode);
+  auto differs = [&](const char* what, const std::string& x, const std::string& y, const char* why) {
+    if (x != y) w.push_back(fmt::format("{} differs ({} in base, {} in head): {}", what, x.empty() ? "?" : x,
+                                        y.empty() ? "?" : y, why));
+  };
+  differs("memrun version", b.memrun_version, h.memrun_version,
+          "figures may differ for that reason alone; rerun the base with the same memrun");
+  differs("kernel", b.kernel, h.kernel, "the kernel's accounting of memory changes between versions");
+  differs("transparent huge pages", b.environment.thp, h.environment.thp, "THP changes how much a touched range costs");
+  auto env_text = [](const std::map<std::string, std::string>& env) {
+    std::string out;
+    for (const auto& [k, v] : env) out += (out.empty() ? "" : " ") + k + "=" + v;
+    return out.empty() ? std::string("none") : out;
+  };
+  differs("allocator settings", env_text(b.environment.allocator_env), env_text(h.environment.allocator_env),
+          "malloc's arenas and caches change a program's footprint");
+  differs("swap", format_size(b.environment.swap_bytes), format_size(h.environment.swap_bytes),
+          "memory in swap is not in the peak");
+  differs("CPUs", std::to_string(b.environment.cpus), std::to_string(h.environment.cpus),
+          "per-thread arenas and caches grow with CPUs");
+  return w;
+}
+
+// One test found in both reports.
+TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions& o) {
+  TestChange c;
+  c.name = h.test.name;
+  c.spec = h.test.spec;
+  c.line = h.test.line;
+  // The working set is an estimate from samples (verdict.cc): it moves with
+  // where the samples fell. It is compared only where both sides had to
+  // subtract page cache and no input's cache was made reproducible by
+  // eviction (then the kernel's exact peak is the same cold every run).
+  bool working_set = o.gate == Gate::working_set ||
+                     (o.gate == Gate::automatic && b.test.inputs.empty() && h.test.inputs.empty() &&
+                      b.verdict.headroom_basis == "working_set" && h.verdict.headroom_basis == "working_set");
+  c.figure = working_set ? "working set" : "peak";
+  auto bf = figures(b, working_set), hf = figures(h, working_set);
+  c.base_lo = bf.front(), c.base = median(bf), c.base_hi = bf.back(), c.base_runs = bf.size();
+  c.head_lo = hf.front(), c.head = median(hf), c.head_hi = hf.back(), c.head_runs = hf.size();
+  MaxIncrease threshold = o.threshold;
+  if (h.test.max_increase) threshold = {h.test.max_increase->first, h.test.max_increase->second};
+  c.allowed = threshold.for_base(c.base);
+  if (!ran(b) || !ran(h)) {
+    c.change = Change::not_comparable;
+    c.note = fmt::format("it did not run in {} ({})", ran(b) ? "head" : "base",
+                         to_string(ran(b) ? h.verdict.outcome : b.verdict.outcome));
+  } else if (b.test.requested_limit != h.test.requested_limit) {
+    c.change = Change::not_comparable;
+    c.note = fmt::format("its limit changed ({} in base, {} in head): a limit changes what the kernel reclaims",
+                         format_size(b.test.requested_limit), format_size(h.test.requested_limit));
+  } else if (c.head_lo > c.base_hi && c.head_lo - c.base_hi > c.allowed) {
+    c.change = Change::regressed;
+  } else if (c.base_lo > c.head_hi && c.base_lo - c.head_hi > c.allowed) {
+    c.change = Change::improved;
+  } else {
+    c.change = Change::unchanged;
+  }
+  return c;
+}
+
+int rank(Change c) {
+  switch (c) {
+    case Change::regressed: return 0;
+    case Change::improved: return 1;
+    case Change::not_comparable: return 2;
+    case Change::added: return 3;
+    case Change::gone: return 4;
+    case Change::unchanged: return 5;
+  }
+  return 5;
+}
+
+std::string plural(size_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+std::string change_text(const TestChange& t) {
+  if (t.change == Change::added || t.change == Change::gone) return "-";
+  return fmt::format("{}{} ({:+.1f}%)", t.delta() >= 0 ? "+" : "-", format_size(static_cast<uint64_t>(std::llabs(t.delta()))),
+                     t.pct());
+}
+
+std::string side_text(uint64_t median_value, uint64_t lo, uint64_t hi, size_t runs) {
+  if (runs == 0) return "-";
+  if (runs == 1) return format_size(median_value);
+  return fmt::format("{} ({}–{})", format_size(median_value), format_size(lo), format_size(hi));
+}
+
+const char* icon(Change c) {
+  switch (c) {
+    case Change::regressed: return "❌";
+    case Change::improved: return "✅";
+    case Change::unchanged: return "➖";
+    case Change::added: return "🆕";
+    case Change::gone: return "🗑️";
+    case Change::not_comparable: return "⚠️";
+  }
+  return "";
+}
+
+}  // namespace
+
+size_t Comparison::count(Change c) const {
+  return static_cast<size_t>(std::count_if(tests.begin(), tests.end(), [&](const TestChange& t) { return t.change == c; }));
+}
+
+std::string Comparison::summary() const {
+  std::string s = plural(count(Change::regressed), "regression", "regressions") + ", " +
+                  plural(count(Change::improved), "improvement", "improvements") + ", " +
+                  fmt::format("{} unchanged", count(Change::unchanged));
+  if (size_t n = count(Change::added)) s += fmt::format(", {} new", n);
+  if (size_t n = count(Change::gone)) s += fmt::format(", {} gone", n);
+  if (size_t n = count(Change::not_comparable)) s += fmt::format(", {} not comparable", n);
+  return s;
+}
+
+Comparison compare_reports(const ReportData& base, const ReportData& head, const CompareOptions& o) {
+  Comparison c;
+  std::string incomparable;
+  c.warnings = environment_warnings(base.info, head.info, &incomparable);
+  std::map<std::string, const TestRecord*> in_base;
+  for (const auto& t : base.tests) in_base[key(t)] = &t;
+  for (const auto& h : head.tests) {
+    auto it = in_base.find(key(h));
+    if (it == in_base.end()) {
+      TestChange t;
+      t.name = h.test.name, t.spec = h.test.spec, t.line = h.test.line, t.change = Change::added;
+      t.figure = "peak";
+      auto hf = figures(h, false);
+      t.head_lo = hf.front(), t.head = median(hf), t.head_hi = hf.back(), t.head_runs = hf.size();
+      c.tests.push_back(t);
+      continue;
+    }
+    TestChange t = judge(*it->second, h, o);
+    if (!incomparable.empty()) {
+      t.change = Change::not_comparable;
+      t.note = incomparable;
+    }
+    c.tests.push_back(t);
+    in_base.erase(it);
+  }
+  for (const auto& b : base.tests) {
+    if (!in_base.count(key(b))) continue;
+    TestChange t;
+    t.name = b.test.name, t.spec = b.test.spec, t.line = b.test.line, t.change = Change::gone;
+    t.figure = "peak";
+    auto bf = figures(b, false);
+    t.base_lo = bf.front(), t.base = median(bf), t.base_hi = bf.back(), t.base_runs = bf.size();
+    c.tests.push_back(t);
+  }
+  std::stable_sort(c.tests.begin(), c.tests.end(), [](const TestChange& a, const TestChange& b) {
+    return rank(a.change) != rank(b.change) ? rank(a.change) < rank(b.change) : a.name < b.name;
+  });
+  return c;
+}
+
+std::string comparison_text(const Comparison& c) {
+  std::string out = fmt::format("memrun compare: {} (base {}, head {})\n", c.summary(), c.base_name, c.head_name);
+  for (const auto& w : c.warnings) out += "warning: " + one_line(w) + "\n";
+  size_t width = 4;
+  for (const auto& t : c.tests) width = std::max(width, t.name.size());
+  for (const auto& t : c.tests) {
+    out += fmt::format("{:<15} {:<{}}  {:<12} {:>28} -> {:<28} {:>20}  runs {}/{}\n", to_string(t.change),
+                       one_line(t.name), width, t.figure, side_text(t.base, t.base_lo, t.base_hi, t.base_runs),
+                       side_text(t.head, t.head_lo, t.head_hi, t.head_runs), change_text(t), t.base_runs, t.head_runs);
+    if (t.change == Change::regressed || t.change == Change::improved)
+      out += fmt::format("      beyond the other side's every run by more than {} (max_increase)\n",
+                         format_size(t.allowed));
+    if (!t.note.empty()) out += "      " + one_line(t.note) + "\n";
+  }
+  return out;
+}
+
+std::string comparison_markdown(const Comparison& c) {
+  std::string out = fmt::format("**memrun**: {}\n\n", c.summary());
+  for (const auto& w : c.warnings) out += "> ⚠️ " + markdown_literal(w) + "\n>\n";
+  out += fmt::format("Compared with {} (base) at the gated figure: the kernel peak, or the working set where page "
+                     "cache was subtracted. A change counts when every run of one side is beyond every run of the "
+                     "other by more than `max_increase`.\n\n",
+                     markdown_literal(c.base_name));
+  out += "| | test | figure | base | head | change | runs |\n|---|---|---|---:|---:|---:|---:|\n";
+  for (const auto& t : c.tests)
+    out += fmt::format("| {} {} | <code>{}</code> | {} | {} | {} | {} | {} / {} |\n", icon(t.change), to_string(t.change),
+                       markdown_literal(t.name), t.figure, side_text(t.base, t.base_lo, t.base_hi, t.base_runs),
+                       side_text(t.head, t.head_lo, t.head_hi, t.head_runs), change_text(t), t.base_runs, t.head_runs);
+  return out;
+}
+
+std::string comparison_json(const Comparison& c) {
+  nlohmann::ordered_json j = {
+      {"schema", "memrun-compare/1"},
+      {"base", c.base_name},
+      {"head", c.head_name},
+      {"summary",
+       {{"regressed", c.count(Change::regressed)}, {"improved", c.count(Change::improved)},
+        {"unchanged", c.count(Change::unchanged)}, {"new", c.count(Change::added)}, {"gone", c.count(Change::gone)},
+        {"not_comparable", c.count(Change::not_comparable)}}},
+      {"warnings", c.warnings},
+      {"tests", nlohmann::ordered_json::array()},
+  };
+  for (const auto& t : c.tests)
+    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"change", to_string(t.change)},
+                          {"figure", t.figure}, {"base_bytes", t.base}, {"head_bytes", t.head},
+                          {"base_range_bytes", {t.base_lo, t.base_hi}}, {"head_range_bytes", {t.head_lo, t.head_hi}},
+                          {"change_bytes", t.delta()}, {"change_pct", std::round(t.pct() * 100) / 100},
+                          {"allowed_increase_bytes", t.allowed}, {"base_runs", t.base_runs},
+                          {"head_runs", t.head_runs}, {"note", t.note}});
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string comparison_junit(const Comparison& c) {
+  pugi::xml_document doc;
+  auto decl = doc.append_child(pugi::node_declaration);
+  decl.append_attribute("version") = "1.0";
+  decl.append_attribute("encoding") = "UTF-8";
+  auto suite = doc.append_child("testsuites").append_child("testsuite");
+  suite.append_attribute("name") = "memrun compare";
+  suite.append_attribute("tests") = c.tests.size();
+  suite.append_attribute("failures") = c.count(Change::regressed);
+  for (const auto& t : c.tests) {
+    auto tc = suite.append_child("testcase");
+    tc.append_attribute("name") = t.name.c_str();
+    tc.append_attribute("classname") = t.spec.c_str();
+    tc.append_attribute("file") = t.spec.c_str();
+    tc.append_attribute("line") = t.line;
+    if (t.change == Change::regressed) {
+      auto f = tc.append_child("failure");
+      f.append_attribute("type") = "regressed";
+      f.append_attribute("message") = fmt::format("{} {} -> {} ({}), more than the {} allowed", t.figure,
+                                                  format_size(t.base), format_size(t.head), change_text(t),
+                                                  format_size(t.allowed)).c_str();
+    } else if (t.change != Change::unchanged && t.change != Change::improved) {
+      tc.append_child("system-out").text() = (std::string(to_string(t.change)) + (t.note.empty() ? "" : ": " + t.note)).c_str();
+    }
+  }
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+std::string comparison_annotations(const Comparison& c) {
+  std::string out;
+  for (const auto& t : c.tests) {
+    if (t.change != Change::regressed) continue;
+    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
+                       escape_property("memrun: " + t.name + " regressed"),
+                       escape_data(fmt::format("{} {} in base, {} here ({}); max_increase allows {}", t.figure,
+                                               format_size(t.base), format_size(t.head), change_text(t),
+                                               format_size(t.allowed))));
+  }
+  return out;
+}
+
+int exit_code_of(const Comparison& c) { return c.count(Change::regressed) ? 1 : 0; }
+
+}  // namespace memrun

@@ -1,0 +1,81 @@
+// Making a test's record: its identity from the plan, its verdict from its
+// observation (verdict.cc), the tail of its logs when it did not pass.
+#include "runner/record.h"
+
+#include "runner/files.h"
+#include "runner/plan.h"
+#include "runner/utf8.h"
+
+namespace memrun {
+
+void Timeline::add(double t, uint64_t cur, uint64_t a, uint64_t f) {
+  if (++skipped < stride) return;
+  skipped = 0;
+  if (t_s.size() >= kMaxPoints) {
+    // Keep every other point; from now on record half as often.
+    for (size_t i = 0; 2 * i < t_s.size(); ++i) {
+      t_s[i] = t_s[2 * i];
+      current[i] = current[2 * i];
+      anon[i] = anon[2 * i];
+      file[i] = file[2 * i];
+    }
+    size_t n = (t_s.size() + 1) / 2;
+    t_s.resize(n), current.resize(n), anon.resize(n), file.resize(n);
+    stride *= 2;
+  }
+  t_s.push_back(t), current.push_back(cur), anon.push_back(a), file.push_back(f);
+}
+
+TestIdentity identity_of(const PlannedTest& p) {
+  const TestSpec& t = *p.test;
+  TestIdentity id;
+  id.name = t.name;
+  id.spec = p.spec->path;
+  id.line = t.line;
+  id.command = t.command;
+  id.env = t.env;
+  id.tags = t.tags;
+  id.expected = t.expect.describe();
+  id.requested_limit = t.memory;
+  id.memory_high = t.memory_high;
+  id.stdout_path = p.stdout_path;
+  id.stderr_path = p.stderr_path;
+  id.inputs = t.inputs;
+  if (t.max_increase) id.max_increase = std::pair{t.max_increase->percent, t.max_increase->bytes};
+  return id;
+}
+
+TestRecord make_record(const PlannedTest& p, Observation observed) {
+  TestRecord r{identity_of(p), {}, decide(*p.test, observed), {}};
+  // A lost log does not change the verdict, but the report says so.
+  if (!observed.log_error.empty())
+    r.verdict.reason += (r.verdict.reason.empty() ? "" : "; ") + observed.log_error;
+  if (!r.verdict.passed && observed.ending != Ending::not_started && observed.ending != Ending::not_run) {
+    for (const auto& path : {p.stderr_path, p.stdout_path}) {
+      std::string tail = log_tail(path, 10);
+      if (!tail.empty()) observed.log_tail += (observed.log_tail.empty() ? "" : "\n") + tail;
+    }
+    observed.log_tail = printable(observed.log_tail);
+  }
+  r.observed = std::move(observed);
+  const Verdict& v = r.verdict;
+  r.runs = {{v.peak, v.working_set_peak, v.outcome, v.passed, r.observed.duration_s}};
+  return r;
+}
+
+TestRecord combine_runs(std::vector<TestRecord> runs) {
+  size_t chosen = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Verdict& v = runs[i].verdict;
+    const Verdict& best = runs[chosen].verdict;
+    if (!v.passed && best.passed) chosen = i;
+    else if (v.passed == best.passed && best.passed && v.peak > best.peak) chosen = i;
+  }
+  std::vector<RunFigures> figures;
+  for (const auto& r : runs) figures.insert(figures.end(), r.runs.begin(), r.runs.end());
+  TestRecord out = std::move(runs[chosen]);
+  out.runs = std::move(figures);
+  return out;
+}
+
+}  // namespace memrun

@@ -1,0 +1,182 @@
+// The record of one test: what its spec asked, what the run observed, and
+// the verdict, which is a pure function of the other two. Every output
+// works from records: the console, the JSON report, JUnit, Markdown, HTML,
+// annotations, `merge`. runner/report_json.cc alone maps them to and from
+// the report's JSON.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cgroup/cgroup.h"
+#include "runner/kmsg.h"
+
+namespace memrun {
+
+struct PlannedTest;
+struct TestSpec;
+
+/// Memory over time, sampled while a test runs. Bounded: past kMaxPoints it
+/// keeps every other point and records half as often, so that memrun's own
+/// memory stays flat however long a test runs.
+struct Timeline {
+  static constexpr size_t kMaxPoints = 2048;
+  double interval_s = 0;             ///< time between samples (before striding)
+  std::vector<double> t_s;           ///< seconds since the test started
+  std::vector<uint64_t> current, anon, file;
+  int stride = 1, skipped = 0;       ///< record every stride-th sample
+  double peak_t_s = 0;               ///< when the highest sample was taken
+  /// Adds a sample (or skips it, per the stride).
+  void add(double t, uint64_t cur, uint64_t a, uint64_t f);
+};
+
+/// How a test ended, as the verdict names it.
+enum class Outcome {
+  pass,         ///< exited 0
+  fail,         ///< exited non-zero or was killed by a signal, no OOM kill
+  oom,          ///< the kernel OOM-killed a process of its group
+  timeout,      ///< memrun killed it at its timeout
+  error,        ///< could not start (no cgroup, no executable)
+  interrupted,  ///< memrun was interrupted by a signal before it finished
+};
+
+/// "pass", "fail", "oom", "timeout", "error", "interrupted".
+const char* to_string(Outcome outcome);
+/// The Outcome named `text`, or nullopt.
+std::optional<Outcome> outcome_named(const std::string& text);
+
+/// How memrun saw a test end, before any judgement.
+enum class Ending {
+  exited,        ///< its main process exited (or was killed) on its own
+  timed_out,     ///< memrun killed it at its timeout
+  interrupted,   ///< memrun was interrupted while it ran
+  not_started,   ///< it could not start, or was refused (see start_error)
+  not_run,       ///< memrun was interrupted before its turn came
+};
+
+/// What one run of a test observed: made by RunningTest (or by the loop for
+/// a test that never started), complete before the verdict is decided, and
+/// never changed after.
+struct Observation {
+  Ending ending = Ending::not_started;
+  std::string start_error;  ///< why it did not start (Ending::not_started)
+  int exit_code = -1;       ///< when it exited
+  int signal = 0;           ///< when a signal ended it
+  cgroup::Final kernel;     ///< the kernel's figures, read after the group emptied
+  /// Samples of usage while the test ran: how many, the highest, the
+  /// reclaimable page cache at that highest sample, and the highest usage
+  /// net of reclaimable cache any sample saw.
+  int samples = 0;
+  uint64_t sampled_peak = 0, reclaimable_at_sampled_peak = 0, sampled_working_set = 0;
+  /// Where the memory was at the highest sample: what an OOM report shows.
+  /// Without samples (a test shorter than one interval), the final figures.
+  cgroup::Breakdown at_peak;
+  Timeline timeline;                 ///< memory.current and its anon/file split over time
+  std::vector<OomKill> oom_victims;  ///< from the kernel log, when readable
+  std::string placement;             ///< "clone3" or "join" (see launch.h)
+  /// What memrun could not clean up after the test (its cgroup could not be
+  /// removed, say); empty when all went. Never in place of the verdict.
+  std::string cleanup_error;
+  std::string log_error;  ///< a log that could not be written
+  /// What the test wrote to stdout and stderr, and what the log cap
+  /// discarded of it.
+  uint64_t stdout_bytes = 0, stderr_bytes = 0, log_discarded_bytes = 0;
+  double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
+  std::chrono::system_clock::time_point started, ended;
+  /// The last lines of stderr, then of stdout, of a test that did not pass
+  /// (so that outputs made elsewhere, `memrun merge`, can show them).
+  std::string log_tail;
+};
+
+/// The judgement on one observation against its spec.
+struct Verdict {
+  Outcome outcome = Outcome::error;
+  bool passed = false;
+  std::string reason;  ///< why it did not pass, or what went wrong
+  uint64_t limit = 0;  ///< the effective hard limit (the spec's, or an ancestor's if lower)
+  uint64_t peak = 0;   ///< the kernel's peak, or the sampled one (peak_sampled)
+  bool peak_sampled = false;
+  /// What the test could not have given back: the larger of the highest
+  /// sampled usage net of reclaimable cache and the kernel peak net of the
+  /// cache seen at the highest sample. An estimate, <= peak.
+  uint64_t working_set_peak = 0;
+  uint64_t page_cache = 0;  ///< reclaimable page cache still charged at the end
+  /// "peak" when headroom is limit - peak; "working_set" (an estimate) when
+  /// the peak reached the limit but the samples near it were mostly page
+  /// cache, which the kernel reclaims instead of killing.
+  std::string headroom_basis = "peak";
+  int64_t headroom = 0;  ///< bytes; negative when over
+  double headroom_pct = 0;
+};
+
+/// What the spec asked of a test, as the outputs name it (a copy: a record
+/// outlives the plan, and a merged report has no spec at hand).
+struct TestIdentity {
+  std::string name, spec;  ///< spec: the file's path as given
+  int line = 0;            ///< the test's line in the spec
+  std::string command;     ///< as written in the spec
+  std::map<std::string, std::string> env;
+  std::vector<std::string> tags;
+  std::string expected;          ///< Expectation::describe()
+  uint64_t requested_limit = 0;  ///< the spec's `memory` (after --scale/--set)
+  std::optional<uint64_t> memory_high;
+  std::string stdout_path, stderr_path;  ///< log files in the run folder
+  /// The spec's `max_increase` (a comparison's threshold), when it has one.
+  std::optional<std::pair<double, uint64_t>> max_increase;  ///< percent, bytes
+  std::vector<std::string> inputs;  ///< the spec's `inputs` (evicted before each run)
+};
+
+/// The figures of one run of a test, as a comparison needs them (--repeat
+/// runs a test several times; its record keeps every run's).
+struct RunFigures {
+  uint64_t peak = 0, working_set_peak = 0;
+  Outcome outcome = Outcome::error;
+  bool passed = false;
+  double duration_s = 0;
+};
+
+/// One test's record: identity, observation, verdict, and the figures of
+/// each of its runs (one, unless --repeat).
+struct TestRecord {
+  TestIdentity test;
+  Observation observed;
+  Verdict verdict;
+  std::vector<RunFigures> runs;
+};
+
+/// The record of a test run several times (--repeat): the runs' figures
+/// in order, and the observation and verdict of the run that matters most:
+/// the first that did not pass, else the one with the highest peak. The
+/// test passes when every run passed.
+TestRecord combine_runs(std::vector<TestRecord> runs);
+
+/// Decides outcome, verdict and headroom for `observed` against `test`. A
+/// pure function (runner/verdict.cc).
+Verdict decide(const TestSpec& test, const Observation& observed);
+
+/// The identity of a planned test.
+TestIdentity identity_of(const PlannedTest& planned);
+
+/// The record of `planned`'s run: its identity, `observed` and the verdict
+/// decide() gives (a lost log is added to the reason: it changes no verdict).
+TestRecord make_record(const PlannedTest& planned, Observation observed);
+
+/// What a spec's setup did; `result` when it ran.
+struct SetupRecord {
+  std::string spec;
+  bool ran = false;  ///< false: its outputs were up to date
+  std::optional<TestRecord> result;
+};
+
+/// Tests passed and failed among some records.
+struct Tally {
+  size_t total = 0, passed = 0;
+  size_t failed() const { return total - passed; }
+  void add(const Verdict& v) { ++total, passed += v.passed; }
+};
+
+}  // namespace memrun
