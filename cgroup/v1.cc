@@ -53,6 +53,25 @@ std::string memory_cgroup_of(pid_t pid) {
   return "";
 }
 
+// True when `pid` is on its way out (PF_EXITING, or a zombie): an exiting
+// task leaves its memory cgroup for the root before it leaves the pids
+// group's list (cgroup_exit(), as seen on 6.x), which is no escape.
+bool exiting(pid_t pid) {
+  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;  // gone
+  // The command name (field 2) may hold spaces and parentheses: count the
+  // fields after its closing parenthesis. state is field 3, flags field 9.
+  auto close = stat->rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream in(stat->substr(close + 2));
+  std::string state, field;
+  in >> state;
+  for (int i = 4; i <= 9 && in >> field; ++i) {
+  }
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return state == "Z" || state == "X" || (std::strtoul(field.c_str(), nullptr, 10) & kPfExiting) != 0;
+}
+
 class V1Group : public Group {
  public:
   /// `ancestors_limit`: the lowest limit above the group, read once per run.
@@ -163,7 +182,7 @@ class V1Group : public Group {
     for (const auto& g : subtree(pids_)) {
       std::istringstream in(fs::read_file(g + "/cgroup.procs").value_or(""));
       for (pid_t pid; in >> pid;) {
-        if (pid <= 0) continue;
+        if (pid <= 0 || exiting(pid)) continue;
         std::string where = memory_cgroup_of(pid);
         if (!where.empty() && (mount->second + where + "/").rfind(mem_ + "/", 0) != 0) ++n;
       }

@@ -214,13 +214,33 @@ bool ci_outputs_wanted(const CiOutputs& o) {
   return !o.junit.empty() || !o.markdown.empty() || !o.html.empty() || under_github_actions();
 }
 
-void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs) {
-  if (!outputs.junit.empty()) write_atomically(outputs.junit, junit_xml(info, records));
-  if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown_table(info, records));
+void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs,
+                      const Comparison* comparison) {
+  std::string markdown = markdown_table(info, records);
+  if (comparison) markdown += "\n" + comparison_markdown(*comparison);
+  if (!outputs.junit.empty()) {
+    std::string xml = junit_xml(info, records);
+    if (comparison) {
+      // The comparison's testsuite beside the spec's.
+      pugi::xml_document doc, extra;
+      doc.load_string(xml.c_str(), pugi::parse_default | pugi::parse_declaration);
+      extra.load_string(comparison_junit(*comparison).c_str());
+      auto root = doc.child("testsuites");
+      root.append_copy(extra.child("testsuites").child("testsuite"));
+      root.attribute("tests") = root.attribute("tests").as_uint() + comparison->tests.size();
+      root.attribute("failures") = root.attribute("failures").as_uint() + comparison->count(Change::regressed);
+      std::ostringstream out;
+      doc.save(out, "  ");
+      xml = out.str();
+    }
+    write_atomically(outputs.junit, xml);
+  }
+  if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown);
   if (!outputs.html.empty()) write_atomically(outputs.html, html_report(info, records));
   if (!under_github_actions()) return;
   fmt::print("{}", github_annotations(records));
-  append_step_summary(markdown_table(info, records));
+  if (comparison) fmt::print("{}", comparison_annotations(*comparison));
+  append_step_summary(markdown);
 }
 
 }  // namespace memrun

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "runner/compare.h"
 #include "runner/report_json.h"
 
 namespace memrun {
@@ -52,6 +53,10 @@ bool ci_outputs_wanted(const CiOutputs& outputs);
 /// Writes the requested outputs atomically; under GitHub Actions
 /// (GITHUB_ACTIONS=true) also prints the annotations to stdout and appends
 /// the table to $GITHUB_STEP_SUMMARY.
-void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs);
+/// With `comparison` (--baseline), each output carries it too: the
+/// Markdown table after the run's, a testsuite in the JUnit XML, its
+/// annotations.
+void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs,
+                      const Comparison* comparison = nullptr);
 
 }  // namespace memrun

@@ -5,9 +5,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <functional>
 #include <sstream>
 
@@ -238,7 +238,8 @@ void announce(std::FILE* con, const Options& o, size_t tests, const RunInfo& inf
 // written does not cost the others. The CI outputs are made from the
 // report in memory, so that they depend on no file a test could have
 // removed. Returns what could not be written.
-std::vector<std::string> write_outputs(const Options& o, const Report* report, const RunInfo& info) {
+std::vector<std::string> write_outputs(const Options& o, const Report* report, const RunInfo& info,
+                                       const Comparison* comparison) {
   std::vector<std::string> unwritten;
   auto attempt = [&](const std::function<void()>& write) {
     try {
@@ -248,7 +249,7 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, c
     }
   };
   if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
-  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(info, report->records(), o.ci); });
+  if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(info, report->records(), o.ci, comparison); });
   return unwritten;
 }
 
@@ -312,17 +313,17 @@ int run_command(const Options& o) {
   if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
   info.memrun_max_rss = own_max_rss();
   console.summary(observer.tally(), tests, info.interrupted_by);
-  auto unwritten = write_outputs(o, report ? &*report : nullptr, info);
-  int compared = kExitOk;
+  // --baseline: the comparison comes before the outputs, which carry it.
+  std::optional<Comparison> comparison;
   if (baseline && !run.interrupted_by) {
     ReportData head{info, {}, {}};
     report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
-    try {
-      compared = compare_and_report(*baseline, o.baseline, head, o.comparing, o.ci.markdown, con);
-    } catch (const Error& e) {
-      unwritten.push_back(e.what());
-    }
+    comparison = compare_with_baseline(*baseline, o.baseline, head, o.comparing);
+    fmt::print(con, "\n{}", comparison_text(*comparison));
+    info.comparison_json = comparison_json(*comparison);
   }
+  auto unwritten = write_outputs(o, report ? &*report : nullptr, info, comparison ? &*comparison : nullptr);
+  int compared = comparison ? exit_code_of(*comparison) : kExitOk;
   for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
   if (run.interrupted_by) return 128 + run.interrupted_by;
   if (!unwritten.empty()) return kExitUsage;

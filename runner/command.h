@@ -79,11 +79,10 @@ int compare_command(const std::string& base_path, const std::string& head_path, 
 /// Checks --max-increase and --gate; throws Error(kExitUsage) when wrong.
 void check_comparing(const Comparing& comparing);
 
-/// Compares a run's `head` with `base` (read from `base_path`), prints it,
-/// and writes it where GitHub Actions asks and to `markdown_path` (appended)
-/// when given. Returns 1 when a test regressed.
-int compare_and_report(const ReportData& base, const std::string& base_path, const ReportData& head,
-                       const Comparing& comparing, const std::string& markdown_path, std::FILE* console);
+/// A run's `head` compared with `base` (read from `base_path`), as
+/// --baseline makes it; the run's outputs then carry it.
+Comparison compare_with_baseline(const ReportData& base, const std::string& base_path, const ReportData& head,
+                                 const Comparing& comparing);
 
 /// memrun gc: removes what dead runs left.
 int gc_command(const Options& o);

@@ -273,16 +273,24 @@ std::string comparison_junit(const Comparison& c) {
   auto decl = doc.append_child(pugi::node_declaration);
   decl.append_attribute("version") = "1.0";
   decl.append_attribute("encoding") = "UTF-8";
-  auto suite = doc.append_child("testsuites").append_child("testsuite");
-  suite.append_attribute("name") = "memrun compare";
-  suite.append_attribute("tests") = c.tests.size();
-  suite.append_attribute("failures") = c.count(Change::regressed);
+  auto suites = doc.append_child("testsuites");
+  suites.append_attribute("name") = "memrun compare";
+  auto suite = suites.append_child("testsuite");
+  for (auto node : {suites, suite}) {
+    if (node == suite) node.append_attribute("name") = "memrun compare";
+    node.append_attribute("tests") = c.tests.size();
+    node.append_attribute("failures") = c.count(Change::regressed);
+    node.append_attribute("errors") = 0;
+    if (node == suite) node.append_attribute("skipped") = 0;
+    node.append_attribute("time") = "0.000";
+  }
   for (const auto& t : c.tests) {
     auto tc = suite.append_child("testcase");
     tc.append_attribute("name") = t.name.c_str();
     tc.append_attribute("classname") = t.spec.c_str();
     tc.append_attribute("file") = t.spec.c_str();
     tc.append_attribute("line") = t.line;
+    tc.append_attribute("time") = "0.000";
     if (t.change == Change::regressed) {
       auto f = tc.append_child("failure");
       f.append_attribute("type") = "regressed";

@@ -63,7 +63,9 @@ void Console::test(const TestRecord& r) const {
   fmt::print(out_, "{}  {:<{}}  {:<16} {:<28} {:<36} {}\n", verdict, r.test.name, width_, outcome, memory,
              headroom, format_duration(o.duration_s));
   if (v.headroom_basis == "working_set")
-    fmt::print(out_, "      the kernel peak is the limit because page cache filled it; working set ~{} (sampled), {} of reclaimable cache at the end\n",
+    fmt::print(out_, "      {}; working set ~{} (sampled), {} of reclaimable cache at the end\n",
+               v.peak + v.limit / 50 >= v.limit ? "the kernel peak is the limit because page cache filled it"
+                                                : "page cache made up much of the kernel peak",
                format_size(v.working_set_peak), format_size(v.page_cache));
   if (v.limit < r.test.requested_limit)
     fmt::print(out_, "      effective limit {}: an ancestor cgroup allows less than the {} the spec asks\n",

@@ -407,6 +407,14 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
   sink(",\n  \"tests\": ");
   sink(tests == 0 ? "[]" : "[\n");
   for (size_t i = 0; i < tests; ++i) sink(test_text(i) + (i + 1 < tests ? ",\n" : "\n  ]"));
+  if (!info.comparison_json.empty()) {
+    // Indented to its depth, as one dump(2) of the whole would print it.
+    std::string text = info.comparison_json;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    std::string indented;
+    for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    sink(",\n  \"comparison\": " + indented);
+  }
   sink("\n}\n");
 }
 

@@ -45,6 +45,9 @@ struct RunInfo {
   std::string cleanup_error;
   std::vector<std::string> merged_from;  ///< `memrun merge`'s inputs
   Environment environment;
+  /// With --baseline: the comparison with the baseline as JSON
+  /// (memrun-compare/1, compare.h), written as the report's "comparison".
+  std::string comparison_json;
 };
 
 /// A whole report, typed: what `memrun merge` and `repro` read.

@@ -100,6 +100,7 @@ class RunningTest {
   Observation observed_;
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
+  clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
   std::chrono::milliseconds interval_{0};

@@ -57,6 +57,13 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   // sample's own working set). That is only sound when the highest sample
   // saw the peak (within 10%): a spike the samples missed counts in full,
   // so the estimate never flatters the test.
+  //
+  // While cache holds usage at the limit, a burst of anonymous memory shows
+  // only in memory.stat (the kernel reclaims cache to make room; the peak
+  // stays the limit): samples come every 2 ms there (running.cc), so that
+  // a burst touching tens of MiB is seen. (The kernel keeps no high-water
+  // mark of anonymous memory alone: ru_maxrss counts mapped files charged
+  // elsewhere, such as the program's own binary, and overshoots the group.)
   if (o.samples > 0) {
     uint64_t net_peak = r.peak - std::min(r.peak, o.reclaimable_at_sampled_peak);
     r.working_set_peak = std::min(r.peak, std::max(o.sampled_working_set, net_peak));

@@ -13,11 +13,12 @@
 
 #include "cgroup/fs.h"
 #include "harness.h"
+#include "runner/units.h"
 
 namespace memrun::testing {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kMiB = static_cast<double>(MiB);
 
 class Comparing : public MemrunTest {
  protected:
@@ -66,10 +67,22 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
   auto base = run_as(spec, "base.json", {"--repeat", "3"});
   ASSERT_EQ(base.exit_code, 0) << base.out << base.err;
   for (int i = 0; i < 5; ++i) {
-    // Through --baseline this time: the comparison at the end of the run.
-    auto head = run_as(spec, "head.json", {"--baseline", dir.path() + "/base.json"});
+    // Through --baseline this time: the comparison at the end of the run,
+    // in the run's own outputs too.
+    std::string junit = dir.path() + "/head.xml";
+    auto head = run_as(spec, "head.json", {"--baseline", dir.path() + "/base.json", "--junit", junit});
     EXPECT_EQ(head.exit_code, 0) << head.out << head.err;
     EXPECT_NE(head.out.find("0 regressions, 0 improvements, 1 unchanged"), std::string::npos) << head.out;
+    auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/head.json").value_or("{}"));
+    EXPECT_EQ(report["comparison"]["summary"]["unchanged"], 1) << report["comparison"].dump();
+    EXPECT_EQ(report["comparison"]["tests"][0]["change"], "unchanged");
+    EXPECT_NE(fs::read_file(junit).value_or("").find("<testsuite name=\"memrun compare\" tests=\"1\" failures=\"0\""),
+              std::string::npos)
+        << fs::read_file(junit).value_or("");
+    if (i == 0) {
+      auto check = run_program({"xmllint", "--noout", "--schema", std::string(SOURCE_DIR) + "/tests/junit.xsd", junit});
+      EXPECT_EQ(check.exit_code, 0) << check.err;
+    }
   }
   // The base kept each of its three runs.
   auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/base.json").value_or("{}"));
@@ -79,7 +92,7 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
 // Writes `bytes` of data to `path` and leaves it in the page cache of
 // this process's cgroup (read back once).
 void write_and_cache(const std::string& path, size_t bytes) {
-  std::string block(1 << 20, 'x');
+  std::string block(MiB, 'x');
   {
     std::ofstream out(path, std::ios::binary);
     for (size_t done = 0; done < bytes; done += block.size()) out.write(block.data(), static_cast<std::streamsize>(block.size()));
