@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -54,6 +56,14 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
     }
   }
   if (cmd.open_files.rlim_cur) ::setrlimit(RLIMIT_NOFILE, &cmd.open_files);
+  if (cmd.private_shm && ::unshare(CLONE_NEWNS) == 0) {
+    // Mounts made here must not propagate back to the host (MS_SLAVE: the
+    // host's still reach us); then a fresh tmpfs over /dev/shm. Its pages
+    // are charged to the test's cgroup like any shmem, and it is unmounted
+    // when the namespace dies with the test's last process.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0)
+      ::mount("memrun-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  }
   // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
   // with the defaults, as from a shell.
   sigset_t none;

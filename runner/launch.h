@@ -25,6 +25,12 @@ struct Command {
   /// The open-files limit the child gets back before exec, when memrun
   /// raised its own (see raise_open_files in run.cc); rlim_cur 0: none.
   rlimit open_files{0, 0};
+  /// Give the child a /dev/shm of its own (a fresh tmpfs in a mount
+  /// namespace of its own), gone with the test's last process: what a test
+  /// leaves there cannot outlive it, uncharged, beside the next test. Best
+  /// effort: without CAP_SYS_ADMIN (a user's systemd backend) the child
+  /// keeps the shared one, and the report says what it left there.
+  bool private_shm = false;
 };
 
 /// A started process.

@@ -82,7 +82,8 @@ void Console::test(const TestRecord& r) const {
   if (!v.passed) details(r);
   if (!o.cleanup_error.empty()) fmt::print(out_, "      cleanup: {}\n", one_line(o.cleanup_error));
   if (o.kernel.breakdown.shmem > 0 && v.outcome != Outcome::error)
-    fmt::print(out_, "      left {} in tmpfs files (/dev/shm, a tmpfs /tmp) or shared memory: it outlives the test, "
+    fmt::print(out_, "      left {} in files of a shared tmpfs (/run, a tmpfs /tmp; /dev/shm where memrun could not give "
+                     "the test its own) or in shared memory: it outlives the test, "
                      "and no limit covers it\n", format_size(o.kernel.breakdown.shmem));
 }
 

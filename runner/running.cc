@@ -72,6 +72,7 @@ bool RunningTest::start(const RunContext& context) {
   cmd.cwd = t.cwd;
   cmd.oom_score_adj = context.oom_score_adj;
   cmd.open_files = context.open_files;
+  cmd.private_shm = true;
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
