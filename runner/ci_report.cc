@@ -79,6 +79,12 @@ std::string escape_property(const std::string& s) {
 
 namespace {
 
+void add_property(pugi::xml_node props, const char* name, const std::string& value) {
+  auto p = props.append_child("property");
+  p.append_attribute("name") = name;
+  p.append_attribute("value") = value.c_str();
+}
+
 // A testsuite per spec, made when the spec's first test comes; its counts
 // are added once every test is in.
 pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::string& spec,
@@ -89,23 +95,8 @@ pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::
   s.append_attribute("name") = spec.c_str();
   s.append_attribute("timestamp") = iso(info.started).c_str();
   auto props = s.append_child("properties");
-  for (const auto& [k, v] : {std::pair{"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"kernel", info.kernel}}) {
-    auto p = props.append_child("property");
-    p.append_attribute("name") = k;
-    p.append_attribute("value") = v.c_str();
-  }
+  for (const auto& [name, value] : junit_properties(info)) add_property(props, name.c_str(), value);
   return suite_of[spec] = s;
-}
-
-void add_property(pugi::xml_node props, const char* name, const std::string& value) {
-  auto p = props.append_child("property");
-  p.append_attribute("name") = name;
-  p.append_attribute("value") = value.c_str();
-}
-
-std::string breakdown_text(const cgroup::Breakdown& b) {
-  return fmt::format("{{\"anon\":{},\"file\":{},\"kernel\":{},\"shmem\":{},\"sock\":{}}}", b.anon, b.file, b.kernel,
-                     b.shmem, b.sock);
 }
 
 }  // namespace
@@ -132,18 +123,14 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
     c.append_attribute("line") = t.test.line;
     c.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
     auto props = c.append_child("properties");
-    add_property(props, "limit_bytes", std::to_string(v.limit));
-    add_property(props, "peak_bytes", std::to_string(v.peak));
-    add_property(props, "headroom_bytes", std::to_string(v.headroom));
-    add_property(props, "oom_kills", std::to_string(t.observed.kernel.oom_kills));
-    add_property(props, "outcome", to_string(v.outcome));
+    for (const auto& [name, value] : junit_properties(t)) add_property(props, name.c_str(), value);
     if (!v.passed) {
       bool error = is_error(t);
       (error ? errors : failures)++;
       auto f = c.append_child(error ? "error" : "failure");
       f.append_attribute("message") = summary_of(t).c_str();
       f.append_attribute("type") = to_string(v.outcome);
-      f.text() = (v.reason + "\nbreakdown at the highest sample: " + breakdown_text(t.observed.at_peak)).c_str();
+      f.text() = (v.reason + "\nbreakdown at the highest sample: " + breakdown_json_text(t.observed.at_peak)).c_str();
     }
     if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
   });

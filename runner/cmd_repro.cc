@@ -10,13 +10,6 @@
 namespace memrun {
 namespace {
 
-// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
-std::string shell_quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // `text` matched literally by an ECMAScript regex (--filter).
 std::string regex_literal(const std::string& text) {
   std::string out;

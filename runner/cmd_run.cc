@@ -255,8 +255,9 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, c
 
 }  // namespace
 
-int run_command(const Options& o) {
-  auto specs = load_all(o.specs);
+int run_command(const Options& o) { return run_specs(load_all(o.specs), o); }
+
+int run_specs(std::vector<Spec> specs, const Options& o) {
   apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;

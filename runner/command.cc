@@ -23,4 +23,10 @@ void shard_selection(const Options& o, Selection* selection) {
   if (!o.shard.empty()) parse_shard(o.shard, selection);
 }
 
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace memrun

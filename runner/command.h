@@ -47,6 +47,9 @@ struct Options {
   Comparing comparing;            ///< --max-increase, --gate (with --baseline)
 };
 
+/// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
+std::string shell_quote(const std::string& text);
+
 /// What `--backend NAME` asks for.
 cgroup::Kind kind_of(const std::string& name);
 
@@ -58,6 +61,24 @@ void shard_selection(const Options& o, Selection* selection);
 
 /// memrun SPEC...: runs the selected tests and writes the reports.
 int run_command(const Options& o);
+
+/// Runs the selected tests of `specs` (loaded, or made by `memrun exec`)
+/// and writes the reports.
+int run_specs(std::vector<Spec> specs, const Options& o);
+
+/// What `memrun exec` runs: one command, as one test.
+struct ExecOptions {
+  std::vector<std::string> argv;     ///< after --
+  std::string name;                  ///< --name; default the program's name
+  std::string memory;                ///< --memory (required)
+  std::string expect = "pass";       ///< --expect pass|oom|fail|N
+  std::string timeout = "10m";       ///< --timeout
+  std::string min_headroom;          ///< --min-headroom, optional
+};
+
+/// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,
+/// with the verdict line and the exit code of a spec run.
+int exec_command(const ExecOptions& e, const Options& o);
 
 /// memrun list SPEC...: the selected tests, one line each, without running.
 int list_command(const std::vector<std::string>& paths, const Options& o);

@@ -21,13 +21,14 @@ namespace {
 struct Cli {
   Options o;
   CLI::App *doctor = nullptr, *gc = nullptr, *list = nullptr, *merge = nullptr, *bisect = nullptr, *repro = nullptr,
-           *compare = nullptr;
+           *compare = nullptr, *exec = nullptr;
   std::vector<std::string> list_specs, merge_inputs, bisect_words;
   std::string merge_output, bisect_test, bisect_range, bisect_tolerance;
   int bisect_trials = 1;
   std::string repro_report, repro_name, repro_spec;
   std::string compare_base, compare_head;
   Comparing comparing;  ///< of `memrun compare`
+  ExecOptions exec_options;
 };
 
 // How a comparison judges: shared by `memrun compare` and --baseline.
@@ -128,6 +129,19 @@ void add_commands(CLI::App& app, Cli& c) {
   compare->add_option("--json", c.comparing.json, "write the comparison as JSON (schema memrun-compare/1)");
   compare->add_option("--junit", c.comparing.junit, "write JUnit XML: a failure per regression");
   add_comparing_flags(*compare, c.comparing);
+  auto* exec = c.exec = app.add_subcommand(
+      "exec", "run one command under one memory limit, as a test: memrun exec --memory 200MiB -- CMD ARGS... "
+              "(the verdict line, the reports, the exit code of a spec run)");
+  exec->add_option("command", c.exec_options.argv, "the command and its arguments, after --")->required();
+  exec->add_option("--memory", c.exec_options.memory, "the hard limit, e.g. 200MiB")->required();
+  exec->add_option("--expect", c.exec_options.expect, "pass (default), oom, fail, or an exit code");
+  exec->add_option("--timeout", c.exec_options.timeout, "kill it after this long (default 10m)");
+  exec->add_option("--min-headroom", c.exec_options.min_headroom, "a size or a percentage of the limit that must stay free");
+  exec->add_option("--name", c.exec_options.name, "its name in the reports (default: the program's)");
+  exec->add_option("--json", c.o.json, "write the JSON report here");
+  exec->add_option("--junit", c.o.ci.junit, "write JUnit XML here");
+  exec->add_option("--run-dir", c.o.run_dir, "folder for its logs (default .memrun)");
+  exec->fallthrough();  // --backend, --cgroup-parent
   auto* repro = c.repro = app.add_subcommand("repro", "print the command line that reruns one test of a report alone");
   repro->add_option("report", c.repro_report, "a JSON report")->required()->check(CLI::ExistingFile);
   repro->add_option("name", c.repro_name, "the test's name")->required();
@@ -144,6 +158,7 @@ int dispatch(const Cli& c) {
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
+  if (*c.exec) return exec_command(c.exec_options, o);
   if (o.specs.empty()) {
     fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
     return kExitUsage;

@@ -387,6 +387,20 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   return r;
 }
 
+std::vector<std::pair<std::string, std::string>> junit_properties(const TestRecord& r) {
+  return {{"limit_bytes", std::to_string(r.verdict.limit)},
+          {"peak_bytes", std::to_string(r.verdict.peak)},
+          {"headroom_bytes", std::to_string(r.verdict.headroom)},
+          {"oom_kills", std::to_string(r.observed.kernel.oom_kills)},
+          {"outcome", to_string(r.verdict.outcome)}};
+}
+
+std::vector<std::pair<std::string, std::string>> junit_properties(const RunInfo& info) {
+  return {{"backend", info.backend}, {"cgroup_mode", info.cgroup_mode}, {"kernel", info.kernel}};
+}
+
+std::string breakdown_json_text(const cgroup::Breakdown& b) { return breakdown_json(b).dump(); }
+
 std::string entry_text(const TestRecord& record) { return element(to_json(record)); }
 
 std::string entry_text(const SetupRecord& s) {

@@ -69,6 +69,15 @@ nlohmann::ordered_json to_json(const TestRecord& record);
 /// and the field when a field has the wrong type.
 TestRecord record_from_json(const nlohmann::ordered_json& entry, const std::string& where);
 
+/// The figures a JUnit testcase carries as properties, named as the report
+/// names them: limit, peak, headroom, OOM kills, outcome.
+std::vector<std::pair<std::string, std::string>> junit_properties(const TestRecord& record);
+/// The same for a JUnit testsuite: the host's backend, cgroup mode, kernel.
+std::vector<std::pair<std::string, std::string>> junit_properties(const RunInfo& info);
+
+/// A breakdown as the report writes it, on one line: {"anon":1,...}.
+std::string breakdown_json_text(const cgroup::Breakdown& breakdown);
+
 /// One entry of a report array, as text, indented as the report has it.
 std::string entry_text(const TestRecord& record);
 std::string entry_text(const SetupRecord& setup);

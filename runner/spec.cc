@@ -279,37 +279,17 @@ class Parser {
   }
 
   Expectation read_expect(const YAML::Node& v) const {
-    std::string s = scalar(v, "expect", "pass, oom, fail or an exit code");
-    Expectation e;
-    if (s == "pass") e.kind = Expectation::pass;
-    else if (s == "oom") e.kind = Expectation::oom;
-    else if (s == "fail") e.kind = Expectation::fail;
-    else if (!s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos &&
-             std::stoi(s) <= 255) {
-      e.kind = Expectation::exit_code;
-      e.code = std::stoi(s);
-    } else {
-      fail(v, "'expect' must be pass, oom, fail or an exit code 0-255, not '" + s + "'");
-    }
-    return e;
+    std::string why;
+    auto e = parse_expectation(scalar(v, "expect", "pass, oom, fail or an exit code"), &why);
+    if (!e) fail(v, "'expect' " + why);
+    return *e;
   }
 
   MinHeadroom read_headroom(const YAML::Node& v) const {
-    std::string s = scalar(v, "min_headroom", "a size or a percentage");
-    MinHeadroom h;
-    if (!s.empty() && s.back() == '%') {
-      std::string num = s.substr(0, s.size() - 1);
-      char* end = nullptr;
-      double p = std::strtod(num.c_str(), &end);
-      if (num.empty() || *end != '\0' || !(p > 0 && p < 100))
-        fail(v, "'min_headroom': '" + s + "' must be a percentage above 0% and below 100% (0% asks for nothing: "
-                "leave min_headroom out; 100% no test can meet), or a size such as 16MiB");
-      h.is_percent = true;
-      h.percent = p;
-    } else {
-      h.bytes = size(v, "min_headroom");
-    }
-    return h;
+    std::string why;
+    auto h = parse_min_headroom(scalar(v, "min_headroom", "a size or a percentage"), &why);
+    if (!h) fail(v, "'min_headroom': " + why);
+    return *h;
   }
 
   TestSpec finish(const YAML::Node& node, const Fields& f, bool is_setup = false) const {
@@ -576,6 +556,42 @@ std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::stri
     start = comma + 1;
   }
   return m;
+}
+
+std::optional<Expectation> parse_expectation(const std::string& s, std::string* why) {
+  Expectation e;
+  if (s == "pass") e.kind = Expectation::pass;
+  else if (s == "oom") e.kind = Expectation::oom;
+  else if (s == "fail") e.kind = Expectation::fail;
+  else if (!s.empty() && s.size() <= 3 && s.find_first_not_of("0123456789") == std::string::npos && std::stoi(s) <= 255) {
+    e.kind = Expectation::exit_code;
+    e.code = std::stoi(s);
+  } else {
+    *why = "must be pass, oom, fail or an exit code 0-255, not '" + s + "'";
+    return std::nullopt;
+  }
+  return e;
+}
+
+std::optional<MinHeadroom> parse_min_headroom(const std::string& s, std::string* why) {
+  MinHeadroom h;
+  if (!s.empty() && s.back() == '%') {
+    std::string num = s.substr(0, s.size() - 1);
+    char* end = nullptr;
+    double p = std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != '\0' || !(p > 0 && p < 100)) {
+      *why = "'" + s + "' must be a percentage above 0% and below 100% (0% asks for nothing: leave min_headroom "
+             "out; 100% no test can meet), or a size such as 16MiB";
+      return std::nullopt;
+    }
+    h.is_percent = true;
+    h.percent = p;
+    return h;
+  }
+  auto bytes = parse_size(s, why);
+  if (!bytes) return std::nullopt;
+  h.bytes = *bytes;
+  return h;
 }
 
 }  // namespace memrun

@@ -48,6 +48,13 @@ struct MaxIncrease {
 /// set when it is none of these.
 std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::string* why);
 
+/// Parses `expect`: pass, oom, fail or an exit code 0-255. Nullopt and
+/// `why` set otherwise.
+std::optional<Expectation> parse_expectation(const std::string& text, std::string* why);
+
+/// Parses `min_headroom`: a size, or a percentage above 0% and below 100%.
+std::optional<MinHeadroom> parse_min_headroom(const std::string& text, std::string* why);
+
 /// One test, as written, with defaults applied.
 struct TestSpec {
   std::string name;

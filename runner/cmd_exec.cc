@@ -1,0 +1,73 @@
+// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit, as
+// people reach for `systemd-run -p MemoryMax=` or `/usr/bin/time -v`, and as
+// a CTest launcher for one test. The command becomes a one-test spec, and
+// runs and reports as any spec does.
+#include <filesystem>
+
+#include "runner/command.h"
+#include "runner/error.h"
+#include "runner/spec.h"
+#include "runner/units.h"
+
+namespace memrun {
+namespace {
+
+// The command as a shell would read it back, for display.
+std::string shown(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                   "_-+=/.,:@%") == std::string::npos;
+    out += (out.empty() ? "" : " ") + (plain ? a : shell_quote(a));
+  }
+  return out;
+}
+
+// The test's name: --name, or the program's file name; never what a name
+// may not hold (it becomes part of a cgroup and of log file names).
+std::string name_of(const ExecOptions& e) {
+  std::string name = e.name.empty() ? std::filesystem::path(e.argv[0]).filename().string() : e.name;
+  if (name.empty() || name == "." || name == "..") name = "command";
+  for (char& c : name)
+    if (c == '/' || static_cast<unsigned char>(c) < 0x20) c = '_';
+  return name.substr(0, 100);
+}
+
+}  // namespace
+
+int exec_command(const ExecOptions& e, const Options& o) {
+  if (e.argv.empty())
+    throw Error(kExitUsage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
+  std::string why;
+  TestSpec t;
+  t.name = name_of(e);
+  t.argv = e.argv;
+  t.command = shown(e.argv);
+  auto memory = parse_size(e.memory, &why);
+  if (!memory) throw Error(kExitUsage, "--memory: " + why);
+  if (*memory < kMinMemory) {
+    bool plain = e.memory.find_first_not_of("0123456789") == std::string::npos;
+    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program" +
+                                (plain ? " (a plain number is bytes: did you mean " + e.memory + "MiB?)" : ""));
+  }
+  t.memory = *memory;
+  auto timeout = parse_duration(e.timeout, &why);
+  if (!timeout) throw Error(kExitUsage, "--timeout: " + why);
+  t.timeout = *timeout;
+  auto expect = parse_expectation(e.expect, &why);
+  if (!expect) throw Error(kExitUsage, "--expect " + why);
+  t.expect = *expect;
+  if (!e.min_headroom.empty()) {
+    t.min_headroom = parse_min_headroom(e.min_headroom, &why);
+    if (!t.min_headroom) throw Error(kExitUsage, "--min-headroom: " + why);
+    if (!t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
+      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_size(t.memory) + ")");
+  }
+  t.cwd = std::filesystem::current_path().string();
+  t.pids = kDefaultPids;
+  t.line = t.column = 1;
+  // Reports name the spec "memrun exec"; there is no file to point at.
+  return run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o);
+}
+
+}  // namespace memrun
