@@ -52,6 +52,10 @@ struct Usage {
   uint64_t current = 0;           ///< memory.current / usage_in_bytes
   uint64_t reclaimable_file = 0;  ///< active_file + inactive_file
   Breakdown breakdown;            ///< where the memory is
+  /// Bytes the kernel had to read back soon after evicting them, so far
+  /// (workingset_refault_anon + _file, in pages times the page size): what
+  /// a group whose working set does not fit its limit spends its time on.
+  uint64_t refaulted = 0;
 };
 
 /// What the kernel says about a finished test.
@@ -239,6 +243,9 @@ bool kill_tree_step(const std::string& dir);
 /// SIGKILL again to what it lists. True when all are gone, false while one
 /// is busy (EBUSY); throws Failure on any other error.
 bool remove_tree_step(const std::string& dir);
+
+/// The kernel's page size in bytes.
+uint64_t page_size();
 
 /// The start time of process `pid` (clock ticks after boot, field 22 of
 /// /proc/PID/stat), or 0 when there is no such process. With the pid, it

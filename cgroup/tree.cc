@@ -174,6 +174,11 @@ void Group::destroy_quietly() noexcept {
   }
 }
 
+uint64_t page_size() {
+  static const uint64_t size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
 uint64_t process_start_time(int pid) {
   auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return 0;

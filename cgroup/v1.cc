@@ -101,6 +101,11 @@ class V1Group : public Group {
     u.current = fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0);
     auto stat = fs::read_keyed(mem_ + "/memory.stat");
     u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
+    // total_: with the sub-groups; workingset_refault before 5.9, split
+    // into _anon and _file since.
+    u.refaulted = (stat["total_workingset_refault"] + stat["total_workingset_refault_anon"] +
+                   stat["total_workingset_refault_file"]) *
+                  page_size();
     u.breakdown = breakdown_of(stat, mem_);
     return u;
   }

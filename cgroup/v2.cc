@@ -125,6 +125,9 @@ class V2Group : public Group {
     u.current = fs::read_u64(path_ + "/memory.current").value_or(0);
     auto stat = fs::read_keyed(path_ + "/memory.stat");
     u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
+    // workingset_refault before 5.9, split into _anon and _file since.
+    u.refaulted = (stat["workingset_refault"] + stat["workingset_refault_anon"] + stat["workingset_refault_file"]) *
+                  page_size();
     u.breakdown = breakdown_of(stat);
     return u;
   }

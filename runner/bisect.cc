@@ -28,7 +28,7 @@ struct Probe {
   /// after the kernel had to push usage back at the limit (a test that
   /// thrashes into its timeout, a program that handles its own allocation
   /// failure). Anything else is the test failing on its own.
-  bool for_memory() const { return last.outcome == Outcome::oom || limit_reached; }
+  bool for_memory() const { return last.outcome == Outcome::oom || last.outcome == Outcome::thrash || limit_reached; }
 };
 
 // A probe that failed for another reason than memory ends the bisection:

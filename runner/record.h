@@ -40,11 +40,12 @@ enum class Outcome {
   fail,         ///< exited non-zero or was killed by a signal, no OOM kill
   oom,          ///< the kernel OOM-killed a process of its group
   timeout,      ///< memrun killed it at its timeout
+  thrash,       ///< memrun ended it: its working set did not fit, it only refaulted (see Observation)
   error,        ///< could not start (no cgroup, no executable)
   interrupted,  ///< memrun was interrupted by a signal before it finished
 };
 
-/// "pass", "fail", "oom", "timeout", "error", "interrupted".
+/// "pass", "fail", "oom", "timeout", "thrash", "error", "interrupted".
 const char* to_string(Outcome outcome);
 /// The Outcome named `text`, or nullopt.
 std::optional<Outcome> outcome_named(const std::string& text);
@@ -53,6 +54,7 @@ std::optional<Outcome> outcome_named(const std::string& text);
 enum class Ending {
   exited,        ///< its main process exited (or was killed) on its own
   timed_out,     ///< memrun killed it at its timeout
+  thrashed,      ///< memrun killed it: it was thrashing at its limit
   interrupted,   ///< memrun was interrupted while it ran
   not_started,   ///< it could not start, or was refused (see start_error)
   not_run,       ///< memrun was interrupted before its turn came
@@ -78,6 +80,10 @@ struct Observation {
   Timeline timeline;                 ///< memory.current and its anon/file split over time
   std::vector<OomKill> oom_victims;  ///< from the kernel log, when readable
   std::string placement;             ///< "clone3" or "join" (see launch.h)
+  /// Ending::thrashed: what the kernel read back in the window that ended
+  /// it (bytes), and the window's length.
+  uint64_t thrash_refaulted = 0;
+  double thrash_window_s = 0;
   /// What memrun could not clean up after the test (its cgroup could not be
   /// removed, say); empty when all went. Never in place of the verdict.
   std::string cleanup_error;

@@ -240,6 +240,7 @@ std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Obser
 Ending ending_of(Outcome outcome) {
   switch (outcome) {
     case Outcome::timeout: return Ending::timed_out;
+    case Outcome::thrash: return Ending::thrashed;
     case Outcome::interrupted: return Ending::interrupted;
     case Outcome::error: return Ending::not_started;
     default: return Ending::exited;

@@ -138,12 +138,48 @@ void RunningTest::sample() {
   // set estimate does not miss a burst of a few tens of ms (touching 100 MiB
   // takes that long); elsewhere at the interval.
   uint64_t limit = planned().test->memory;
+  if (thrashing(u, now, limit)) return;
   bool near_limit = u.current >= limit / 10 * 9 && u.reclaimable_file >= limit / 20;
   auto interval = near_limit ? std::min(interval_, std::chrono::milliseconds(2)) : interval_;
   // Keep the cadence; after a stall (memrun busy elsewhere) start afresh
   // rather than firing a burst of catch-up samples.
   next_sample_ += interval;
   if (next_sample_ <= now) next_sample_ = now + interval;
+}
+
+bool RunningTest::thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit) {
+  // A test whose working set does not fit its limit can go on for as long
+  // as its timeout allows, reading back from disk what the kernel has just
+  // evicted (a program's own code included) and doing little else: python3
+  // started cold under 6 MiB read back 5 GiB in 10 s and never printed. It
+  // is ended here with its own verdict, once it has read back more than
+  // kThrashFactor times its limit within a window. A single pass over a
+  // file larger than the limit reads nothing back (evicted pages are
+  // refaults only when read again); measured: the spilling sort of
+  // specs/parquet.yaml reads back 0.45 times its limit in 10 s, the
+  // streaming aggregate 0.75 times in 1 s.
+  constexpr auto kWindow = std::chrono::seconds(5);
+  constexpr uint64_t kThrashFactor = 10;
+  if (!window_start_) {
+    window_start_ = now;
+    window_refaulted_ = u.refaulted;
+    return false;
+  }
+  if (now - *window_start_ < kWindow) return false;
+  uint64_t read_back = u.refaulted - std::min(u.refaulted, window_refaulted_);
+  // (Usage flickers below the limit as reclaim frees a batch; a group that
+  // read its limit back ten times over has been at it.)
+  if (read_back < kThrashFactor * limit || u.current < limit / 2) {
+    window_start_ = now;  // the next window
+    window_refaulted_ = u.refaulted;
+    return false;
+  }
+  observed_.ending = Ending::thrashed;
+  observed_.thrash_refaulted = read_back;
+  observed_.thrash_window_s = std::chrono::duration<double>(now - *window_start_).count();
+  deadline_ = next_sample_ = clock::time_point::max();
+  group_->kill_step();
+  return true;
 }
 
 uint64_t RunningTest::current() const {

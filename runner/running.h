@@ -93,6 +93,9 @@ class RunningTest {
  private:
   enum class Phase { running, killing, removing, awaiting_victims, done };
   void read_figures(KernelLog& kernel_log);
+  /// After a sample: whether the test is thrashing at its limit (see
+  /// running.cc); if so it is ended, outcome `thrash`.
+  bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
   void remove_group();
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
 
@@ -101,6 +104,8 @@ class RunningTest {
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
   clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
+  std::optional<clock::time_point> window_start_;  // of the thrash window, while at the limit
+  uint64_t window_refaulted_ = 0;                  // Usage::refaulted when it started
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
   std::chrono::milliseconds interval_{0};

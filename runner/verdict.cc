@@ -1,5 +1,7 @@
 // The verdict: from the kernel's figures to an outcome, the headroom and
 // pass/fail against what the spec expects.
+#include <fmt/format.h>
+
 #include "runner/record.h"
 #include "runner/spec.h"
 #include "runner/units.h"
@@ -12,6 +14,7 @@ const char* to_string(Outcome outcome) {
     case Outcome::fail: return "fail";
     case Outcome::oom: return "oom";
     case Outcome::timeout: return "timeout";
+    case Outcome::thrash: return "thrash";
     case Outcome::error: return "error";
     case Outcome::interrupted: return "interrupted";
   }
@@ -19,7 +22,8 @@ const char* to_string(Outcome outcome) {
 }
 
 std::optional<Outcome> outcome_named(const std::string& text) {
-  for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::error, Outcome::interrupted})
+  for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::thrash, Outcome::error,
+                    Outcome::interrupted})
     if (text == to_string(o)) return o;
   return std::nullopt;
 }
@@ -30,6 +34,7 @@ namespace {
 Outcome outcome_of(const Observation& o) {
   switch (o.ending) {
     case Ending::timed_out: return Outcome::timeout;
+    case Ending::thrashed: return Outcome::thrash;
     case Ending::interrupted:
     case Ending::not_run: return Outcome::interrupted;
     case Ending::not_started: return Outcome::error;
@@ -71,8 +76,9 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
     r.working_set_peak = r.peak;
   }
   bool peak_seen = o.samples > 0 && o.sampled_peak >= r.peak / 10 * 9;
-  // An OOM kill means the limit was really needed: no estimate then.
-  bool oom = r.outcome == Outcome::oom;
+  // An OOM kill or thrashing means the limit was really needed: no estimate
+  // then.
+  bool oom = r.outcome == Outcome::oom || r.outcome == Outcome::thrash;
   // And a few pages of cache are no reason for an estimate: it takes 5% of
   // the limit.
   bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
@@ -101,7 +107,9 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
   const Expectation& e = t.expect;
   switch (e.kind) {
     case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
-    case Expectation::oom: r.passed = r.outcome == Outcome::oom; break;
+    // A test that must not fit its limit may be OOM-killed, or thrash until
+    // memrun ends it: either way its working set did not fit.
+    case Expectation::oom: r.passed = r.outcome == Outcome::oom || r.outcome == Outcome::thrash; break;
     case Expectation::fail: r.passed = r.outcome == Outcome::fail; break;
     case Expectation::exit_code:
       r.passed = (r.outcome == Outcome::pass || r.outcome == Outcome::fail) && o.exit_code == e.code;
@@ -127,6 +135,11 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
         got += " (memory_high " + format_size(*t.memory_high) + " throttled it " + std::to_string(high->second) +
                " times: its working set does not fit under memory_high; raise it)";
     }
+    if (r.outcome == Outcome::thrash)
+      got += fmt::format(": it read back {} of memory the kernel had just evicted in {:.1f}s at its limit, and made "
+                         "little else; its working set does not fit in {} (raise memory; memrun bisect finds how "
+                         "much it needs)",
+                         format_size(o.thrash_refaulted), o.thrash_window_s, format_size(r.limit));
     r.reason = "expected " + e.describe() + ", got " + got;
   }
 }

@@ -4,7 +4,9 @@
 // after defeating its limit, and no test data becomes a command or markup.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -222,6 +224,37 @@ TEST_F(Trust, AShortBurstBesidePageCacheNeverPassesOnTheEstimate) {
   // 110 MiB touched, the workload's own pages, and what a 2 ms sample can
   // miss of the touching (a few MiB).
   EXPECT_LE(t["headroom_bytes"].get<int64_t>(), int64_t{30} << 20) << t.dump();
+}
+
+TEST_F(Trust, AThrashingTestEndsWithItsOwnVerdictNotAtTheTimeout) {
+  // A working set of 64 MiB (a file read over and over, cold: declared as
+  // an input) under a 16 MiB limit: every pass reads back from disk what
+  // the last one had. No OOM kill comes (page cache is reclaimed, never
+  // killed for); without memrun the test would run until its timeout.
+  struct statfs fs_info {};
+  ASSERT_EQ(::statfs(dir.path().c_str(), &fs_info), 0);
+  if (fs_info.f_type != EXT4_SUPER_MAGIC && fs_info.f_type != XFS_SUPER_MAGIC && fs_info.f_type != BTRFS_SUPER_MAGIC)
+    GTEST_SKIP() << dir.path() << " is not on a disk (ext4, xfs, btrfs): its pages are never evicted and read back "
+                                  "(the host suite, on a disk, proves this)";
+  std::string data = dir.path() + "/data.bin";
+  {
+    std::ofstream out(data, std::ios::binary);
+    std::string block(MiB, 'x');
+    for (int i = 0; i < 64; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
+  }
+  auto run = run_spec(dir, "tests:\n  - {name: rereads, run: 'while :; do cat " + data +
+                               " > /dev/null; done', memory: 16MiB, timeout: 120s, inputs: [" + data + "]}\n"
+                               "  - {name: expected, run: 'while :; do cat " + data +
+                               " > /dev/null; done', memory: 16MiB, timeout: 120s, inputs: [" + data + "], expect: oom}\n");
+  const auto& t = test_named(run, "rereads");
+  EXPECT_EQ(t["outcome"], "thrash") << run.out;
+  EXPECT_FALSE(t["passed"]);
+  EXPECT_LT(t["duration_s"].get<double>(), 60.0) << "it ran toward its timeout";
+  EXPECT_NE(t["reason"].get<std::string>().find("its working set does not fit in 16.0 MiB"), std::string::npos)
+      << t["reason"];
+  // A test that must not fit its limit passes by thrashing, as by an OOM kill.
+  EXPECT_EQ(test_named(run, "expected")["outcome"], "thrash") << run.out;
+  EXPECT_TRUE(test_named(run, "expected")["passed"]) << run.out;
 }
 
 TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
