@@ -223,7 +223,8 @@ void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOu
     write_atomically(outputs.junit, xml);
   }
   if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown);
-  if (!outputs.html.empty()) write_atomically(outputs.html, html_report(info, records));
+  if (!outputs.html.empty())
+    write_atomically(outputs.html, [&](const Sink& sink) { html_report(info, records, sink); });
   if (!under_github_actions()) return;
   fmt::print("{}", github_annotations(records));
   if (comparison) fmt::print("{}", comparison_annotations(*comparison));

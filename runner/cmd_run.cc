@@ -235,10 +235,11 @@ void announce(std::FILE* con, const Options& o, size_t tests, const RunInfo& inf
 }
 
 // Writes every output asked for, each on its own: one that cannot be
-// written does not cost the others. The CI outputs are made from the
-// report in memory, so that they depend on no file a test could have
-// removed. Returns what could not be written.
-std::vector<std::string> write_outputs(const Options& o, const Report* report, const RunInfo& info,
+// written does not cost the others. The CI outputs are made from the run's
+// records, so that they depend on no file a test could have removed; they
+// come first, so that the report's memrun_max_rss_bytes covers making them.
+// Returns what could not be written.
+std::vector<std::string> write_outputs(const Options& o, const Report* report, RunInfo& info,
                                        const Comparison* comparison) {
   std::vector<std::string> unwritten;
   auto attempt = [&](const std::function<void()>& write) {
@@ -248,8 +249,9 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, c
       unwritten.push_back(e.what());
     }
   };
-  if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
   if (ci_outputs_wanted(o.ci)) attempt([&] { write_ci_outputs(info, report->records(), o.ci, comparison); });
+  info.memrun_max_rss = own_max_rss();
+  if (!o.json.empty()) attempt([&] { report->write(o.json, info); });
   return unwritten;
 }
 
@@ -312,7 +314,6 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   }
   info.ended = std::chrono::system_clock::now();
   if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
-  info.memrun_max_rss = own_max_rss();
   console.summary(observer.tally(), tests, info.interrupted_by);
   // --baseline: the comparison comes before the outputs, which carry it.
   std::optional<Comparison> comparison;

@@ -144,37 +144,13 @@ std::string svg_plot(const TestRecord& t) {
   return svg + p.axes() + p.areas() + p.marks() + p.legend() + "</svg>\n";
 }
 
-std::string html_report(const RunInfo& info, const EachRecord& records) {
-  // One pass over the records: the table's rows and the sections are
-  // gathered, the head (which counts them) is written last.
+void html_report(const RunInfo& info, const EachRecord& records, const Sink& sink) {
+  // Written as it is made, one test at a time, over three passes of the
+  // records (the head counts them, the table lists them, the sections plot
+  // them): memrun's memory does not grow with the page.
   Tally tally;
-  std::string rows, sections;
-  records([&](const TestRecord& t) {
-    const Verdict& v = t.verdict;
-    tally.add(v);
-    std::string name = esc(t.test.name);
-    rows += fmt::format("<tr><td class=\"{}\">{}</td><td><a href=\"#t-{}\">{}</a></td><td>{}</td><td class=\"num\">{}"
-                        "</td><td class=\"num\">{}</td><td class=\"num\">{} ({:.0f}%)</td><td class=\"num\">{}</td></tr>\n",
-                        v.passed ? "pass" : "fail", v.passed ? "PASS" : "FAIL", name, name, to_string(v.outcome),
-                        format_size(v.peak), format_size(v.limit), format_signed_size(v.headroom),
-                        std::round(v.headroom_pct * 100) / 100, format_duration(t.observed.duration_s));
-    sections += fmt::format("<section class=\"test\" id=\"t-{}\"><h2>{}</h2>\n", name, name);
-    sections += svg_plot(t);
-    if (!v.passed) {
-      const cgroup::Breakdown& b = t.observed.at_peak;
-      sections += fmt::format("<p class=\"fail\">{}</p><p>memory at the highest sample: anon {}, file {}, kernel {}, "
-                              "shmem {}, sock {}</p>\n",
-                              esc(v.reason), format_size(b.anon), format_size(b.file), format_size(b.kernel),
-                              format_size(b.shmem), format_size(b.sock));
-      for (const auto& k : t.observed.oom_victims)
-        sections += fmt::format("<p>the kernel killed <b>{}</b> (pid {}): anon-rss {}, file-rss {}, shmem-rss {}</p>\n",
-                                esc(printable(k.name)), k.pid, format_size(k.anon_rss), format_size(k.file_rss),
-                                format_size(k.shmem_rss));
-      if (!t.observed.log_tail.empty()) sections += "<pre>" + esc(t.observed.log_tail) + "</pre>\n";
-    }
-    sections += "</section>\n";
-  });
-  std::string html = fmt::format(
+  records([&](const TestRecord& t) { tally.add(t.verdict); });
+  sink(fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>memrun report {}</title>\n"
       "<style>body{{font-family:sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse}}"
       "td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}td.num{{text-align:right}}"
@@ -182,10 +158,38 @@ std::string html_report(const RunInfo& info, const EachRecord& records) {
       "pre{{background:#f6f6f6;padding:8px;overflow:auto}}</style></head><body>\n"
       "<h1>memrun report</h1>\n<p>{} passed, {} failed &middot; backend {} ({} cgroups), kernel {} &middot; {}</p>\n",
       esc(info.run_id), tally.passed, tally.failed(), esc(info.backend), esc(info.cgroup_mode), esc(info.kernel),
-      iso(info.started));
-  html += "<table id=\"verdicts\"><tr><th>verdict</th><th>test</th><th>outcome</th><th>peak</th><th>limit</th>"
-          "<th>headroom</th><th>duration</th></tr>\n";
-  return html + rows + "</table>\n" + sections + "</body></html>\n";
+      iso(info.started)));
+  sink("<table id=\"verdicts\"><tr><th>verdict</th><th>test</th><th>outcome</th><th>peak</th><th>limit</th>"
+       "<th>headroom</th><th>duration</th></tr>\n");
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    std::string name = esc(t.test.name);
+    sink(fmt::format("<tr><td class=\"{}\">{}</td><td><a href=\"#t-{}\">{}</a></td><td>{}</td><td class=\"num\">{}"
+                     "</td><td class=\"num\">{}</td><td class=\"num\">{} ({:.0f}%)</td><td class=\"num\">{}</td></tr>\n",
+                     v.passed ? "pass" : "fail", v.passed ? "PASS" : "FAIL", name, name, to_string(v.outcome),
+                     format_size(v.peak), format_size(v.limit), format_signed_size(v.headroom),
+                     std::round(v.headroom_pct * 100) / 100, format_duration(t.observed.duration_s)));
+  });
+  sink("</table>\n");
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    std::string name = esc(t.test.name);
+    std::string section = fmt::format("<section class=\"test\" id=\"t-{}\"><h2>{}</h2>\n", name, name) + svg_plot(t);
+    if (!v.passed) {
+      const cgroup::Breakdown& b = t.observed.at_peak;
+      section += fmt::format("<p class=\"fail\">{}</p><p>memory at the highest sample: anon {}, file {}, kernel {}, "
+                             "shmem {}, sock {}</p>\n",
+                             esc(v.reason), format_size(b.anon), format_size(b.file), format_size(b.kernel),
+                             format_size(b.shmem), format_size(b.sock));
+      for (const auto& k : t.observed.oom_victims)
+        section += fmt::format("<p>the kernel killed <b>{}</b> (pid {}): anon-rss {}, file-rss {}, shmem-rss {}</p>\n",
+                               esc(printable(k.name)), k.pid, format_size(k.anon_rss), format_size(k.file_rss),
+                               format_size(k.shmem_rss));
+      if (!t.observed.log_tail.empty()) section += "<pre>" + esc(t.observed.log_tail) + "</pre>\n";
+    }
+    sink(section + "</section>\n");
+  });
+  sink("</body></html>\n");
 }
 
 }  // namespace memrun

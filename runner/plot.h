@@ -14,6 +14,6 @@ std::string svg_plot(const TestRecord& test);
 
 /// A self-contained HTML report: the table, each test's plot, and for each
 /// test that did not pass its reason, breakdown and log tail.
-std::string html_report(const RunInfo& info, const EachRecord& records);
+void html_report(const RunInfo& info, const EachRecord& records, const Sink& sink);
 
 }  // namespace memrun
