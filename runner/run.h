@@ -13,7 +13,6 @@
 
 #include "cgroup/cgroup.h"
 #include "runner/budget.h"
-#include "runner/kmsg.h"
 #include "runner/plan.h"
 #include "runner/record.h"
 #include "runner/units.h"
