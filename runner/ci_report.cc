@@ -101,13 +101,24 @@ pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::
 
 }  // namespace
 
-std::string junit_xml(const RunInfo& info, const EachRecord& records) {
-  pugi::xml_document doc;
+pugi::xml_node junit_root(pugi::xml_document& doc, const char* name) {
   auto decl = doc.append_child(pugi::node_declaration);
   decl.append_attribute("version") = "1.0";
   decl.append_attribute("encoding") = "UTF-8";
   auto suites = doc.append_child("testsuites");
-  suites.append_attribute("name") = "memrun";
+  suites.append_attribute("name") = name;
+  return suites;
+}
+
+std::string xml_text(const pugi::xml_document& doc) {
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+std::string junit_xml(const RunInfo& info, const EachRecord& records) {
+  pugi::xml_document doc;
+  auto suites = junit_root(doc, "memrun");
   std::map<std::string, pugi::xml_node> suite_of;
   size_t tests = 0, failures = 0, errors = 0;
   double total_time = 0;
@@ -153,9 +164,7 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
   suites.append_attribute("failures") = failures;
   suites.append_attribute("errors") = errors;
   suites.append_attribute("time") = fmt::format("{:.3f}", total_time).c_str();
-  std::ostringstream out;
-  doc.save(out, "  ");
-  return out.str();
+  return xml_text(doc);
 }
 
 std::string markdown_table(const RunInfo& info, const EachRecord& records) {
@@ -216,9 +225,7 @@ void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOu
       root.append_copy(extra.child("testsuites").child("testsuite"));
       root.attribute("tests") = root.attribute("tests").as_uint() + comparison->tests.size();
       root.attribute("failures") = root.attribute("failures").as_uint() + comparison->count(Change::regressed);
-      std::ostringstream out;
-      doc.save(out, "  ");
-      xml = out.str();
+      xml = xml_text(doc);
     }
     write_atomically(outputs.junit, xml);
   }

@@ -3,6 +3,7 @@
 // test tabs, a Markdown table for step summaries, GitHub Actions annotations.
 #pragma once
 
+#include <pugixml.hpp>
 #include <string>
 
 #include "runner/compare.h"
@@ -22,6 +23,12 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records);
 /// One `::error file=SPEC,line=N,title=...::message` line per test that did
 /// not pass, for GitHub Actions to show at the test's line in the spec.
 std::string github_annotations(const EachRecord& records);
+
+/// A JUnit document's declaration (UTF-8) and its <testsuites name=NAME> root.
+pugi::xml_node junit_root(pugi::xml_document& doc, const char* name);
+
+/// A JUnit document as text.
+std::string xml_text(const pugi::xml_document& doc);
 
 /// `text` shown literally in a Markdown table cell: ASCII punctuation as
 /// numeric character references (never read as syntax), line breaks as

@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
-#include <sstream>
 
 #include "runner/ci_report.h"
 #include "runner/units.h"
@@ -118,6 +117,19 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   return c;
 }
 
+// A test found on one side only: new in head, or gone from it.
+TestChange one_side(const TestRecord& r, Change change) {
+  TestChange t;
+  t.name = r.test.name, t.spec = r.test.spec, t.line = r.test.line, t.change = change, t.figure = "peak";
+  auto f = figures(r, false);
+  bool head = change == Change::added;
+  (head ? t.head_lo : t.base_lo) = f.front();
+  (head ? t.head : t.base) = median(f);
+  (head ? t.head_hi : t.base_hi) = f.back();
+  (head ? t.head_runs : t.base_runs) = f.size();
+  return t;
+}
+
 int rank(Change c) {
   switch (c) {
     case Change::regressed: return 0;
@@ -183,12 +195,7 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
   for (const auto& h : head.tests) {
     auto it = in_base.find(key(h));
     if (it == in_base.end()) {
-      TestChange t;
-      t.name = h.test.name, t.spec = h.test.spec, t.line = h.test.line, t.change = Change::added;
-      t.figure = "peak";
-      auto hf = figures(h, false);
-      t.head_lo = hf.front(), t.head = median(hf), t.head_hi = hf.back(), t.head_runs = hf.size();
-      c.tests.push_back(t);
+      c.tests.push_back(one_side(h, Change::added));
       continue;
     }
     TestChange t = judge(*it->second, h, o);
@@ -200,13 +207,7 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
     in_base.erase(it);
   }
   for (const auto& b : base.tests) {
-    if (!in_base.count(key(b))) continue;
-    TestChange t;
-    t.name = b.test.name, t.spec = b.test.spec, t.line = b.test.line, t.change = Change::gone;
-    t.figure = "peak";
-    auto bf = figures(b, false);
-    t.base_lo = bf.front(), t.base = median(bf), t.base_hi = bf.back(), t.base_runs = bf.size();
-    c.tests.push_back(t);
+    if (in_base.count(key(b))) c.tests.push_back(one_side(b, Change::gone));
   }
   std::stable_sort(c.tests.begin(), c.tests.end(), [](const TestChange& a, const TestChange& b) {
     return rank(a.change) != rank(b.change) ? rank(a.change) < rank(b.change) : a.name < b.name;
@@ -270,11 +271,7 @@ std::string comparison_json(const Comparison& c) {
 
 std::string comparison_junit(const Comparison& c) {
   pugi::xml_document doc;
-  auto decl = doc.append_child(pugi::node_declaration);
-  decl.append_attribute("version") = "1.0";
-  decl.append_attribute("encoding") = "UTF-8";
-  auto suites = doc.append_child("testsuites");
-  suites.append_attribute("name") = "memrun compare";
+  auto suites = junit_root(doc, "memrun compare");
   auto suite = suites.append_child("testsuite");
   for (auto node : {suites, suite}) {
     if (node == suite) node.append_attribute("name") = "memrun compare";
@@ -301,9 +298,7 @@ std::string comparison_junit(const Comparison& c) {
       tc.append_child("system-out").text() = (std::string(to_string(t.change)) + (t.note.empty() ? "" : ": " + t.note)).c_str();
     }
   }
-  std::ostringstream out;
-  doc.save(out, "  ");
-  return out.str();
+  return xml_text(doc);
 }
 
 std::string comparison_annotations(const Comparison& c) {

@@ -4,12 +4,10 @@
 // cold or warm. The rule itself is unit-tested in compare_test.cc.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <linux/magic.h>
 
 #include "cgroup/fs.h"
 #include "harness.h"
@@ -89,29 +87,24 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
   EXPECT_EQ(report["tests"][0]["runs"].size(), 3u);
 }
 
-// Writes `bytes` of data to `path` and leaves it in the page cache of
-// this process's cgroup (read back once).
-void write_and_cache(const std::string& path, size_t bytes) {
-  std::string block(MiB, 'x');
-  {
-    std::ofstream out(path, std::ios::binary);
-    for (size_t done = 0; done < bytes; done += block.size()) out.write(block.data(), static_cast<std::streamsize>(block.size()));
-  }
+// Writes `mib` MiB to `path` and reads it back: all of it in the page cache
+// of this process's cgroup.
+void write_and_cache(const std::string& path, int mib) {
+  write_mib(path, mib);
   std::ifstream in(path, std::ios::binary);
+  std::string block(MiB, '\0');
   while (in.read(block.data(), static_cast<std::streamsize>(block.size()))) {
   }
 }
 
 TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
-  struct statfs fs_info {};
-  ASSERT_EQ(::statfs(dir.path().c_str(), &fs_info), 0);
-  if (fs_info.f_type == TMPFS_MAGIC || fs_info.f_type == RAMFS_MAGIC)
+  if (on_tmpfs(dir.path()))
     GTEST_SKIP() << dir.path() << " is on tmpfs: its pages are shmem, there is no page cache to evict (the host "
                                   "suite, on a disk, proves this)";
   std::string input = dir.path() + "/input.bin";
   const char* spec = "tests:\n  - {name: reads, run: 'cat input.bin > /dev/null', memory: 256MiB, inputs: [input.bin]}\n";
   // Cold: nobody has the file cached (memrun evicts it in any case).
-  write_and_cache(input, 64 << 20);
+  write_and_cache(input, 64);
   int fd = ::open(input.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   ::fdatasync(fd);
@@ -121,7 +114,7 @@ TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
   ASSERT_EQ(cold.exit_code, 0) << cold.out << cold.err;
   // Warm: this process has just read all of it. Without `inputs`, the test
   // would find it cached, charged to this process's cgroup, and pay nothing.
-  write_and_cache(input, 64 << 20);
+  write_and_cache(input, 64);
   auto warm = run_as(spec, "warm.json");
   ASSERT_EQ(warm.exit_code, 0) << warm.out << warm.err;
   for (const auto* run : {&cold, &warm}) {

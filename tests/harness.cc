@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,10 +16,22 @@
 
 #include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
+#include "runner/units.h"
 
 namespace memrun::testing {
 
 std::string workload() { return WORKLOAD_BIN; }
+
+void write_mib(const std::string& path, int mib) {
+  std::ofstream out(path, std::ios::binary);
+  std::string block(MiB, 'x');
+  for (int i = 0; i < mib; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
+}
+
+bool on_tmpfs(const std::string& path) {
+  struct statfs info {};
+  return ::statfs(path.c_str(), &info) == 0 && (info.f_type == TMPFS_MAGIC || info.f_type == RAMFS_MAGIC);
+}
 
 Scratch::Scratch() {
   const char* tmp = std::getenv("TMPDIR");

@@ -92,6 +92,14 @@ bool wait_for_file(const std::string& path, int seconds = 60);
 /// True when process `pid` exists (and is not a zombie).
 bool process_alive(int pid);
 
+/// Writes `mib` MiB of data to `path` (left in this process's page cache).
+void write_mib(const std::string& path, int mib);
+
+/// True when `path` is on tmpfs (or ramfs): reading a file there charges no
+/// page cache to the reader, and nothing is ever evicted and read back. The
+/// page-cache tests skip there (the VMs' scratch folders may be).
+bool on_tmpfs(const std::string& path);
+
 /// The workload binary.
 std::string workload();
 

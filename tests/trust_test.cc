@@ -4,9 +4,7 @@
 // after defeating its limit, and no test data becomes a command or markup.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <linux/magic.h>
 #include <sys/mount.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -210,17 +208,11 @@ TEST_F(Trust, AShortBurstBesidePageCacheNeverPassesOnTheEstimate) {
   // more reading refills it. The test needs 110 MiB of its 128 MiB (a bisect
   // finds it): headroom excluding page cache must say so, not 40%. (Sampled
   // every 20 ms, the estimate missed most of the burst: 23 to 46 MiB.)
-  struct statfs fs_info {};
-  ASSERT_EQ(::statfs(dir.path().c_str(), &fs_info), 0);
-  if (fs_info.f_type == TMPFS_MAGIC || fs_info.f_type == RAMFS_MAGIC)
+  if (on_tmpfs(dir.path()))
     GTEST_SKIP() << dir.path() << " is on tmpfs: reading a file there charges no page cache to the reader (the "
                                   "host suite, on a disk, proves this)";
   std::string big = dir.path() + "/big.bin";
-  {
-    std::ofstream out(big, std::ios::binary);
-    std::string block(MiB, 'x');
-    for (int i = 0; i < 384; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
-  }
+  write_mib(big, 384);
   auto run = run_spec(dir, "tests:\n  - {name: burst, run: 'cat " + big + " > /dev/null; {W} --touch 110MiB --hold 1ms; cat " +
                                big + " > /dev/null', memory: 128MiB, min_headroom: 40%, inputs: [" + big + "]}\n");
   const auto& t = test_named(run, "burst");
@@ -236,17 +228,11 @@ TEST_F(Trust, AThrashingTestEndsWithItsOwnVerdictNotAtTheTimeout) {
   // an input) under a 16 MiB limit: every pass reads back from disk what
   // the last one had. No OOM kill comes (page cache is reclaimed, never
   // killed for); without memrun the test would run until its timeout.
-  struct statfs fs_info {};
-  ASSERT_EQ(::statfs(dir.path().c_str(), &fs_info), 0);
-  if (fs_info.f_type != EXT4_SUPER_MAGIC && fs_info.f_type != XFS_SUPER_MAGIC && fs_info.f_type != BTRFS_SUPER_MAGIC)
-    GTEST_SKIP() << dir.path() << " is not on a disk (ext4, xfs, btrfs): its pages are never evicted and read back "
-                                  "(the host suite, on a disk, proves this)";
+  if (on_tmpfs(dir.path()))
+    GTEST_SKIP() << dir.path() << " is on tmpfs: its pages are never evicted and read back (the host suite, on a "
+                                  "disk, proves this)";
   std::string data = dir.path() + "/data.bin";
-  {
-    std::ofstream out(data, std::ios::binary);
-    std::string block(MiB, 'x');
-    for (int i = 0; i < 64; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
-  }
+  write_mib(data, 64);
   auto run = run_spec(dir, "tests:\n  - {name: rereads, run: 'while :; do cat " + data +
                                " > /dev/null; done', memory: 16MiB, timeout: 120s, inputs: [" + data + "]}\n"
                                "  - {name: expected, run: 'while :; do cat " + data +
