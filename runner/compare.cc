@@ -216,7 +216,8 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
 }
 
 std::string comparison_text(const Comparison& c) {
-  std::string out = fmt::format("memrun compare: {} (base {}, head {})\n", c.summary(), c.base_name, c.head_name);
+  std::string out = fmt::format("memrun compare: {} (base {}, head {})\n", c.summary(), one_line(c.base_name),
+                                one_line(c.head_name));
   for (const auto& w : c.warnings) out += "warning: " + one_line(w) + "\n";
   size_t width = 4;
   for (const auto& t : c.tests) width = std::max(width, t.name.size());
