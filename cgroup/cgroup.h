@@ -39,6 +39,9 @@ struct Placement {
   /// Open O_WRONLY fds of cgroup.procs files: the child writes "0" to each
   /// (which moves the writer) before it execs.
   std::vector<int> procs_fds;
+  /// When not null, the child seals itself in its group before it execs:
+  /// seal() with these mounts, in a mount namespace of its own.
+  const std::vector<CgroupMount>* seal = nullptr;
 };
 
 /// The normalized part of memory.stat that explains where memory went.
@@ -104,6 +107,11 @@ class Group {
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before destroy().
   virtual Final finish() const = 0;
+  /// memory.pressure's `full` total in microseconds: how long all of the
+  /// group's tasks were stalled on memory at once (reclaim, refaults), its
+  /// sub-groups' included; nullopt where the kernel keeps no per-group
+  /// pressure (v1, kernels without PSI). One small read.
+  virtual std::optional<uint64_t> stalled_us() const { return std::nullopt; }
   /// The test's first process started in the group (its pid): a backend
   /// may keep it for diagnostics; the cgroupfs backends need nothing.
   virtual void started(int pid) { (void)pid; }
@@ -141,7 +149,7 @@ class Group {
 /// `memrun doctor`: the runner asks the library, never the filesystem.
 struct Capabilities {
   uint64_t limit_read_back = 0;  ///< the probe group's hard limit, as the kernel reports it
-  std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement;
+  std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement, sealed;
 };
 
 /// Where a backend makes its groups, and whether it can enforce there.
@@ -179,6 +187,9 @@ struct OpenOptions {
   std::string parent;
   /// Directory name of this run's sub-tree, unique per run.
   std::string run_name;
+  /// Seal each test in its group where memrun may (see can_seal); false
+  /// (--host-cgroups) lets tests see the host's hierarchies as they are.
+  bool seal = true;
 };
 
 /// Why a backend cannot enforce here, and the fix; empty when it can.
@@ -198,13 +209,31 @@ Verdict check(const OpenOptions& options);
 std::unique_ptr<Backend> open(const OpenOptions& options);
 
 // Backend constructors, one per file; open() picks between them.
-std::unique_ptr<Backend> open_v2(const std::string& parent,
-                                 const std::string& run_name);
-std::unique_ptr<Backend> open_v1(const std::string& parent,
-                                 const std::string& run_name);
+// `seal`: make each group sealable (a child group "test" that the test runs
+// in, both limited; Placement::seal set) when can_seal() says memrun may.
+std::unique_ptr<Backend> open_v2(const std::string& parent, const std::string& run_name, bool seal);
+std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal);
 /// A transient scope from the systemd manager (the user's when not root),
 /// with cgroup v2 groups below it. `run_name` names the scope.
-std::unique_ptr<Backend> open_systemd(const std::string& run_name);
+std::unique_ptr<Backend> open_systemd(const std::string& run_name, bool seal);
+
+/// The name of the child group a sealed test runs in, below its group.
+constexpr const char* kSealedLeaf = "test";
+
+/// Whether this process may seal tests: cgroup namespaces (4.6+), a cgroup
+/// mount to replace, and CAP_SYS_ADMIN (root, outside unprivileged containers).
+bool can_seal();
+
+/// What doctor says of sealing, for a backend that does (or does not) seal.
+std::string sealed_sentence(bool sealing);
+
+/// Seals the calling process in its current cgroups, for a test's child
+/// before exec (in a mount namespace of its own, a slave of the host's): a
+/// new cgroup namespace rooted where it stands, every mount of `mounts`
+/// detached and mounted again from inside. The test sees its group as "/"
+/// and nothing above it. System calls only (safe in a vfork-style child).
+/// Returns 0, or -1 with errno set.
+int seal(const std::vector<CgroupMount>& mounts);
 
 /// Whether the systemd backend can work here (a reachable manager, cgroup v2,
 /// memory delegated); used by check().

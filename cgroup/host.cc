@@ -1,5 +1,8 @@
 #include "cgroup/host.h"
 
+#include <sys/mount.h>
+
+#include <cctype>
 #include <sstream>
 #include <vector>
 
@@ -42,6 +45,54 @@ struct Mount {
   std::string root, point;
 };
 
+// mountinfo writes space, tab, newline and backslash in paths as \ooo.
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// A mount's own flags (mountinfo's field 6) that a new mount must keep.
+unsigned long mount_flags(const std::string& opts) {
+  unsigned long flags = 0;
+  for (const auto& o : split(opts, ',')) {
+    if (o == "ro") flags |= MS_RDONLY;
+    if (o == "nosuid") flags |= MS_NOSUID;
+    if (o == "nodev") flags |= MS_NODEV;
+    if (o == "noexec") flags |= MS_NOEXEC;
+  }
+  return flags;
+}
+
+// Whether a v1 hierarchy holds a test's limits (memory, pids, hugetlb):
+// the ones a sealed test must not see above its group. Its other
+// hierarchies (cpu, devices, name=systemd, ...) stay as they are: each
+// mount replaced costs a test ~0.1 ms (an RCU grace period per detach).
+bool holds_limits(const std::string& super) {
+  for (const auto& o : split(super, ','))
+    if (o == "memory" || o == "pids" || o == "hugetlb") return true;
+  return false;
+}
+
+// A v1 superblock's options without those a new mount of the same
+// hierarchy must not repeat: rw/ro are the mount's, release_agent may be
+// set from the initial namespace only.
+std::string hierarchy_options(const std::string& super) {
+  std::string out;
+  for (const auto& o : split(super, ',')) {
+    if (o == "rw" || o == "ro" || o.rfind("release_agent=", 0) == 0) continue;
+    out += (out.empty() ? "" : ",") + o;
+  }
+  return out;
+}
+
 }  // namespace
 
 Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
@@ -56,9 +107,12 @@ Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
     auto dash = line.find(" - ");
     if (dash == std::string::npos) continue;
     std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
-    std::string id, parent, dev, root, point, fstype, src, super;
-    head >> id >> parent >> dev >> root >> point;
+    std::string id, parent, dev, root, point, opts, fstype, src, super;
+    head >> id >> parent >> dev >> root >> point >> opts;
     tail >> fstype >> src >> super;
+    if (fstype == "cgroup2" || (fstype == "cgroup" && holds_limits(super)))
+      h.mounts.push_back({prefix + unescape(point), fstype, fstype == "cgroup" ? hierarchy_options(super) : "",
+                          mount_flags(opts)});
     if (fstype == "cgroup2") {
       if (v2.point.empty()) v2 = {root, point};
     } else if (fstype == "cgroup") {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace memrun::cgroup {
 
@@ -19,6 +20,18 @@ enum class Mode {
 
 /// "unified", "hybrid", "legacy" or "none".
 const char* to_string(Mode mode);
+
+/// A cgroup filesystem as mounted here: what it takes to mount it again in
+/// a test's own namespaces (see seal()).
+struct CgroupMount {
+  std::string point;   ///< where it is mounted (mountinfo's octal escapes undone)
+  std::string fstype;  ///< "cgroup" (v1) or "cgroup2"
+  /// v1: which hierarchy ("memory", "cpu,cpuacct", "name=systemd", plus flags
+  /// such as "xattr"); empty for cgroup2, whose options belong to the
+  /// superblock and are set from the initial namespace only.
+  std::string options;
+  unsigned long flags = 0;  ///< MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC as mounted
+};
 
 /// The cgroup layout as seen from this process.
 struct Host {
@@ -34,6 +47,10 @@ struct Host {
   std::map<std::string, std::string> v1_self;
   /// v1 controller name -> where its hierarchy is mounted.
   std::map<std::string, std::string> v1_mount;
+  /// The mounts of the hierarchies a test's limits live in (every cgroup2
+  /// mount; v1 ones with memory, pids or hugetlb), in mountinfo's order
+  /// (parents first): what a sealed test gets mounted afresh.
+  std::vector<CgroupMount> mounts;
   /// True when PID 1 is systemd (its cgroup tree belongs to systemd).
   bool systemd_pid1 = false;
 };

@@ -132,9 +132,9 @@ std::unique_ptr<Backend> open(const OpenOptions& options) {
     throw Failure(Failure::Kind::cannot_enforce, "memory limits cannot be enforced (backend " + v.backend + "): " +
                                                     v.problem + ".\n  fix: " + v.fix);
   collect_garbage(options);
-  if (v.backend == "systemd") return open_systemd(options.run_name);
-  if (v.backend == "v2") return open_v2(v.parent, options.run_name);
-  return open_v1(v.parent, options.run_name);
+  if (v.backend == "systemd") return open_systemd(options.run_name, options.seal);
+  if (v.backend == "v2") return open_v2(v.parent, options.run_name, options.seal);
+  return open_v1(v.parent, options.run_name, options.seal);
 }
 
 }  // namespace memrun::cgroup

@@ -111,7 +111,7 @@ int on_job_removed(sd_bus_message* m, void* userdata, sd_bus_error*) {
 
 class SystemdBackend : public Backend {
  public:
-  SystemdBackend(const std::string& run_name) {
+  SystemdBackend(const std::string& run_name, bool seal) {
     std::string why;
     bus_ = connect_manager(&why);
     if (!bus_) throw Failure(Failure::Kind::cannot_enforce, why + ".\n  fix: run memrun from a login session, or as root");
@@ -127,7 +127,7 @@ class SystemdBackend : public Backend {
     if (controllers.find("memory") == std::string::npos)
       throw Failure(Failure::Kind::cannot_enforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
                                       ").\n  fix: " + delegate_fix());
-    v2_ = open_v2(scope_dir_, run_name);
+    v2_ = open_v2(scope_dir_, run_name, seal);
   }
 
   // Asks the manager for a transient scope holding memrun (Delegate=yes: the
@@ -254,8 +254,8 @@ std::vector<std::string> dead_scopes() {
   return found;
 }
 
-std::unique_ptr<Backend> open_systemd(const std::string& run_name) {
-  return std::make_unique<SystemdBackend>(run_name);
+std::unique_ptr<Backend> open_systemd(const std::string& run_name, bool seal) {
+  return std::make_unique<SystemdBackend>(run_name, seal);
 }
 
 }  // namespace memrun::cgroup

@@ -79,13 +79,17 @@ class V1Group : public Group {
       : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit) {}
   ~V1Group() override { destroy_quietly(); }
 
-  void open_fds() {
-    for (const auto& dir : {mem_, pids_}) {
-      if (dir.empty()) continue;
+  /// Opens what placement() hands out: the groups' cgroup.procs, or their
+  /// sealed leaves' (`sealed`), which the test is then sealed in.
+  void open_fds(bool sealed) {
+    for (const auto& group : {mem_, pids_}) {
+      if (group.empty()) continue;
+      std::string dir = sealed ? group + "/" + kSealedLeaf : group;
       int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) fail_errno(Failure::Kind::system, "cannot open " + dir + "/cgroup.procs", dir);
       fds_.push_back(fd);
     }
+    if (sealed) seal_ = &host().mounts, stat_ = mem_ + "/" + kSealedLeaf;
   }
 
   const std::string& path() const override { return mem_; }
@@ -94,19 +98,19 @@ class V1Group : public Group {
     return mount != host().v1_mount.end() && mem_.rfind(mount->second, 0) == 0 ? mem_.substr(mount->second.size())
                                                                                : mem_;
   }
-  Placement placement() const override { return {-1, fds_}; }
+  Placement placement() const override { return {-1, fds_, seal_}; }
 
   Usage usage() const override {
     Usage u;
     u.current = fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0);
-    auto stat = fs::read_keyed(mem_ + "/memory.stat");
+    auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
     // total_: with the sub-groups; workingset_refault before 5.9, split
     // into _anon and _file since.
     u.refaulted = (stat["total_workingset_refault"] + stat["total_workingset_refault_anon"] +
                    stat["total_workingset_refault_file"]) *
                   page_size();
-    u.breakdown = breakdown_of(stat, mem_);
+    u.breakdown = breakdown_of(stat, stat_);
     return u;
   }
 
@@ -117,11 +121,12 @@ class V1Group : public Group {
     // kernel stops propagating them upwards outside the unified hierarchy,
     // memcg_memory_event()): an OOM in a sub-group the test made shows up
     // only there, so the subtree is added up.
-    uint64_t failcnt = 0;
-    for (const auto& g : groups(mem_)) {
-      f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
-      failcnt += fs::read_u64(g + "/memory.failcnt").value_or(0);
-    }
+    for (const auto& g : groups(mem_)) f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
+    // failcnt counts in the group whose limit refused a charge: the test's
+    // own limit is on the group and, sealed, its leaf (a limit the test set
+    // below itself is its own business).
+    uint64_t failcnt = fs::read_u64(mem_ + "/memory.failcnt").value_or(0);
+    if (stat_ != mem_) failcnt += fs::read_u64(stat_ + "/memory.failcnt").value_or(0);
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
     // counter tracks failures): a high-water mark at the limit says the
@@ -130,10 +135,13 @@ class V1Group : public Group {
     // v1 has no memory.events; report its counters under v2's names where
     // they mean the same, so reports read alike on both.
     f.events = {{"max", failcnt}, {"oom_kill", f.oom_kills}};
-    if (auto pe = fs::read_keyed(pids_.empty() ? "" : pids_ + "/pids.events"); pe.count("max"))
-      f.events["pids_max"] = pe["max"];
-    f.stat = fs::read_keyed(mem_ + "/memory.stat");
-    f.breakdown = breakdown_of(f.stat, mem_);
+    // pids.events `max` counts, on v1, the forks refused in the group that
+    // forked (a sealed test's leaf, or a sub-group), not its ancestors.
+    if (!pids_.empty())
+      for (const auto& g : groups(pids_))
+        if (auto pe = fs::read_keyed(g + "/pids.events"); pe.count("max")) f.events["pids_max"] += pe["max"];
+    f.stat = fs::read_keyed(stat_ + "/memory.stat");
+    f.breakdown = breakdown_of(f.stat, stat_);
     f.reclaimable_file = f.stat["total_active_file"] + f.stat["total_inactive_file"];
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     f.escaped = escaped_;
@@ -197,8 +205,16 @@ class V1Group : public Group {
 
  private:
   std::string mem_, pids_;
+  // Where memory.stat is read: the group where the test's processes are.
+  // Since 6.x the kernel folds per-cpu statistics into a group's
+  // memory.stat only when enough changed in that group (rstat,
+  // memcg_rstat_updated()), and changes stop being counted upwards once
+  // the group they happen in has enough pending: the parent of a sealed
+  // test's leaf read stale figures for a whole 100 MiB burst (measured).
+  std::string stat_ = mem_;
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
+  const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
   std::vector<std::string> mem_groups_, pids_groups_;  // the subtrees once emptied
@@ -207,8 +223,9 @@ class V1Group : public Group {
 
 class V1Backend : public Backend {
  public:
-  V1Backend(const std::string& parent, const std::string& run_name) {
+  V1Backend(const std::string& parent, const std::string& run_name, bool seal) {
     run_ = parent + "/" + run_name;
+    seal_ = seal && can_seal();
     const auto& self = host().v1_self;
     make_dir(run_, Failure::Kind::cannot_enforce);
     top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
@@ -240,14 +257,17 @@ class V1Backend : public Backend {
     make_dir(mem, Failure::Kind::system);
     if (!pids.empty() && ::mkdir(pids.c_str(), 0755) != 0) pids.clear();
     auto group = std::make_unique<V1Group>(mem, pids, ancestors_limit_);
-    fs::write_file(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_max));
-    // With swap accounting, memsw = memory + swap caps swap at swap_max.
-    if (memsw_)
-      fs::write_file(mem + "/memory.memsw.limit_in_bytes",
-                     std::to_string(limits.memory_max + limits.swap_max));
-    if (limits.pids_max && !pids.empty())
-      fs::write_file(pids + "/pids.max", std::to_string(*limits.pids_max));
-    group->open_fds();
+    write_limits(mem, pids, limits);
+    if (seal_) {
+      // The sealed test runs in test/ below both groups, with the same
+      // limits (what it reads as its own); the groups above, which it
+      // cannot see, hold whatever it writes into its own.
+      std::string mem_leaf = mem + "/" + kSealedLeaf, pids_leaf = pids.empty() ? "" : pids + "/" + kSealedLeaf;
+      make_dir(mem_leaf, Failure::Kind::system);
+      if (!pids_leaf.empty()) make_dir(pids_leaf, Failure::Kind::system);
+      write_limits(mem_leaf, pids_leaf, limits);
+    }
+    group->open_fds(seal_);
     return group;
   }
 
@@ -267,6 +287,7 @@ class V1Backend : public Backend {
     c.pids = pids_run_.empty() ? "no pids controller" : "yes (pids.max)";
     c.hugetlb = "not limited (memrun limits huge pages on v2 only)";
     c.placement = "the child joins its group before exec";
+    c.sealed = sealed_sentence(seal_);
     group->destroy();
     return c;
   }
@@ -279,16 +300,25 @@ class V1Backend : public Backend {
   }
 
  private:
+  void write_limits(const std::string& mem, const std::string& pids, const Limits& limits) {
+    fs::write_file(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_max));
+    // With swap accounting, memsw = memory + swap caps swap at swap_max.
+    if (memsw_)
+      fs::write_file(mem + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_max + limits.swap_max));
+    if (limits.pids_max && !pids.empty()) fs::write_file(pids + "/pids.max", std::to_string(*limits.pids_max));
+  }
+
   std::string run_, pids_run_, top_;
   uint64_t ancestors_limit_ = UINT64_MAX;
   bool memsw_ = false;  // swap accounting
+  bool seal_ = false;   // tests are sealed in a leaf of their groups
   bool closed_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name) {
-  return std::make_unique<V1Backend>(parent, run_name);
+std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal) {
+  return std::make_unique<V1Backend>(parent, run_name, seal);
 }
 
 }  // namespace memrun::cgroup

@@ -106,10 +106,14 @@ class V2Group : public Group {
         hugetlb_events_(std::move(hugetlb_events)) {}
   ~V2Group() override { destroy_quietly(); }
 
-  void open_fds() {
-    dir_fd_ = ::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    procs_fd_ = ::open((path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (dir_fd_ < 0 || procs_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open cgroup " + path_, path_);
+  /// Opens what placement() hands out: for the group itself, or for its
+  /// sealed leaf (`sealed`), which the test is then sealed in.
+  void open_fds(bool sealed) {
+    std::string dir = sealed ? path_ + "/" + kSealedLeaf : path_;
+    dir_fd_ = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    procs_fd_ = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (dir_fd_ < 0 || procs_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open cgroup " + dir, dir);
+    if (sealed) seal_ = &host().mounts, stat_ = dir;
   }
 
   const std::string& path() const override { return path_; }
@@ -118,12 +122,12 @@ class V2Group : public Group {
     return path_.rfind(mount, 0) == 0 ? path_.substr(mount.size()) : path_;
   }
 
-  Placement placement() const override { return {dir_fd_, {procs_fd_}}; }
+  Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_}; }
 
   Usage usage() const override {
     Usage u;
     u.current = fs::read_u64(path_ + "/memory.current").value_or(0);
-    auto stat = fs::read_keyed(path_ + "/memory.stat");
+    auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     // workingset_refault before 5.9, split into _anon and _file since.
     u.refaulted = (stat["workingset_refault"] + stat["workingset_refault_anon"] + stat["workingset_refault_file"]) *
@@ -145,27 +149,38 @@ class V2Group : public Group {
     // over the group), and counts oom_kill each time: one more per group
     // kill than processes killed.
     f.oom_kills = f.events["oom_kill"] - std::min(f.events["oom_kill"], f.oom_group_kills);
-    f.limit_reached = f.events["max"] > 0;
+    // Whether the test's own limit was hit: memory.events.local (5.2+) of
+    // the group and of a sealed leaf, where the limit is; the hierarchical
+    // count also has what limits the test set below itself (a nested
+    // memrun's tests) hit.
+    auto local = [&](const std::string& dir) { return fs::read_keyed(dir + "/memory.events.local"); };
+    f.limit_reached = fs::exists(path_ + "/memory.events.local")
+                          ? local(path_)["max"] + (stat_ != path_ ? local(stat_)["max"] : 0) > 0
+                          : f.events["max"] > 0;
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
-    if (auto pe = fs::read_keyed(path_ + "/pids.events"); pe.count("max")) f.events["pids_max"] = pe["max"];
+    // Kernels without pids.events.local count it only in the group that
+    // forked (a sealed test's leaf); newer ones also in its ancestors up to
+    // the one whose limit was hit: the larger of the two is the count
+    // either way.
+    for (const auto& dir : {path_, stat_})
+      if (auto pe = fs::read_keyed(dir + "/pids.events"); pe.count("max"))
+        f.events["pids_max"] = std::max(f.events["pids_max"], pe["max"]);
     // hugetlb.<size>.events `max`: huge pages refused at the limit.
     for (const auto& file : hugetlb_events_) f.events["hugetlb_max"] += fs::read_keyed(path_ + "/" + file)["max"];
-    f.stat = fs::read_keyed(path_ + "/memory.stat");
+    f.stat = fs::read_keyed(stat_ + "/memory.stat");
     f.breakdown = breakdown_of(f.stat);
     f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];
-    if (auto psi = fs::read_file(path_ + "/memory.pressure")) {
-      std::istringstream in(*psi);
-      std::string line;
-      while (std::getline(in, line)) {
-        auto t = line.find("total=");
-        auto kind = line.substr(0, line.find(' '));
-        if (t != std::string::npos)
-          f.pressure_us[kind] = fs::parse_u64(line.substr(t + 6)).value_or(0);
-      }
-    }
+    f.pressure_us = pressure_totals();
     f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     return f;
+  }
+
+  std::optional<uint64_t> stalled_us() const override {
+    auto totals = pressure_totals();
+    auto full = totals.find("full");
+    if (full == totals.end()) return std::nullopt;
+    return full->second;
   }
 
   void signal_all(int sig) override { signal_tree(path_, sig); }
@@ -195,20 +210,43 @@ class V2Group : public Group {
   }
 
  private:
+  // memory.pressure (PSI, 4.20+; hierarchical): "some"/"full" -> total=.
+  std::map<std::string, uint64_t> pressure_totals() const {
+    std::map<std::string, uint64_t> totals;
+    std::optional<std::string> text;
+    try {
+      text = fs::read_file(path_ + "/memory.pressure");
+    } catch (const Failure&) {
+      return totals;  // EOPNOTSUPP: pressure turned off for the group (cgroup.pressure 0, 6.5+)
+    }
+    std::istringstream in(text.value_or(""));
+    for (std::string line; std::getline(in, line);) {
+      auto t = line.find("total=");
+      if (t != std::string::npos) totals[line.substr(0, line.find(' '))] = fs::parse_u64(line.substr(t + 6)).value_or(0);
+    }
+    return totals;
+  }
+
   std::string path_;
+  // Where memory.stat is read: the group where the test's processes are
+  // (see v1.cc: a parent's statistics lag behind its child's since 6.x).
+  std::string stat_ = path_;
   bool has_kill_;
   uint64_t ancestors_limit_;
   std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1;
+  const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false;
 };
 
 class V2Backend : public Backend {
  public:
-  V2Backend(const std::string& parent, const std::string& run_name) {
+  V2Backend(const std::string& parent, const std::string& run_name, bool seal) {
     run_ = parent + "/" + run_name;
     std::set<std::string> want = {"memory"};
     if (has_word(parent + "/cgroup.controllers", "pids")) want.insert("pids");
+    want_ = want;
+    seal_ = seal && can_seal();
     enable(parent, want);
     if (::mkdir(run_.c_str(), 0755) != 0)
       fail_errno(Failure::Kind::cannot_enforce, "cannot create cgroup " + run_, run_);
@@ -240,25 +278,23 @@ class V2Backend : public Backend {
     std::string dir = run_ + "/" + name;
     if (::mkdir(dir.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + dir, dir);
     auto group = std::make_unique<V2Group>(dir, has_kill_, ancestors_limit_, hugetlb_events_);
-    fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
-    if (limits.memory_high)
-      fs::write_file(dir + "/memory.high", std::to_string(*limits.memory_high));
-    // memory.swap.max is absent without swap accounting (CONFIG_MEMCG_SWAP,
-    // swapaccount=0); swap cannot be limited then, and doctor says so.
-    if (swap_)
-      fs::write_file(dir + "/memory.swap.max", std::to_string(limits.swap_max));
-    // One OOM kill takes the whole test down: a test is one unit of work,
-    // and half a process tree left running would only blur the verdict.
-    if (oom_group_)
-      fs::write_file(dir + "/memory.oom.group", "1");
-    if (limits.pids_max && pids_)
-      fs::write_file(dir + "/pids.max", std::to_string(*limits.pids_max));
+    write_limits(dir, limits);
     // Huge pages of hugetlbfs and MAP_HUGETLB are not charged to memory
     // (before 6.6's memory_hugetlb_accounting): without a limit of their
     // own, a test maps as many as the host reserved. They get the memory
     // limit (the kernel rounds it down to whole huge pages).
     for (const auto& file : hugetlb_limits_) fs::write_file(dir + "/" + file, std::to_string(limits.memory_max));
-    group->open_fds();
+    if (seal_) {
+      // The sealed test runs in dir/test with the same limits (what it reads
+      // as its own: runtimes size their heaps from it); dir's, which it
+      // cannot see, hold whatever it writes into its own. Its controllers
+      // come from dir, so that it can delegate further (a nested memrun).
+      std::string leaf = dir + "/" + kSealedLeaf;
+      enable(dir, want_);
+      if (::mkdir(leaf.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + leaf, leaf);
+      write_limits(leaf, limits);
+    }
+    group->open_fds(seal_);
     return group;
   }
 
@@ -281,6 +317,7 @@ class V2Backend : public Backend {
     c.hugetlb = hugetlb_limits_.empty() ? "not limited: no hugetlb controller offered here"
                                         : "hugetlb.<size>.max = the memory limit";
     c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
+    c.sealed = sealed_sentence(seal_);
     group->destroy();
     return c;
   }
@@ -292,6 +329,20 @@ class V2Backend : public Backend {
   }
 
  private:
+  void write_limits(const std::string& dir, const Limits& limits) {
+    fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
+    if (limits.memory_high) fs::write_file(dir + "/memory.high", std::to_string(*limits.memory_high));
+    // memory.swap.max is absent without swap accounting (CONFIG_MEMCG_SWAP,
+    // swapaccount=0); swap cannot be limited then, and doctor says so.
+    if (swap_) fs::write_file(dir + "/memory.swap.max", std::to_string(limits.swap_max));
+    // One OOM kill takes the whole test down: a test is one unit of work,
+    // and half a process tree left running would only blur the verdict.
+    // (The kernel takes the highest group with oom.group set below the
+    // group whose limit was hit: a sealed leaf needs it as well.)
+    if (oom_group_) fs::write_file(dir + "/memory.oom.group", "1");
+    if (limits.pids_max && pids_) fs::write_file(dir + "/pids.max", std::to_string(*limits.pids_max));
+  }
+
   // Best effort: hugetlb is enabled where the parent offers it (systemd's
   // user managers do not delegate it); memory limits do not depend on it.
   void enable_hugetlb(const std::string& parent) {
@@ -312,14 +363,16 @@ class V2Backend : public Backend {
 
   std::string run_;
   std::vector<std::string> hugetlb_limits_, hugetlb_events_;  // in each group
+  std::set<std::string> want_;  // the controllers each group gets
   uint64_t ancestors_limit_ = UINT64_MAX;
+  bool seal_ = false;  // tests are sealed in a leaf of their group
   bool pids_ = false, has_kill_ = false, swap_ = false, oom_group_ = false, closed_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> open_v2(const std::string& parent, const std::string& run_name) {
-  return std::make_unique<V2Backend>(parent, run_name);
+std::unique_ptr<Backend> open_v2(const std::string& parent, const std::string& run_name, bool seal) {
+  return std::make_unique<V2Backend>(parent, run_name, seal);
 }
 
 }  // namespace memrun::cgroup

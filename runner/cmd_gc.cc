@@ -9,7 +9,7 @@
 namespace memrun {
 
 int gc_command(const Options& o) {
-  auto garbage = cgroup::collect_garbage({kind_of(o.backend), o.cgroup_parent, ""});
+  auto garbage = cgroup::collect_garbage(open_options(o, ""));
   // On v1 a run has a directory per hierarchy, under systemd several in
   // its scope: a run is the last memrun-<id> of the path.
   std::set<std::string> runs;

@@ -1,27 +1,13 @@
 // memrun repro: the shell line that reruns one test of a report alone.
 #include <fmt/format.h>
 
-#include <cstring>
+#include <re2/re2.h>
 
 #include "runner/error.h"
 #include "runner/command.h"
 #include "runner/merge.h"
 
 namespace memrun {
-namespace {
-
-// `text` matched literally by an ECMAScript regex (--filter).
-std::string regex_literal(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (std::strchr("\\^$.|?*+()[]{}", c)) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
   ReportData report = read_report(report_path);
   std::vector<const TestIdentity*> found;
@@ -43,7 +29,7 @@ int repro_command(const std::string& report_path, const std::string& name, const
   for (const auto& [k, v] : t.env) env += shell_quote(k + "=" + v) + " ";
   const std::string& backend = report.info.backend.empty() ? "auto" : report.info.backend;
   fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.info.cwd),
-             env.empty() ? "" : "env ", env, shell_quote(t.spec), shell_quote("^" + regex_literal(name) + "$"),
+             env.empty() ? "" : "env ", env, shell_quote(t.spec), shell_quote("^" + RE2::QuoteMeta(name) + "$"),
              shell_quote(name + ".memory=" + std::to_string(t.requested_limit)), shell_quote(backend));
   return kExitOk;
 }

@@ -12,6 +12,10 @@ cgroup::Kind kind_of(const std::string& name) {
   return cgroup::Kind::automatic;
 }
 
+cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) {
+  return {kind_of(o.backend), o.cgroup_parent, run_name, !o.host_cgroups};
+}
+
 std::vector<Spec> load_all(const std::vector<std::string>& paths) {
   std::vector<Spec> specs;
   for (const auto& p : paths) specs.push_back(load_spec(p));

@@ -29,6 +29,7 @@ struct Options {
   bool fail_fast = false;   ///< --fail-fast
   std::string backend = "auto";
   std::string cgroup_parent;
+  bool host_cgroups = false;  ///< --host-cgroups: tests are not sealed in their groups
   std::string run_dir = ".memrun";
   bool verbose = false;
   std::string shard;        ///< --shard K/N
@@ -52,6 +53,10 @@ std::string shell_quote(const std::string& text);
 
 /// What `--backend NAME` asks for.
 cgroup::Kind kind_of(const std::string& name);
+
+/// How to open the backend `o` asks for (--backend, --cgroup-parent,
+/// --host-cgroups), for a run named `run_name`.
+cgroup::OpenOptions open_options(const Options& o, const std::string& run_name);
 
 /// Every spec of `paths`, loaded and checked.
 std::vector<Spec> load_all(const std::vector<std::string>& paths);

@@ -70,6 +70,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("pids limit", c.pids);
     row("huge pages", c.hugetlb);
     row("placement", c.placement);
+    row("sealed", c.sealed);
     backend->close();
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),

@@ -65,11 +65,13 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
     if (m.rfind("oom-kill:", 0) == 0) {
       // The group's name may hold a comma (a test's name does): look for
       // the whole path (or its end) right before ",task=", not for the
-      // next comma.
+      // next comma. The victim may sit in a sub-group (a sealed test's
+      // leaf, one the test made): the path followed by "/" is ours too.
       auto memcg = m.find("task_memcg="), pid = m.rfind(",pid=");
       if (memcg == std::string::npos || pid == std::string::npos) continue;
-      std::string needle = (group_suffix.front() == '/' ? "task_memcg=" : "/") + group_suffix + ",task=";
-      if (m.find(needle, memcg) != std::string::npos) ours.insert(std::atoi(m.c_str() + pid + 5));
+      std::string needle = (group_suffix.front() == '/' ? "task_memcg=" : "/") + group_suffix;
+      if (m.find(needle + ",task=", memcg) != std::string::npos || m.find(needle + "/", memcg) != std::string::npos)
+        ours.insert(std::atoi(m.c_str() + pid + 5));
       continue;
     }
     auto killed = m.find("Killed process ");

@@ -25,7 +25,8 @@ class KernelLog {
   ~KernelLog();
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
-  /// The OOM kills logged since the log was opened in the cgroup whose path
+  /// The OOM kills logged since the log was opened in the cgroup (or one of
+  /// its sub-groups) whose path
   /// is `group_suffix` (below its hierarchy's root, as Group::kernel_path
   /// gives it) or, without a leading '/', ends with it (e.g.
   /// "memrun-RUN/001-test"); each reported once. Reads what is there and returns at once: the kernel may log a

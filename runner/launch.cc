@@ -23,7 +23,9 @@ struct ChildFailure {
   int stage;  // index into kStages
   int err;
 };
-const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its cwd", "exec"};
+const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its cwd", "exec",
+                               "be sealed in its cgroup (its own cgroup namespace and cgroup mounts)"};
+constexpr int kExecStage = 3, kSealStage = 4;
 
 [[noreturn]] void die(int report_fd, int stage) {
   ChildFailure f{stage, errno};
@@ -56,14 +58,19 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
     }
   }
   if (cmd.open_files.rlim_cur) ::setrlimit(RLIMIT_NOFILE, &cmd.open_files);
-  if (cmd.private_shm && ::unshare(CLONE_NEWNS) == 0) {
-    // Mounts made here must not propagate back to the host (MS_SLAVE: the
-    // host's still reach us); then a fresh tmpfs over /dev/shm. Its pages
-    // are charged to the test's cgroup like any shmem, and it is unmounted
-    // when the namespace dies with the test's last process.
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0)
-      ::mount("memrun-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-  }
+  // A mount namespace of its own, for the seal and /dev/shm. Mounts made
+  // here must not propagate back to the host (MS_SLAVE: the host's still
+  // reach us).
+  bool own_mounts = (cmd.private_shm || placement.seal) && ::unshare(CLONE_NEWNS) == 0 &&
+                    ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0;
+  // A test memrun was asked to seal never runs unsealed: it would see the
+  // host's hierarchies, which as root it could write.
+  if (placement.seal && (!own_mounts || cgroup::seal(*placement.seal) != 0)) die(report_fd, kSealStage);
+  // A fresh tmpfs over /dev/shm: its pages are charged to the test's cgroup
+  // like any shmem, and it is unmounted when the namespace dies with the
+  // test's last process.
+  if (cmd.private_shm && own_mounts)
+    ::mount("memrun-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
   // with the defaults, as from a shell.
   sigset_t none;
@@ -71,7 +78,7 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
   ::execve(cmd.path.c_str(), argv, envp);
-  die(report_fd, 3);
+  die(report_fd, kExecStage);
 }
 
 std::vector<char*> c_strings(const std::vector<std::string>& v) {
@@ -148,8 +155,9 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     c.pid = clone_into(placement.dir_fd, &c.pidfd);
     if (c.pid > 0) c.placement = "clone3";
     if (c.pid == 0) {
-      cgroup::Placement none;  // already inside
-      child(cmd, none, argv.data(), envp.data(), report[1], parent);
+      cgroup::Placement inside;  // born in the group: nothing to join, but
+      inside.seal = placement.seal;  // still to be sealed there
+      child(cmd, inside, argv.data(), envp.data(), report[1], parent);
     }
   }
   if (c.pid < 0) {
@@ -176,7 +184,10 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     ::waitpid(c.pid, &status, 0);
     if (c.pidfd >= 0) ::close(c.pidfd);
     std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
-    if (f.stage == 3) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
+    if (f.stage == kExecStage) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
+    if (f.stage == kSealStage)
+      what += "; to run tests with the host's cgroup hierarchies in view (and writable, as root), "
+              "use --host-cgroups";
     throw Error(1, what);
   }
   if (c.pidfd < 0) {

@@ -57,6 +57,9 @@ void add_run_flags(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "v2", "v1", "systemd"}));
   app.add_option("--cgroup-parent", o.cgroup_parent,
                  "make the run's cgroups below this cgroup (default: memrun's own)");
+  app.add_flag("--host-cgroups", o.host_cgroups,
+               "let tests see the host's cgroup hierarchies (as root: and write them) instead of being "
+               "sealed in their own group; for tests that must inspect or manage the host's cgroups");
   app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)");
   app.add_flag("-v,--verbose", o.verbose, "say where cgroups are made");
   app.add_option("--junit", o.ci.junit, "write JUnit XML (for CI test tabs) to this file");
@@ -150,7 +153,7 @@ void add_commands(CLI::App& app, Cli& c) {
 
 int dispatch(const Cli& c) {
   const Options& o = c.o;
-  if (*c.doctor) return doctor({kind_of(o.backend), o.cgroup_parent, ""}, stdout);
+  if (*c.doctor) return doctor(open_options(o, ""), stdout);
   if (*c.list) return list_command(c.list_specs, o);
   if (*c.bisect)
     return bisect_command(c.bisect_words, c.bisect_test, c.bisect_range, c.bisect_tolerance, c.bisect_trials, o);

@@ -84,6 +84,9 @@ struct Observation {
   /// it (bytes), and the window's length.
   uint64_t thrash_refaulted = 0;
   double thrash_window_s = 0;
+  /// ... and how long all its tasks were stalled on memory in it (v2's
+  /// memory.pressure `full`); 0 where the kernel keeps no pressure.
+  double thrash_stalled_s = 0;
   /// What memrun could not clean up after the test (its cgroup could not be
   /// removed, say); empty when all went. Never in place of the verdict.
   std::string cleanup_error;

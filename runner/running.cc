@@ -152,10 +152,14 @@ bool RunningTest::thrashing(const cgroup::Usage& u, clock::time_point now, uint6
   // as its timeout allows, reading back from disk what the kernel has just
   // evicted (a program's own code included) and doing little else: python3
   // started cold under 6 MiB read back 5 GiB in 10 s and never printed. It
-  // is ended here with its own verdict, once it has read back more than
-  // kThrashFactor times its limit within a window. A single pass over a
-  // file larger than the limit reads nothing back (evicted pages are
-  // refaults only when read again); measured: the spilling sort of
+  // is ended here with its own verdict, once within a window it has read
+  // back more than kThrashFactor times its limit, or (where the kernel
+  // keeps per-group pressure: v2, 4.20+) read back at least its limit while
+  // all its tasks were stalled on memory for half the window or more: a
+  // large limit over a slow disk refaults less than ten times its size in
+  // a window, yet the test does nothing else. A single pass over a file
+  // larger than the limit reads nothing back (evicted pages are refaults
+  // only when read again); measured: the spilling sort of
   // specs/parquet.yaml reads back 0.45 times its limit in 10 s, the
   // streaming aggregate 0.75 times in 1 s.
   constexpr auto kWindow = std::chrono::seconds(5);
@@ -163,17 +167,26 @@ bool RunningTest::thrashing(const cgroup::Usage& u, clock::time_point now, uint6
   if (!window_start_) {
     window_start_ = now;
     window_refaulted_ = u.refaulted;
+    window_stalled_ = group_->stalled_us();
     return false;
   }
   if (now - *window_start_ < kWindow) return false;
   uint64_t read_back = u.refaulted - std::min(u.refaulted, window_refaulted_);
+  auto window_us = std::chrono::duration_cast<std::chrono::microseconds>(now - *window_start_).count();
+  auto stalled_now = group_->stalled_us();
+  std::optional<uint64_t> stalled;
+  if (stalled_now && window_stalled_) stalled = *stalled_now - std::min(*stalled_now, *window_stalled_);
+  bool refaulting = read_back >= kThrashFactor * limit;
+  bool stalling = stalled && *stalled * 2 >= static_cast<uint64_t>(window_us) && read_back >= limit;
   // (Usage flickers below the limit as reclaim frees a batch; a group that
   // read its limit back ten times over has been at it.)
-  if (read_back < kThrashFactor * limit || u.current < limit / 2) {
+  if ((!refaulting && !stalling) || u.current < limit / 2) {
     window_start_ = now;  // the next window
     window_refaulted_ = u.refaulted;
+    window_stalled_ = stalled_now;
     return false;
   }
+  observed_.thrash_stalled_s = stalled ? *stalled / 1e6 : 0;
   observed_.ending = Ending::thrashed;
   observed_.thrash_refaulted = read_back;
   observed_.thrash_window_s = std::chrono::duration<double>(now - *window_start_).count();

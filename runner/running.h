@@ -106,6 +106,7 @@ class RunningTest {
   clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
   std::optional<clock::time_point> window_start_;  // of the thrash window, while at the limit
   uint64_t window_refaulted_ = 0;                  // Usage::refaulted when it started
+  std::optional<uint64_t> window_stalled_;         // Group::stalled_us when it started
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
   std::chrono::milliseconds interval_{0};

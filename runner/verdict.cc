@@ -41,8 +41,13 @@ Outcome outcome_of(const Observation& o) {
     case Ending::exited: break;
   }
   // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
-  // come from anywhere.
-  if (o.kernel.oom_kills > 0 || o.kernel.oom_group_kills > 0) return Outcome::oom;
+  // come from anywhere. A kill under a lower limit the test set itself (a
+  // nested memrun's test, a container's) is the test's business when it
+  // went on and exited 0 without ever reaching its own limit: counted in
+  // oom_kills, not its outcome.
+  bool killed = o.kernel.oom_kills > 0 || o.kernel.oom_group_kills > 0;
+  bool went_on = o.exit_code == 0 && o.signal == 0 && !o.kernel.limit_reached;
+  if (killed && !went_on) return Outcome::oom;
   return o.exit_code == 0 && o.signal == 0 ? Outcome::pass : Outcome::fail;
 }
 
@@ -136,10 +141,14 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
                " times: its working set does not fit under memory_high; raise it)";
     }
     if (r.outcome == Outcome::thrash)
-      got += fmt::format(": it read back {} of memory the kernel had just evicted in {:.1f}s at its limit, and made "
-                         "little else; its working set does not fit in {} (raise memory; memrun bisect finds how "
-                         "much it needs)",
-                         format_size(o.thrash_refaulted), o.thrash_window_s, format_size(r.limit));
+      got += fmt::format(": it read back {} of memory the kernel had just evicted in {:.1f}s at its limit{}, and "
+                         "made little else; its working set does not fit in {} (raise memory; memrun bisect finds "
+                         "how much it needs)",
+                         format_size(o.thrash_refaulted), o.thrash_window_s,
+                         o.thrash_stalled_s > 0
+                             ? fmt::format(", all its tasks stalled on memory for {:.1f}s of it", o.thrash_stalled_s)
+                             : "",
+                         format_size(r.limit));
     r.reason = "expected " + e.describe() + ", got " + got;
   }
 }

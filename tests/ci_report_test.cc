@@ -30,6 +30,28 @@ TEST(Shards, EveryTestInExactlyOneShardAndStableByName) {
   EXPECT_EQ(sizes, (std::map<int, int>{{0, 4}, {1, 3}, {2, 3}}));
 }
 
+TEST(Filter, MatchesInLinearTimeAndRefusesBadSyntaxWithExit2) {
+  // (a*)*b over 99 a's (names are at most 100 characters) backtracks for ever in a backtracking
+  // engine (std::regex: 11 s at 30 characters, doubling with each one);
+  // here it must simply not match, at once (ctest's timeout is the bound).
+  Spec spec = parse_spec("tests:\n  - {name: " + std::string(99, 'a') + "c, run: 'true', memory: 1MiB}\n"
+                         "  - {name: ab, run: 'true', memory: 1MiB}\n",
+                         "/nonexistent/spec.yaml", "/nonexistent");
+  Selection s;
+  s.filter = "(a*)*b";
+  auto plan = make_plan({spec}, s, "/nonexistent/run");
+  ASSERT_EQ(plan.tests.size(), 1u);
+  EXPECT_EQ(plan.tests[0].test->name, "ab");
+  s.filter = "c++ (fast";
+  try {
+    make_plan({spec}, s, "/nonexistent/run");
+    ADD_FAILURE() << "a filter that is no regex was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_NE(std::string(e.what()).find("--filter"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Shards, TimingsBalanceLongestFirst) {
   std::vector<std::string> names{"a", "b", "c", "d", "e"};
   std::map<std::string, double> t{{"a", 10}, {"b", 6}, {"c", 5}, {"d", 4}, {"e", 1}};

@@ -71,9 +71,11 @@ TEST_F(Ci, HtmlReportHasATableAndAPlotPerTest) {
   // And the JSON timeline has the kernel's peak as a point of its own.
   const auto& tl = test_named(run, "times-out")["timeline"];
   // How many samples fit in 300 ms depends on the machine's load: what
-  // always holds is that the timeline has each of them (fewer than its cap).
+  // always holds is that the timeline has some, and no point that was not a
+  // sample (it keeps the interval's cadence: a sample that comes late, or a
+  // denser one near the limit, is not a point of its own).
   EXPECT_GE(tl["t_s"].size(), 1u);
-  EXPECT_EQ(tl["t_s"].size(), test_named(run, "times-out")["samples"]);
+  EXPECT_LE(tl["t_s"].size(), test_named(run, "times-out")["samples"]);
   EXPECT_EQ(tl["kernel_peak"]["bytes"], test_named(run, "times-out")["peak_bytes"]);
 }
 

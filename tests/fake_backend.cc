@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace memrun::testing {
 
@@ -17,7 +18,15 @@ class FakeGroup : public cgroup::Group {
   const std::string& path() const override { return path_; }
   std::string kernel_path() const override { return path_; }
   cgroup::Placement placement() const override { return {}; }
-  cgroup::Usage usage() const override { return script().usage; }
+  cgroup::Usage usage() const override {
+    cgroup::Usage u = script().usage;
+    u.refaulted += static_cast<uint64_t>(script().refaulted_per_s * elapsed_s());
+    return u;
+  }
+  std::optional<uint64_t> stalled_us() const override {
+    if (!script().stalled_share) return std::nullopt;
+    return static_cast<uint64_t>(*script().stalled_share * elapsed_s() * 1e6);
+  }
   cgroup::Final finish() const override {
     cgroup::Final f = script().final;
     if (!f.peak) f.peak = f.breakdown.anon;
@@ -25,7 +34,10 @@ class FakeGroup : public cgroup::Group {
     if (f.limit_at_end == UINT64_MAX) f.limit_at_end = limits_.memory_max;
     return f;
   }
-  void started(int pid) override { pid_ = pid; }
+  void started(int pid) override {
+    pid_ = pid;
+    start_ = std::chrono::steady_clock::now();
+  }
   void signal_all(int sig) override {
     if (pid_ > 0) ::kill(-pid_, sig);
   }
@@ -42,6 +54,9 @@ class FakeGroup : public cgroup::Group {
   }
 
  private:
+  double elapsed_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
   const FakeBackend::Script& script() const {
     static const FakeBackend::Script none;
     auto it = backend_.scripts.find(test_);
@@ -52,6 +67,7 @@ class FakeGroup : public cgroup::Group {
   cgroup::Limits limits_;
   std::string path_;
   int pid_ = -1;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   bool removed_ = false;
 };
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ class FakeBackend : public cgroup::Backend {
     cgroup::Usage usage;  ///< every sample
     cgroup::Final final;  ///< at the end (effective_limit and limit_at_end
                           ///< default to the limit memrun set)
+    /// Bytes read back per second since the test started, added to
+    /// usage.refaulted; and the share of that time all its tasks were
+    /// stalled on memory (stalled_us), none where the kernel keeps none.
+    double refaulted_per_s = 0;
+    std::optional<double> stalled_share;
   };
   std::map<std::string, Script> scripts;
   /// Every group made, in order: the test's name and its limits.
@@ -34,7 +40,7 @@ class FakeBackend : public cgroup::Backend {
   const std::string& run_path() const override { return run_path_; }
   std::unique_ptr<cgroup::Group> create(const std::string& name, const cgroup::Limits& limits) override;
   uint64_t room() const override { return UINT64_MAX; }
-  cgroup::Capabilities probe(uint64_t limit) override { return {limit, "", "", "", "", "", "", "", ""}; }
+  cgroup::Capabilities probe(uint64_t limit) override { return {limit, "", "", "", "", "", "", "", "", ""}; }
   void close() override {}
 
  private:

@@ -2,6 +2,8 @@
 // proves the parsing only; the integration tests prove enforcement.
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
 #include "cgroup/host.h"
 
 namespace memrun::cgroup {
@@ -20,6 +22,25 @@ TEST(Host, Hybrid) {
   EXPECT_EQ(h.v1_self.at("pids"), "/nonexistent/sys/fs/cgroup/pids");
   EXPECT_EQ(h.v2_self, "/nonexistent/sys/fs/cgroup/unified");
   EXPECT_FALSE(h.v1_self.count("name=systemd"));
+  // What a sealed test mounts again: the hierarchies limits live in
+  // (not name=systemd), parents first, with their options and own flags.
+  ASSERT_EQ(h.mounts.size(), 3u);
+  EXPECT_EQ(h.mounts[0].fstype, "cgroup2");
+  EXPECT_EQ(h.mounts[0].options, "");
+  EXPECT_EQ(h.mounts[1].point, "/nonexistent/sys/fs/cgroup/memory");
+  EXPECT_EQ(h.mounts[1].options, "memory");
+  EXPECT_EQ(h.mounts[1].flags, static_cast<unsigned long>(MS_NOSUID));
+  EXPECT_EQ(h.mounts[2].options, "pids");
+}
+
+TEST(Host, MountPointsAreUnescapedAndReleaseAgentsDropped) {
+  Host h = parse_host("33 25 0:29 / /cg/my\\040mem ro,nodev,noexec - cgroup cgroup rw,memory,pids,release_agent=/x\n"
+                      "34 25 0:30 / /cg/cpu rw - cgroup cgroup rw,cpu,cpuacct\n",
+                      "4:memory,pids:/\n", "");
+  ASSERT_EQ(h.mounts.size(), 1u);
+  EXPECT_EQ(h.mounts[0].point, "/cg/my mem");
+  EXPECT_EQ(h.mounts[0].options, "memory,pids");
+  EXPECT_EQ(h.mounts[0].flags, static_cast<unsigned long>(MS_RDONLY | MS_NODEV | MS_NOEXEC));
 }
 
 TEST(Host, UnifiedInsideAContainerShowsItsSubtree) {

@@ -105,8 +105,10 @@ TEST_F(Loop, ATimeoutEndsATestWithItsOwnOutcome) {
 }
 
 TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
-  backend.scripts["ooms"].final.oom_kills = 1;
-  backend.scripts["expected"].final.oom_kills = 1;
+  for (const char* name : {"ooms", "expected"}) {
+    backend.scripts[name].final.oom_kills = 1;
+    backend.scripts[name].final.limit_reached = true;
+  }
   backend.scripts["over"].final.peak = 200 * MiB;
   backend.scripts["fits"].final.peak = 10 * MiB;
   auto r = run("tests:\n  - {name: ooms, run: 'true', memory: 64MiB}\n"
@@ -119,6 +121,30 @@ TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
   EXPECT_FALSE(named(r, "over").passed) << "a peak above the limit passed";
   EXPECT_TRUE(named(r, "fits").passed);
   EXPECT_EQ(named(r, "fits").headroom, static_cast<int64_t>(54 * MiB));
+}
+
+TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
+  // Each reads back twice its limit per 5 s window: too little for the
+  // refault rule alone (ten times), as over a slow disk. Where the kernel
+  // keeps pressure and all tasks were stalled for most of the window, that
+  // is thrashing; stalled without reading back, or reading back without
+  // pressure figures (v1), it is not, and the test runs to its end.
+  for (const char* name : {"stalled", "stalled-no-refaults", "no-pressure"}) {
+    auto& script = backend.scripts[name];
+    script.usage.current = 60 * MiB;
+    script.refaulted_per_s = std::string(name) == "stalled-no-refaults" ? 0 : 2 * 64 * MiB / 5.0;
+    if (std::string(name) != "no-pressure") script.stalled_share = 0.9;
+  }
+  RunOptions options;
+  options.jobs = 3;
+  auto r = run("tests:\n  - {name: stalled, run: 'sleep 60', memory: 64MiB}\n"
+               "  - {name: stalled-no-refaults, run: 'sleep 6', memory: 64MiB}\n"
+               "  - {name: no-pressure, run: 'sleep 6', memory: 64MiB}\n",
+               options);
+  EXPECT_EQ(named(r, "stalled").outcome, Outcome::thrash) << named(r, "stalled").reason;
+  EXPECT_NE(named(r, "stalled").reason.find("stalled on memory for"), std::string::npos) << named(r, "stalled").reason;
+  EXPECT_EQ(named(r, "stalled-no-refaults").outcome, Outcome::pass) << named(r, "stalled-no-refaults").reason;
+  EXPECT_EQ(named(r, "no-pressure").outcome, Outcome::pass) << named(r, "no-pressure").reason;
 }
 
 TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {

@@ -84,6 +84,23 @@ TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   EXPECT_EQ(r.reason, "expected pass, got oom at 64.0 MiB");
 }
 
+TEST(Decide, AKillUnderALimitTheTestSetItselfIsNotItsOom) {
+  // A nested memrun's test (or a container) OOM-killed under its own lower
+  // limit: the outer test went on, exited 0 and never reached its limit.
+  Fixture f;
+  Observation o = Fixture::exited(0, 30 * MiB);
+  o.kernel.oom_kills = 1;
+  Verdict r = decide(f.spec.tests[0], o);
+  EXPECT_EQ(r.outcome, Outcome::pass) << r.reason;
+  // At its own limit, a child's kill is the test's OOM even when it exits 0.
+  o.kernel.limit_reached = true;
+  EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::oom);
+  // And so is any kill that took it down.
+  o.kernel.limit_reached = false;
+  o.exit_code = 1;
+  EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::oom);
+}
+
 TEST(Decide, ThePlaceholderOfAnUnstartedTestIsNoVerdict) {
   // A test that never started is an error with its reason, and a test cut
   // off before its turn is interrupted: neither passes, whatever it expected.
@@ -336,6 +353,20 @@ TEST(KernelLog, AGroupNameWithACommaIsStillFound) {
   // A whole path (Group::kernel_path) matches exactly, never as a suffix.
   EXPECT_EQ(parse_oom_kills(log, "/x/memrun-r/001-a,b").size(), 1u);
   EXPECT_TRUE(parse_oom_kills(log, "/memrun-r/001-a,b").empty());
+}
+
+TEST(KernelLog, AVictimInASubGroupIsTheTests) {
+  // A sealed test runs in its group's leaf "test", and a test may make
+  // sub-groups of its own: the kernel names the victim's group.
+  std::vector<std::string> log = {
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a/test,task_memcg=/x/memrun-r/001-a/test/sub,"
+      "task=big,pid=41,uid=0",
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+  };
+  EXPECT_EQ(parse_oom_kills(log, "/x/memrun-r/001-a").size(), 1u);
+  EXPECT_EQ(parse_oom_kills(log, "memrun-r/001-a").size(), 1u);
+  EXPECT_TRUE(parse_oom_kills(log, "/x/memrun-r/001-").empty()) << "a prefix of the group's name matched";
+  EXPECT_TRUE(parse_oom_kills(log, "/x/memrun-r/001-a/test/s").empty());
 }
 
 TEST(Report, LogTail) {

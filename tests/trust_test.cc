@@ -37,18 +37,86 @@ std::string yaml_quoted(const std::string& text) {
   return "'" + out + "'";
 }
 
+// True when memrun seals tests here (root, cgroup namespaces), as doctor says.
+bool sealing() {
+  return run_memrun({"doctor"}).out.find("sealed             yes") != std::string::npos;
+}
+
 TEST_F(Trust, ATestThatRaisesItsLimitNeverPasses) {
-  // As root a test can write its own group's files: it raises the limit,
-  // then touches three times what memrun allowed.
+  // As root a test can write its group's files: it raises its limit, then
+  // touches three times what memrun allowed. Sealed, the limit it can reach
+  // is its own leaf's and the kernel still holds it to 64 MiB (with
+  // nsdelegate the write is even refused); with --host-cgroups it raises
+  // the real one, and memrun finds that at the end.
   std::string raise = kFindGroup +
                       "[ -e $G/memory.memsw.limit_in_bytes ] && echo 1G > $G/memory.memsw.limit_in_bytes; "
-                      "echo 1G > $G/$L || exit 99; exec {W} --touch 200MiB";
-  auto run = run_spec(dir, "tests:\n  - {name: raiser, run: " + yaml_quoted(raise) + ", memory: 64MiB}\n");
+                      "echo 1G > $G/$L || [ -z \"$MUST_RAISE\" ] || exit 99; exec {W} --touch 200MiB";
+  std::string spec = "tests:\n  - {name: raiser, run: " + yaml_quoted(raise) + ", memory: 64MiB}\n";
+  if (sealing()) {
+    SCOPED_TRACE("sealed");
+    auto run = run_spec(dir, spec);
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    const auto& t = test_named(run, "raiser");
+    EXPECT_FALSE(t["passed"]) << t;
+    EXPECT_EQ(t["limit_at_end_bytes"], 64u << 20) << "the limit memrun set was changed: " << t;
+    EXPECT_LE(t["peak_bytes"].get<uint64_t>(), 64u << 20) << t;
+  }
+  SCOPED_TRACE("--host-cgroups");
+  auto run = run_spec(dir, "env: {MUST_RAISE: 1}\n" + spec, {"--host-cgroups"});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const auto& t = test_named(run, "raiser");
   EXPECT_FALSE(t["passed"]);
   EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit"), std::string::npos) << t;
   EXPECT_EQ(t["limit_at_end_bytes"], 1u << 30) << t;
+}
+
+TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // It looks for a way up: its cgroups as /proc says, the limit it reads as
+  // its own (runtimes size their heaps from it), the root's cgroup.procs,
+  // the mounts' parent. Then it touches 200 MiB under 64.
+  std::string seen = dir.path() + "/seen";
+  std::string look = kFindGroup + "{ cat /proc/self/cgroup; echo limit $(cat $G/$L); } > " + seen +
+                     "; echo $$ > $G/cgroup.procs; echo $$ > $G/../cgroup.procs; "
+                     "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; do "
+                     "[ -e $f ] && echo $$ > $f; done; "
+                     "grep -v ':/$' /proc/self/cgroup >> " + seen + "; exec {W} --touch 200MiB";
+  auto run = run_spec(dir, "tests:\n  - {name: looker, run: " + yaml_quoted(look) + ", memory: 64MiB}\n");
+  const auto& t = test_named(run, "looker");
+  EXPECT_EQ(t["outcome"], "oom") << run.out << run.err;
+  EXPECT_EQ(t["oom_kills"], 1) << t;
+  EXPECT_EQ(t["escaped_processes"], 0) << t;
+  std::string text = fs::read_file(seen).value_or("");
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("limit ", 0) == 0)
+      EXPECT_EQ(line, "limit " + std::to_string(64u << 20)) << "the limit the test sees as its own";
+    else
+      EXPECT_EQ(line.substr(line.size() - 2), ":/") << "a cgroup the test sees above its own: " << text;
+  }
+  EXPECT_NE(text.find("limit "), std::string::npos) << text;
+}
+
+TEST_F(Trust, ANestedMemrunGetsASubtreeOfItsOwnInsideASealedTest) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // Tests that use cgroups themselves (memrun, a container runtime) get
+  // their own group to delegate into: a memrun inside a test runs its own
+  // tests under their own limits, below the outer one.
+  std::string inner = dir.write("inner.yaml", "tests:\n  - {name: fits, memory: 32MiB, run: '" + workload() +
+                                                  " --touch 8MiB'}\n  - {name: too-big, memory: 32MiB, expect: oom, "
+                                                  "run: '" + workload() + " --touch 64MiB'}\n");
+  std::string nested = memrun_bin() + " " + inner + " --json " + dir.path() + "/inner.json --run-dir " + dir.path() +
+                       "/inner-runs";
+  auto run = run_spec(dir, "tests:\n  - {name: outer, memory: 256MiB, run: " + yaml_quoted(nested) + "}\n");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_TRUE(test_named(run, "outer")["passed"]) << run.out;
+  auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/inner.json").value_or("{}"));
+  ASSERT_EQ(report["tests"].size(), 2u) << report.dump();
+  EXPECT_EQ(report["tests"][0]["outcome"], "pass") << report.dump();
+  EXPECT_EQ(report["tests"][1]["outcome"], "oom") << report.dump();
+  // (At least one: a nested sealed run on v2 has counted the victim twice.)
+  EXPECT_GE(report["tests"][1]["oom_kills"], 1) << report.dump();
 }
 
 TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten) {

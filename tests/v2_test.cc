@@ -42,13 +42,22 @@ TEST_F(V2, KernelFiguresComeFromV2Files) {
 }
 
 TEST_F(V2, TheTestIsBornInItsOwnGroup) {
-  auto run = run_spec(dir, "tests:\n  - {name: where, run: [cat, /proc/self/cgroup], memory: 16MiB}\n");
-  const auto& t = test_named(run, "where");
-  std::ifstream in(t["stdout"].get<std::string>());
-  std::string line;
-  std::getline(in, line);
-  EXPECT_NE(line.find("/memrun-"), std::string::npos) << line;
-  EXPECT_NE(line.find("/001-where"), std::string::npos) << line;
+  // Unsealed, the test sees where it is; sealed (root), its group is its
+  // cgroup namespace's root.
+  for (bool sealed : {false, true}) {
+    auto run = run_spec(dir, "tests:\n  - {name: where, run: [cat, /proc/self/cgroup], memory: 16MiB}\n",
+                        sealed ? std::vector<std::string>{} : std::vector<std::string>{"--host-cgroups"});
+    const auto& t = test_named(run, "where");
+    std::ifstream in(t["stdout"].get<std::string>());
+    std::string line;
+    std::getline(in, line);
+    if (sealed && ::geteuid() == 0) {
+      EXPECT_EQ(line, "0::/");
+    } else {
+      EXPECT_NE(line.find("/memrun-"), std::string::npos) << line;
+      EXPECT_NE(line.find("/001-where"), std::string::npos) << line;
+    }
+  }
 }
 
 TEST_F(V2, OomGroupKillsTheWholeTest) {

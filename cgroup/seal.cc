@@ -1,0 +1,70 @@
+// Sealing a test in its group: as root, a test could otherwise write any
+// file of the hierarchy (raise its own limit, move itself to the root) and
+// pass. A sealed test sees its own group as the root of every cgroup
+// hierarchy, and its limit is set once more on a parent it cannot see.
+//
+// Kernel rules this file obeys (cgroup_namespaces(7), cgroup-v2.rst
+// "Namespace", mount_namespaces(7)):
+// - unshare(CLONE_NEWCGROUP) (4.6+) makes the caller's current cgroup, in
+//   every hierarchy, the root of its new cgroup namespace: /proc/self/cgroup
+//   shows "/", and a cgroup filesystem mounted from inside is rooted there,
+//   with no way above it ("..": the mount's root).
+// - Mounts inherited from before still show the whole hierarchy, so those
+//   of the hierarchies that hold limits (Host::mounts: memory, pids,
+//   hugetlb, cgroup2) are detached (MNT_DETACH: lazily, whatever still uses
+//   them) and mounted again from inside. Each detach waits for an RCU grace
+//   period (~0.1 ms), which is why the other v1 hierarchies are left alone. The mount namespace is the child's own and a slave of the
+//   host's (MS_SLAVE, set by the caller): nothing done here reaches the host.
+// - Inside a non-initial cgroup namespace, a v1 hierarchy can be mounted
+//   again only as it exists (same controllers, or the same name=); cgroup2's
+//   superblock options are set from the initial namespace only.
+// - The limit the test could still write is its own group's (the
+//   namespace's root): memrun sets the same limit on the parent above, which
+//   the test cannot reach, so raising its own changes nothing. A root that
+//   enters another namespace on purpose (setns(2) with PID 1's namespace
+//   files) is beyond this; memrun still reads the limit back at the end.
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <sstream>
+
+#include "cgroup/cgroup.h"
+#include "cgroup/fs.h"
+
+namespace memrun::cgroup {
+
+bool can_seal() {
+  if (host().mounts.empty() || !fs::exists("/proc/self/ns/cgroup")) return false;
+  // CAP_SYS_ADMIN (bit 21 of CapEff) is what unshare and mount need: root
+  // has it, unless a container dropped it.
+  std::istringstream in(fs::read_file("/proc/self/status").value_or(""));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> 21) & 1;
+  return false;
+}
+
+std::string sealed_sentence(bool sealing) {
+  if (sealing)
+    return "yes: each test in a cgroup namespace of its own, the cgroup hierarchies mounted afresh for it, "
+           "its limit set again on a parent it cannot see";
+  return can_seal() ? "no (--host-cgroups): tests see the host's hierarchies; a raised limit is found at the end"
+                    : "no: needs CAP_SYS_ADMIN (root) and cgroup namespaces; a raised limit is found at the end";
+}
+
+int seal(const std::vector<CgroupMount>& mounts) {
+  // System calls only: in a vfork-style child this runs on memrun's memory.
+  if (::unshare(CLONE_NEWCGROUP) != 0) return -1;
+  // Deepest first (mountinfo lists parents before children). EINVAL: not a
+  // mount point any more, as when a parent's detach took it along.
+  for (size_t i = mounts.size(); i-- > 0;)
+    if (::umount2(mounts[i].point.c_str(), MNT_DETACH) != 0 && errno != EINVAL) return -1;
+  for (const auto& m : mounts) {
+    const char* options = m.options.empty() ? nullptr : m.options.c_str();
+    if (::mount(m.fstype.c_str(), m.point.c_str(), m.fstype.c_str(), m.flags, options) != 0) return -1;
+  }
+  return 0;
+}
+
+}  // namespace memrun::cgroup
