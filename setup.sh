@@ -18,12 +18,13 @@ as_root() {
 }
 
 build_packages=(g++ cmake ninja-build pkg-config bc libcli11-dev libyaml-cpp-dev
-  libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev libpugixml-dev)
+  libsystemd-dev libfmt-dev nlohmann-json3-dev libgtest-dev libpugixml-dev libre2-dev)
 # The VM tests boot Debian's kernel under qemu (tests/vm/).
 vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # xmllint checks the JUnit output against tests/junit.xsd; clang builds the
-# libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal.
-test_packages=(libxml2-utils clang libclang-rt-14-dev tmux "${vm_packages[@]}")
+# libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal;
+# python3-pytest runs the example pytest suite (tests/suites/pytest).
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {

@@ -15,8 +15,10 @@ int list_command(const std::vector<std::string>& paths, const Options& o) {
   Plan plan = make_plan(specs, selection, "");
   for (const auto& p : plan.tests) {
     const TestSpec& t = *p.test;
-    fmt::print("{}:{}  {}  memory {}  expect {}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
-               t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")));
+    // A suite's case says where its limit came from (suite, rules, marker).
+    fmt::print("{}:{}  {}  memory {}  expect {}{}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
+               t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")),
+               t.origin.empty() ? "" : "  from " + t.origin);
   }
   return kExitOk;
 }

@@ -4,6 +4,8 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -34,12 +36,19 @@ uint64_t MinHeadroom::for_limit(uint64_t limit) const {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"env", "setup", "defaults", "tests"};
+const std::vector<std::string> kTopKeys = {"env", "setup", "defaults", "tests", "suites"};
 const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "swap", "timeout",
                                              "env", "cwd", "pids", "inputs", "outputs"};
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
                                             "min_headroom", "tags", "pids", "max_increase", "inputs"};
+// A suite: its source, and what every case gets unless a rule says otherwise.
+const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases",
+                                             "memory", "memory_high", "swap", "timeout", "env", "cwd",
+                                             "expect", "min_headroom", "tags", "pids", "max_increase"};
+// A rule of a suite's `cases:`; the keys a marker may set are a subset.
+const std::vector<std::string> kRuleKeys = {"match", "memory", "memory_high", "swap", "timeout", "env",
+                                            "expect", "min_headroom", "tags", "pids", "max_increase"};
 
 // Optimal string alignment distance: edits plus adjacent swaps, so that
 // "memroy" and "tset" are one step from what was meant.
@@ -74,7 +83,8 @@ struct Fields {
 
 class Parser {
  public:
-  Parser(std::string path, std::string dir) : path_(std::move(path)), dir_(std::move(dir)) {}
+  Parser(std::string path, std::string dir, const Discoverer& discover)
+      : path_(std::move(path)), dir_(std::move(dir)), discover_(discover) {}
 
   [[noreturn]] void fail(const YAML::Mark& m, const std::string& message) const {
     std::string where = path_;
@@ -426,11 +436,12 @@ class Parser {
     Spec spec;
     if (auto setup = root["setup"]) spec.setup = read_setup(setup, defaults);
     auto tests = root["tests"];
-    if (!tests) fail(root, "the spec has no 'tests:' list");
-    if (!tests.IsSequence() || tests.size() == 0)
+    auto suites = root["suites"];
+    if (!tests && !suites) fail(root, "the spec has no 'tests:' list (nor 'suites:')");
+    if (tests && (!tests.IsSequence() || tests.size() == 0))
       fail(tests, "'tests' must be a non-empty list of tests (each starting with '- name:')");
     std::map<std::string, int> lines;
-    for (const auto& node : tests) {
+    for (const auto& node : tests ? tests : YAML::Node(YAML::NodeType::Sequence)) {
       if (!node.IsMap()) fail(node, "each test must be a mapping with name, run and memory");
       check_keys(node, kTestKeys, "a test");
       Fields f = defaults;
@@ -440,11 +451,118 @@ class Parser {
         fail(node["name"], "duplicate test name '" + t.name + "' (first at line " + std::to_string(it->second) + ")");
       spec.tests.push_back(std::move(t));
     }
+    if (suites) {
+      if (!suites.IsSequence() || suites.size() == 0)
+        fail(suites, "'suites' must be a non-empty list of suites (each starting with '- name:')");
+      for (const auto& node : suites)
+        for (auto& t : read_suite(node, defaults)) {
+          if (auto [it, fresh] = lines.emplace(t.name, t.line); !fresh)
+            fail(node, "the case '" + t.name + "' is named like another test (line " + std::to_string(it->second) +
+                           "): rename the suite");
+          spec.tests.push_back(std::move(t));
+        }
+    }
     return spec;
+  }
+
+  // A suite: its cases, listed by their own tool, each a test with the
+  // suite's fields, then every matching rule's in order (later ones win),
+  // then the case's own marks (a pytest marker wins over the spec).
+  std::vector<TestSpec> read_suite(const YAML::Node& node, const Fields& defaults) const {
+    if (!node.IsMap()) fail(node, "each suite must be a mapping with name, a source (gtest, pytest or ctest) and memory");
+    check_keys(node, kSuiteKeys, "a suite");
+    Fields suite = defaults;
+    read_fields(node, suite, false);
+    if (!suite.name) fail(node, "this suite has no 'name'");
+    if (!suite.memory) fail(node, "suite '" + *suite.name + "' has no 'memory' limit for its cases (e.g. memory: 256MiB)");
+    SuiteSource source = read_source(node, suite);
+    std::vector<std::pair<std::string, YAML::Node>> rules;
+    if (auto cases = node["cases"]) {
+      if (!cases.IsSequence()) fail(cases, "'cases' must be a list of rules, each with 'match' and the keys it sets");
+      for (const auto& rule : cases) {
+        if (!rule.IsMap()) fail(rule, "a rule of 'cases' must be a mapping: match: GLOB, then the keys it sets");
+        check_keys(rule, kRuleKeys, "a rule of 'cases'");
+        if (!rule["match"]) fail(rule, "this rule has no 'match' (a glob over the case names, e.g. \"Parquet.*\")");
+        rules.push_back({scalar(rule["match"], "match", "a glob such as \"Parquet.*\""), rule});
+      }
+    }
+    std::vector<Case> found;
+    if (!discover_) fail(node, "suite '" + source.suite + "': suites are listed only when memrun loads the spec");
+    try {
+      found = discover_(source);
+    } catch (const Error& e) {
+      fail(node, e.what());
+    }
+    std::vector<TestSpec> out;
+    for (const auto& c : found) {
+      Fields f = suite;
+      f.name = source.suite + "/" + c.name;
+      f.argv = c.argv;
+      f.command = c.command;
+      if (!c.cwd.empty()) f.cwd = c.cwd;
+      for (const auto& [k, v] : c.env) f.env[k] = v;
+      std::string origin = "suite " + source.suite + " (line " + std::to_string(node.Mark().line + 1) + ")";
+      for (const auto& [glob, rule] : rules)
+        if (::fnmatch(glob.c_str(), c.name.c_str(), 0) == 0) {
+          read_fields(rule, f, false);
+          origin += "; rule '" + glob + "' (line " + std::to_string(rule.Mark().line + 1) + ")";
+        }
+      if (!c.marks.empty()) {
+        YAML::Node marks(YAML::NodeType::Map);
+        for (const auto& [k, v] : c.marks) marks[k] = v;
+        try {
+          read_fields(marks, f, false);
+        } catch (const Error& e) {
+          // A marker's value has no place in the spec: name the case.
+          std::string what = e.what();
+          fail(node, "suite '" + source.suite + "': case " + c.name + ": its marker: " + what.substr(what.find(": ") + 2));
+        }
+        origin += "; marker";
+      }
+      TestSpec t = finish(node, f);
+      t.origin = origin;
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  // The one source a suite names: gtest, pytest or ctest.
+  SuiteSource read_source(const YAML::Node& node, const Fields& suite) const {
+    SuiteSource s;
+    s.suite = *suite.name;
+    s.cwd = suite.cwd.value_or(dir_);
+    s.env = suite.env;
+    int given = 0;
+    auto path = [&](const char* key) {
+      std::filesystem::path p(expand(node[key], scalar(node[key], key, "a path"), suite.env));
+      if (p.is_relative()) p = std::filesystem::path(dir_) / p;
+      return p.lexically_normal().string();
+    };
+    if (node["gtest"]) ++given, s.kind = SuiteSource::gtest, s.path = path("gtest");
+    if (node["ctest"]) ++given, s.kind = SuiteSource::ctest, s.path = path("ctest");
+    if (auto py = node["pytest"]) {
+      ++given;
+      s.kind = SuiteSource::pytest;
+      if (py.IsScalar()) s.args = {expand(py, py.Scalar(), suite.env)};
+      else if (py.IsSequence())
+        for (const auto& a : py) s.args.push_back(expand(a, scalar(a, "pytest", "a string"), suite.env));
+      else fail(py, "'pytest' takes pytest's own arguments: a path, or a list such as [tests/memory, -m, memory]");
+    }
+    if (auto py = node["python"]) {
+      if (!node["pytest"]) fail(py, "'python' names the interpreter of a pytest suite; this suite has no 'pytest'");
+      s.python = expand(py, scalar(py, "python", "an interpreter such as .venv/bin/python"), suite.env);
+      if (s.python.find('/') != std::string::npos && std::filesystem::path(s.python).is_relative())
+        s.python = (std::filesystem::path(dir_) / s.python).lexically_normal().string();
+    }
+    if (given != 1)
+      fail(node, "suite '" + s.suite + "' must name exactly one source: gtest: BINARY, pytest: [ARGS...] or ctest: "
+                 "BUILD_DIR");
+    return s;
   }
 
  private:
   std::string path_, dir_;
+  const Discoverer& discover_;
 };
 
 // What one ${...} (its inside: `inner`) expands to.
@@ -496,8 +614,9 @@ std::string expand_vars(const std::string& text, const std::map<std::string, std
   return out;
 }
 
-Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir) {
-  Spec spec = Parser(path, dir).parse(text);
+Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
+                const Discoverer& discover) {
+  Spec spec = Parser(path, dir, discover).parse(text);
   spec.path = path;
   return spec;
 }
@@ -517,7 +636,7 @@ Spec load_spec(const std::string& path) {
   if (text.size() > kMaxSpec)
     throw Error(kExitUsage, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
-  return parse_spec(text, path, dir);
+  return parse_spec(text, path, dir, discover);
 }
 
 std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::string* why) {

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runner/discover.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -77,6 +79,10 @@ struct TestSpec {
   /// Files the test reads (absolute): memrun evicts their page cache before
   /// every run of the test, so that each run pays the same (see run.cc).
   std::vector<std::string> inputs;
+  /// A suite's case: where its limit and expectation came from ("suite
+  /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
+  /// written in `tests:`.
+  std::string origin;
 };
 
 /// A command run once before a spec's tests, e.g. to generate fixtures. It
@@ -107,10 +113,16 @@ inline constexpr uint64_t kDefaultPids = 4096;
 /// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
 inline constexpr uint64_t kMinMemory = MiB;
 
+/// Lists a suite's cases: discover() for real, a fixed list in tests.
+using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
+
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
-/// resolved against `dir`. Throws memrun::Error(kExitUsage) with
-/// "path:line:col: what is wrong" and what to write instead.
-Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir);
+/// resolved against `dir`. `suites:` are listed with `discover` (a spec
+/// with suites and no discoverer is an error). Throws
+/// memrun::Error(kExitUsage) with "path:line:col: what is wrong" and what to
+/// write instead.
+Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
+                const Discoverer& discover = nullptr);
 
 /// Reads and parses a spec file.
 Spec load_spec(const std::string& path);

@@ -212,5 +212,95 @@ TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
   EXPECT_NE(error_of("tests:\n  - {name: t, run: x, memory: 64}\n").find("did you mean 64MiB?"), std::string::npos);
 }
 
+
+TEST(Suites, GtestListingGivesFullNamesWithoutDisabledOnes) {
+  // --gtest_list_tests of GoogleTest 1.12, as memrun-example-gtest prints it.
+  auto names = parse_gtest_list(
+      "Small.\n  Fits\n  DISABLED_NeverRuns\nBig.\n  LoadsEverything\n"
+      "Typed/0.  # TypeParam = int\n  Works\n"
+      "Sizes/Touch.\n  Mib/0  # GetParam() = 4\n  Mib/1  # GetParam() = 16\n"
+      "DISABLED_Off.\n  Anything\nInst/DISABLED_P.\n  Case/0  # GetParam() = 1\n");
+  EXPECT_EQ(names, (std::vector<std::string>{"Small.Fits", "Big.LoadsEverything", "Typed/0.Works", "Sizes/Touch.Mib/0",
+                                             "Sizes/Touch.Mib/1"}));
+}
+
+TEST(Suites, CtestJsonGivesCommandsDirectoriesAndEnvironments) {
+  auto cases = parse_ctest_json(R"({"kind":"ctestInfo","version":{"major":1,"minor":0},"tests":[
+    {"name":"a","command":["/b/t","--gtest_filter=A.B"],"properties":[{"name":"WORKING_DIRECTORY","value":"/w"}]},
+    {"name":"e","command":["sh","-c","x"],"properties":[{"name":"ENVIRONMENT","value":["K=v=w","L="]},
+                                                       {"name":"WILL_FAIL","value":true}]},
+    {"name":"off","command":["false"],"properties":[{"name":"DISABLED","value":true}]}]})");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].argv, (std::vector<std::string>{"/b/t", "--gtest_filter=A.B"}));
+  EXPECT_EQ(cases[0].cwd, "/w");
+  EXPECT_EQ(cases[1].env, (std::map<std::string, std::string>{{"K", "v=w"}, {"L", ""}}));
+  EXPECT_EQ(cases[1].marks.at("expect"), "fail");
+  EXPECT_THROW(parse_ctest_json("not json"), Error);
+}
+
+// A spec with one suite whose tool "lists" `cases`.
+Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
+  return parse_spec(yaml, "spec.yaml", "/project/specs", [&](const SuiteSource& s) {
+    EXPECT_EQ(s.path, "/project/build/t");
+    return cases;
+  });
+}
+
+TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {
+  Spec spec = with_cases(
+      "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    timeout: 1m\n    cases:\n"
+      "      - {match: 'Parquet.*', memory: 64MiB, min_headroom: 20%}\n"
+      "      - {match: '*.LoadsEverything', expect: oom}\n",
+      {{"Parquet.OneColumn", {"/project/build/t", "--gtest_filter=Parquet.OneColumn"}, "t1", "", {}, {}},
+       {"Parquet.LoadsEverything", {"/project/build/t"}, "t2", "", {}, {}},
+       {"Other.Case/1", {"/project/build/t"}, "t3", "/w", {{"K", "v"}}, {{"memory", "32MiB"}, {"expect", "fail"}}}});
+  ASSERT_EQ(spec.tests.size(), 3u);
+  const auto& one = spec.tests[0];
+  EXPECT_EQ(one.name, "engine/Parquet.OneColumn");
+  EXPECT_EQ(one.memory, 64 * MiB);
+  EXPECT_EQ(one.timeout, std::chrono::minutes(1));
+  EXPECT_TRUE(one.min_headroom && one.min_headroom->is_percent);
+  EXPECT_EQ(one.origin, "suite engine (line 2); rule 'Parquet.*' (line 7)");
+  const auto& all = spec.tests[1];
+  EXPECT_EQ(all.memory, 64 * MiB);
+  EXPECT_EQ(all.expect.kind, Expectation::oom);
+  EXPECT_EQ(all.origin, "suite engine (line 2); rule 'Parquet.*' (line 7); rule '*.LoadsEverything' (line 8)");
+  const auto& other = spec.tests[2];
+  EXPECT_EQ(other.memory, 32 * MiB);
+  EXPECT_EQ(other.expect.kind, Expectation::fail);
+  EXPECT_EQ(other.cwd, "/w");
+  EXPECT_EQ(other.env.at("K"), "v");
+  EXPECT_EQ(other.origin, "suite engine (line 2); marker");
+}
+
+TEST(Suites, BadSuitesAndMarkersSayWhere) {
+  auto error = [](const std::string& yaml, std::vector<Case> cases) {
+    try {
+      with_cases(yaml, cases);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  std::vector<Case> one = {{"A.b", {"/project/build/t"}, "t", "", {}, {}}};
+  EXPECT_NE(error("suites:\n  - {name: e, gtest: ../build/t}\n", one).find("spec.yaml:2:5: suite 'e' has no 'memory'"),
+            std::string::npos);
+  EXPECT_NE(error("suites:\n  - {name: e, gtest: ../build/t, memory: 1GiB, run: x}\n", one)
+                .find("unknown key 'run' in a suite"),
+            std::string::npos);
+  std::vector<Case> marked = {{"A.b", {"/project/build/t"}, "t", "", {}, {{"memory", "lots"}}}};
+  EXPECT_NE(error("suites:\n  - {name: e, gtest: ../build/t, memory: 1GiB}\n", marked)
+                .find("spec.yaml:2:5: suite 'e': case A.b: its marker: 'memory'"),
+            std::string::npos)
+      << error("suites:\n  - {name: e, gtest: ../build/t, memory: 1GiB}\n", marked);
+  EXPECT_NE(error("suites:\n  - {name: e, gtest: ../build/t, memory: 1GiB}\n  - {name: e, gtest: ../build/t, memory: 1GiB}\n",
+                  one)
+                .find("named like another test"),
+            std::string::npos);
+  // Without a discoverer (parse_spec alone) nothing is run.
+  EXPECT_NE(error_of("suites:\n  - {name: e, gtest: t, memory: 1GiB}\n").find("suites are listed only when"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace memrun

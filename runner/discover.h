@@ -1,0 +1,55 @@
+// Stage 1b: the cases of existing suites (GoogleTest binaries, pytest,
+// CTest build trees), listed by the suites' own tools, once per memrun
+// invocation. Each case becomes a test of its own (spec.cc applies the
+// suite's limits and rules to it).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace memrun {
+
+/// Where a suite's cases come from, as its spec entry says.
+struct SuiteSource {
+  enum Kind { gtest, pytest, ctest } kind = gtest;
+  std::string suite;              ///< the suite's name, for messages
+  std::string path;               ///< gtest: the binary; ctest: the build tree (absolute)
+  std::vector<std::string> args;  ///< pytest: its own arguments (paths, -m, -k ...)
+  std::string python = "python3"; ///< pytest: the interpreter that has pytest
+  std::string cwd;                ///< where the tool runs (absolute)
+  std::map<std::string, std::string> env;  ///< on top of memrun's environment
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};  ///< for listing
+};
+
+/// One case, ready to run as a test.
+struct Case {
+  std::string name;               ///< as the tool names it ("Suite.Case/1", a node id)
+  std::vector<std::string> argv;  ///< one process that runs exactly this case
+  std::string command;            ///< what outputs show for it
+  std::string cwd;                ///< empty: the suite's
+  std::map<std::string, std::string> env;  ///< on top of the suite's (ctest's ENVIRONMENT)
+  /// Keys of the spec's test fields, from the case itself: pytest's
+  /// @pytest.mark.memrun(memory=..., expect=...), ctest's WILL_FAIL
+  /// (expect: fail).
+  std::map<std::string, std::string> marks;
+};
+
+/// Lists the cases of `source` by running its tool once. Throws
+/// memrun::Error(kExitUsage) saying what went wrong (the tool is missing,
+/// timed out, failed, or found no case) and what to do.
+std::vector<Case> discover(const SuiteSource& source);
+
+/// Parses `--gtest_list_tests` output into full case names, without the
+/// DISABLED_ ones (GoogleTest skips them too). The seam for tests.
+std::vector<std::string> parse_gtest_list(const std::string& text);
+
+/// Parses `ctest --show-only=json-v1` output into cases (DISABLED ones
+/// left out). Throws Error when it is not that JSON.
+std::vector<Case> parse_ctest_json(const std::string& text);
+
+/// The pytest plugin memrun ships (runner/memrun_pytest.py), embedded.
+const std::string& pytest_plugin();
+
+}  // namespace memrun
