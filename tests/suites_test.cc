@@ -28,7 +28,15 @@ std::map<std::string, std::string> outcomes(const RunOutput& run) {
 // Debian's python3 and python3-pytest, which ./setup.sh test installs: the
 // python3 on PATH may be another (pyenv) without pytest.
 const std::string kPython = "/usr/bin/python3";
-bool has_pytest() { return std::system((kPython + " -m pytest --version > /dev/null 2>&1").c_str()) == 0; }
+// pytest's output capture writes to an unlinked temporary file, which the
+// VMs' scratch folders (9p, where TMPDIR points there) cannot truncate: its
+// runs here get TMPDIR=/tmp.
+//
+// Empty when kPython has pytest; else what it said.
+std::string pytest_missing() {
+  auto r = run_program({"env", "TMPDIR=/tmp", kPython, "-m", "pytest", "--version"});
+  return r.exit_code == 0 ? "" : "exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
+}
 
 TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
   std::string yaml = "suites:\n  - name: engine\n    gtest: " + kExample +
@@ -92,9 +100,10 @@ TEST_F(Suites, ACaseIsTheSameTestAsItsCommandWrittenByHand) {
 }
 
 TEST_F(Suites, PytestCasesTakeTheirLimitsFromRulesAndMarkers) {
-  if (!has_pytest()) GTEST_SKIP() << "python3 has no pytest (./setup.sh test installs python3-pytest)";
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
   std::string spec = "suites:\n  - name: py\n    pytest: [" + kPytestDir + "]\n    cwd: " + kPytestDir +
-                     "\n    python: " + kPython + "\n    memory: 256MiB\n    cases:\n"
+                     "\n    python: " + kPython + "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n    cases:\n"
                      "      - {match: '*test_loads_everything', memory: 512MiB}\n"
                      "      - {match: '*test_param*', min_headroom: 10%}\n";
   auto run = run_spec(dir, spec, {"-j", "2"});
@@ -116,12 +125,12 @@ TEST_F(Suites, PytestCasesTakeTheirLimitsFromRulesAndMarkers) {
   auto list = run_memrun({"list", dir.path() + "/spec.yaml"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_NE(list.out.find("test_loads_everything  memory 64.0 MiB  expect oom  from suite py (line 2); rule "
-                          "'*test_loads_everything' (line 8); marker"),
+                          "'*test_loads_everything' (line 9); marker"),
             std::string::npos)
       << list.out;
   // A collection that finds nothing is a clear error naming the suite.
   auto none = run_spec(dir, "suites:\n  - name: py\n    pytest: [" + kPytestDir + ", -k, nothing_matches]\n    cwd: " +
-                                kPytestDir + "\n    python: " + kPython + "\n    memory: 64MiB\n");
+                                kPytestDir + "\n    python: " + kPython + "\n    env: {TMPDIR: /tmp}\n    memory: 64MiB\n");
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
   EXPECT_NE(none.err.find("spec.yaml:2:5: suite 'py': pytest collected no tests"), std::string::npos) << none.err;
 }
