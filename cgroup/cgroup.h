@@ -224,6 +224,11 @@ constexpr const char* kSealedLeaf = "test";
 /// mount to replace, and CAP_SYS_ADMIN (root, outside unprivileged containers).
 bool can_seal();
 
+/// The mounts of Host::mounts of filesystem type `fstype` ("cgroup" for the
+/// v1 backend, "cgroup2" for v2 and systemd): those the backend's limits
+/// live in, which its sealed tests get mounted afresh.
+const std::vector<CgroupMount>& seal_mounts(const std::string& fstype);
+
 /// What doctor says of sealing, for a backend that does (or does not) seal.
 std::string sealed_sentence(bool sealing);
 

@@ -10,10 +10,11 @@
 //   shows "/", and a cgroup filesystem mounted from inside is rooted there,
 //   with no way above it ("..": the mount's root).
 // - Mounts inherited from before still show the whole hierarchy, so those
-//   of the hierarchies that hold limits (Host::mounts: memory, pids,
-//   hugetlb, cgroup2) are detached (MNT_DETACH: lazily, whatever still uses
-//   them) and mounted again from inside. Each detach waits for an RCU grace
-//   period (~0.1 ms), which is why the other v1 hierarchies are left alone. The mount namespace is the child's own and a slave of the
+//   of the hierarchies the backend's limits live in (seal_mounts: v1's
+//   memory and pids, or cgroup2) are detached (MNT_DETACH: lazily, whatever
+//   still uses them) and mounted again from inside. Each detach waits for
+//   an RCU grace period (~0.1 ms a test), which is why the others are left
+//   as they are: the test may see them, and they hold no limit of memrun's. The mount namespace is the child's own and a slave of the
 //   host's (MS_SLAVE, set by the caller): nothing done here reaches the host.
 // - Inside a non-initial cgroup namespace, a v1 hierarchy can be mounted
 //   again only as it exists (same controllers, or the same name=); cgroup2's
@@ -43,6 +44,19 @@ bool can_seal() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> 21) & 1;
   return false;
+}
+
+const std::vector<CgroupMount>& seal_mounts(const std::string& fstype) {
+  // Built once per process (the layout is detected once); the pointer a
+  // Placement carries stays valid for the run.
+  static const auto of = [](const std::string& type) {
+    std::vector<CgroupMount> out;
+    for (const auto& m : host().mounts)
+      if (m.fstype == type) out.push_back(m);
+    return out;
+  };
+  static const std::vector<CgroupMount> v1 = of("cgroup"), v2 = of("cgroup2");
+  return fstype == "cgroup" ? v1 : v2;
 }
 
 std::string sealed_sentence(bool sealing) {

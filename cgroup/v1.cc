@@ -89,7 +89,7 @@ class V1Group : public Group {
       if (fd < 0) fail_errno(Failure::Kind::system, "cannot open " + dir + "/cgroup.procs", dir);
       fds_.push_back(fd);
     }
-    if (sealed) seal_ = &host().mounts, stat_ = mem_ + "/" + kSealedLeaf;
+    if (sealed) seal_ = &seal_mounts("cgroup"), stat_ = mem_ + "/" + kSealedLeaf;
   }
 
   const std::string& path() const override { return mem_; }
@@ -172,10 +172,11 @@ class V1Group : public Group {
   }
 
   bool remove_step() override {
+    if (removed_) return true;  // (destroy() after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
     bool gone = remove_tree_step(mem_);
-    return (pids_.empty() || remove_tree_step(pids_)) && gone;
+    return removed_ = (pids_.empty() || remove_tree_step(pids_)) && gone;
   }
 
  private:
@@ -215,7 +216,7 @@ class V1Group : public Group {
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
   const std::vector<CgroupMount>* seal_ = nullptr;
-  bool emptied_ = false;
+  bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
   std::vector<std::string> mem_groups_, pids_groups_;  // the subtrees once emptied
   uint64_t escaped_ = 0;

@@ -113,7 +113,7 @@ class V2Group : public Group {
     dir_fd_ = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     procs_fd_ = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (dir_fd_ < 0 || procs_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open cgroup " + dir, dir);
-    if (sealed) seal_ = &host().mounts, stat_ = dir;
+    if (sealed) seal_ = &seal_mounts("cgroup2"), stat_ = dir;
   }
 
   const std::string& path() const override { return path_; }
@@ -201,12 +201,13 @@ class V2Group : public Group {
   }
 
   bool remove_step() override {
+    if (removed_) return true;  // (destroy() after the run's loop removed it)
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
     dir_fd_ = procs_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
-    return remove_tree_step(path_);
+    return removed_ = remove_tree_step(path_);
   }
 
  private:
@@ -236,7 +237,7 @@ class V2Group : public Group {
   std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1;
   const std::vector<CgroupMount>* seal_ = nullptr;
-  bool killed_ = false, emptied_ = false;
+  bool killed_ = false, emptied_ = false, removed_ = false;
 };
 
 class V2Backend : public Backend {
