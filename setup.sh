@@ -24,7 +24,7 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # xmllint checks the JUnit output against tests/junit.xsd; clang builds the
 # libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal;
 # python3-pytest runs the example pytest suite (tests/suites/pytest).
-test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest "${vm_packages[@]}")
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -52,6 +52,25 @@ install_duckdb() {
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     npm ci --prefix "$dir" --no-audit --no-fund
   fi
+}
+
+# The Python environments of specs/polars.yaml and of the Polars regression
+# test, one per lock file of specs/python (exact versions, with hashes), in
+# .venv/NAME inside the checkout: made, or remade, only when missing or when
+# its lock changed.
+install_python() {
+  local lock name venv stamp
+  for lock in specs/python/*.lock; do
+    name=$(basename "$lock" .lock)
+    venv=.venv/$name
+    stamp=$(sha256sum "$lock" | cut -d' ' -f1)
+    [ "$(cat "$venv/.lock-sha256" 2>/dev/null)" = "$stamp" ] && continue
+    echo "setup: Python environment $venv from $lock"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r "$lock"
+    echo "$stamp" > "$venv/.lock-sha256"
+  done
 }
 
 build() {
@@ -82,6 +101,7 @@ case "${1:-}" in
     install_node
     build
     install_duckdb
+    install_python
     cd build
     exec ctest --output-on-failure -j2
     ;;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The Polars regression story, checked (ctest polars.regression): the same
+# test under three Polars (specs/python/polars-*.lock, made by ./setup.sh
+# test into .venv/), then memrun compare: the bad version is `regressed`
+# against the good one, the fixed one `unchanged`.
+#   tests/polars_regression.sh MEMRUN_BINARY OUT_DIR
+set -euo pipefail
+memrun=$1 out=$2
+cd "$(dirname "$0")/.."
+for v in 0.19.19 0.20.15 0.20.18; do
+  [ -x ".venv/polars-$v/bin/python" ] || { echo "no .venv/polars-$v: run ./setup.sh test (it makes the Python environments)" >&2; exit 1; }
+done
+mkdir -p "$out"
+for v in 0.19.19 0.20.15 0.20.18; do
+  POLARS_ENV=polars-$v MEMRUN_SCALE=0.5 "$memrun" specs/polars_regression.yaml --json "$out/$v.json" --run-dir "$out/runs"
+done
+set +e
+"$memrun" compare "$out/0.19.19.json" "$out/0.20.15.json" | tee "$out/bad.txt"
+bad=${PIPESTATUS[0]}
+"$memrun" compare "$out/0.19.19.json" "$out/0.20.18.json" | tee "$out/fixed.txt"
+fixed=${PIPESTATUS[0]}
+set -e
+[ "$bad" = 1 ] && grep -q '^regressed  *read-one-column' "$out/bad.txt" || { echo "FAIL: 0.20.15 was not called regressed (exit $bad)" >&2; exit 1; }
+[ "$fixed" = 0 ] && grep -q '^unchanged  *read-one-column' "$out/fixed.txt" || { echo "FAIL: 0.20.18 was not called unchanged (exit $fixed)" >&2; exit 1; }
+echo "polars.regression: 0.20.15 regressed, 0.20.18 unchanged against 0.19.19"
