@@ -45,7 +45,8 @@ const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_hig
 // A suite: its source, and what every case gets unless a rule says otherwise.
 const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases",
                                              "memory", "memory_high", "swap", "timeout", "env", "cwd",
-                                             "expect", "min_headroom", "tags", "pids", "max_increase"};
+                                             "expect", "min_headroom", "tags", "pids", "max_increase",
+                                             "inputs"};
 // A rule of a suite's `cases:`; the keys a marker may set are a subset.
 const std::vector<std::string> kRuleKeys = {"match", "memory", "memory_high", "swap", "timeout", "env",
                                             "expect", "min_headroom", "tags", "pids", "max_increase"};
