@@ -43,12 +43,13 @@ def test_in_memory_sum_of_every_column():
     assert out.width == 16
 
 
-# Half the rows streamed to a new file: its written pages are page cache,
-# which the kernel reclaims: 109-115 / 102-114.
+# A tenth of the rows streamed to a new file (its written pages are page
+# cache; dirty ones count until written back, which v1 does not throttle
+# per cgroup, so the output is kept small): 85-88 / 76-76 under 256 MiB.
 @pytest.mark.memrun(memory="128MiB")
 def test_sink_parquet_streams(tmp_path):
-    out = tmp_path / "half.parquet"
-    pl.scan_parquet(FIXTURE).filter(pl.col("c0") > 0.5).sink_parquet(out, row_group_size=65536)
+    out = tmp_path / "tenth.parquet"
+    pl.scan_parquet(FIXTURE).filter(pl.col("c0") > 0.9).sink_parquet(out, row_group_size=65536)
     assert out.stat().st_size > 0
 
 
