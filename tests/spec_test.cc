@@ -248,7 +248,7 @@ Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
 
 TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {
   Spec spec = with_cases(
-      "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    timeout: 1m\n    cases:\n"
+      "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    timeout: 1m\n    inputs: [data.bin]\n    cases:\n"
       "      - {match: 'Parquet.*', memory: 64MiB, min_headroom: 20%}\n"
       "      - {match: '*.LoadsEverything', expect: oom}\n",
       {{"Parquet.OneColumn", {"/project/build/t", "--gtest_filter=Parquet.OneColumn"}, "t1", "", {}, {}},
@@ -260,17 +260,20 @@ TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {
   EXPECT_EQ(one.memory, 64 * MiB);
   EXPECT_EQ(one.timeout, std::chrono::minutes(1));
   EXPECT_TRUE(one.min_headroom && one.min_headroom->is_percent);
-  EXPECT_EQ(one.origin, "suite engine (line 2); rule 'Parquet.*' (line 7)");
+  EXPECT_EQ(one.origin, "suite engine (line 2); rule 'Parquet.*' (line 8)");
+  // The suite's inputs are every case's, relative to the case's cwd.
+  EXPECT_EQ(one.inputs, (std::vector<std::string>{"/project/specs/data.bin"}));
   const auto& all = spec.tests[1];
   EXPECT_EQ(all.memory, 64 * MiB);
   EXPECT_EQ(all.expect.kind, Expectation::oom);
-  EXPECT_EQ(all.origin, "suite engine (line 2); rule 'Parquet.*' (line 7); rule '*.LoadsEverything' (line 8)");
+  EXPECT_EQ(all.origin, "suite engine (line 2); rule 'Parquet.*' (line 8); rule '*.LoadsEverything' (line 9)");
   const auto& other = spec.tests[2];
   EXPECT_EQ(other.memory, 32 * MiB);
   EXPECT_EQ(other.expect.kind, Expectation::fail);
   EXPECT_EQ(other.cwd, "/w");
   EXPECT_EQ(other.env.at("K"), "v");
   EXPECT_EQ(other.origin, "suite engine (line 2); marker");
+  EXPECT_EQ(other.inputs, (std::vector<std::string>{"/w/data.bin"}));
 }
 
 TEST(Suites, BadSuitesAndMarkersSayWhere) {
