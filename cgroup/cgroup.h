@@ -269,13 +269,19 @@ void signal_tree(const std::string& dir, int sig);
 
 /// SIGKILL, once, to every process listed in `dir` and its sub-groups (for
 /// kernels without cgroup.kill). Returns true when none was listed: the
-/// subtree is empty.
-bool kill_tree_step(const std::string& dir);
+/// subtree is empty. `walked`, when given, gets the subtree it read
+/// (deepest first), so that a caller need not read it again.
+bool kill_tree_step(const std::string& dir, std::vector<std::string>* walked = nullptr);
 
 /// rmdir of `dir`'s subtree, deepest first; between a busy group's tries
 /// SIGKILL again to what it lists. True when all are gone, false while one
 /// is busy (EBUSY); throws Failure on any other error.
 bool remove_tree_step(const std::string& dir);
+
+/// remove_tree_step of a subtree already read (`groups`, deepest first):
+/// once a group is empty nothing can add to it, so its walk after the last
+/// kill stands.
+bool remove_groups_step(const std::vector<std::string>& groups);
 
 /// The kernel's page size in bytes.
 uint64_t page_size();

@@ -118,7 +118,7 @@ void signal_tree(const std::string& dir, int sig) {
   for (const auto& g : subtree(dir)) signal_listed(g, sig);
 }
 
-bool kill_tree_step(const std::string& dir) {
+bool kill_tree_step(const std::string& dir, std::vector<std::string>* walked) {
   // Without cgroup.kill (v1, v2 before 5.14) a process may fork between our
   // read of cgroup.procs and its SIGKILL; its child then shows up on the next
   // read, so the caller steps until every group of the subtree lists
@@ -126,16 +126,20 @@ bool kill_tree_step(const std::string& dir) {
   // keeps the subtree non-empty: it is never signalled, and the caller
   // learns that the group is not empty.
   bool any = false;
-  for (const auto& g : subtree(dir)) any = signal_listed(g, SIGKILL) || any;
+  auto groups = subtree(dir);
+  for (const auto& g : groups) any = signal_listed(g, SIGKILL) || any;
+  if (walked) *walked = std::move(groups);
   return !any;
 }
 
-bool remove_tree_step(const std::string& dir) {
+bool remove_tree_step(const std::string& dir) { return remove_groups_step(subtree(dir)); }
+
+bool remove_groups_step(const std::vector<std::string>& groups) {
   // rmdir fails with EBUSY while a process is still in the group: a killed
   // process leaves it only once it has fully exited. Kill again and let the
   // caller retry, as crun does. Deepest first: a group with children is
   // busy too.
-  for (const auto& g : subtree(dir)) {
+  for (const auto& g : groups) {
     if (::rmdir(g.c_str()) == 0 || errno == ENOENT) continue;
     if (errno != EBUSY) fail_errno(Failure::Kind::system, "cannot remove cgroup " + g, g);
     signal_listed(g, SIGKILL);

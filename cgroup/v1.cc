@@ -160,14 +160,13 @@ class V1Group : public Group {
     // out of its memory group.
     if (emptied_) return true;
     if (!counted_) escaped_ = escaped(), counted_ = true;
-    bool mem_empty = kill_tree_step(mem_);
-    emptied_ = (pids_.empty() || kill_tree_step(pids_)) && mem_empty;
-    // No process is left to make a sub-group: the subtrees are final, and
-    // finish() reads them from here (the per-test path).
-    if (emptied_) {
-      mem_groups_ = subtree(mem_);
-      if (!pids_.empty()) pids_groups_ = subtree(pids_);
-    }
+    std::vector<std::string> mem_walked, pids_walked;
+    bool mem_empty = kill_tree_step(mem_, &mem_walked);
+    emptied_ = (pids_.empty() || kill_tree_step(pids_, &pids_walked)) && mem_empty;
+    // Once both are empty no process is left to make a sub-group: the
+    // subtrees just walked are final, and finish() and remove_step() use
+    // them (the per-test path reads each tree once).
+    if (emptied_) mem_groups_ = std::move(mem_walked), pids_groups_ = std::move(pids_walked);
     return emptied_;
   }
 
@@ -175,8 +174,8 @@ class V1Group : public Group {
     if (removed_) return true;  // (destroy() after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
-    bool gone = remove_tree_step(mem_);
-    return removed_ = (pids_.empty() || remove_tree_step(pids_)) && gone;
+    bool gone = remove_groups_step(groups(mem_));
+    return removed_ = (pids_.empty() || remove_groups_step(groups(pids_))) && gone;
   }
 
  private:
