@@ -61,7 +61,7 @@ const std::vector<CgroupMount>& seal_mounts(const std::string& fstype) {
 
 std::string sealed_sentence(bool sealing) {
   if (sealing)
-    return "yes: each test in a cgroup namespace of its own, the cgroup hierarchies mounted afresh for it, "
+    return "yes: each test in a cgroup namespace of its own, the hierarchies of its limits mounted afresh for it, "
            "its limit set again on a parent it cannot see";
   return can_seal() ? "no (--host-cgroups): tests see the host's hierarchies; a raised limit is found at the end"
                     : "no: needs CAP_SYS_ADMIN (root) and cgroup namespaces; a raised limit is found at the end";

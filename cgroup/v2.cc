@@ -153,16 +153,17 @@ class V2Group : public Group {
     // the group and of a sealed leaf, where the limit is; the hierarchical
     // count also has what limits the test set below itself (a nested
     // memrun's tests) hit.
-    auto local = [&](const std::string& dir) { return fs::read_keyed(dir + "/memory.events.local"); };
-    f.limit_reached = fs::exists(path_ + "/memory.events.local")
-                          ? local(path_)["max"] + (stat_ != path_ ? local(stat_)["max"] : 0) > 0
-                          : f.events["max"] > 0;
+    // (memory.events.local, 5.2+; without it, the hierarchical count.)
+    auto own = fs::read_keyed(path_ + "/memory.events.local");
+    if (own.empty()) own = f.events;
+    if (stat_ != path_) own["max"] += fs::read_keyed(stat_ + "/memory.events.local")["max"];
+    f.limit_reached = own["max"] > 0;
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
     // Kernels without pids.events.local count it only in the group that
     // forked (a sealed test's leaf); newer ones also in its ancestors up to
     // the one whose limit was hit: the larger of the two is the count
     // either way.
-    for (const auto& dir : {path_, stat_})
+    for (const auto& dir : stat_ != path_ ? std::vector<std::string>{path_, stat_} : std::vector<std::string>{path_})
       if (auto pe = fs::read_keyed(dir + "/pids.events"); pe.count("max"))
         f.events["pids_max"] = std::max(f.events["pids_max"], pe["max"]);
     // hugetlb.<size>.events `max`: huge pages refused at the limit.

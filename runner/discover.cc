@@ -83,7 +83,11 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv,
   }
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   pollfd p{pidfd, POLLIN, 0};
-  bool ended = pidfd >= 0 && ::poll(&p, 1, static_cast<int>(s.timeout.count())) == 1;
+  int ready;
+  do {  // (a signal memrun handles later must not pass for the timeout)
+    ready = pidfd >= 0 ? ::poll(&p, 1, static_cast<int>(s.timeout.count())) : 0;
+  } while (ready < 0 && errno == EINTR);
+  bool ended = ready == 1;
   if (!ended) ::kill(pid, SIGKILL);
   Listing l;
   while (::waitpid(pid, &l.status, 0) < 0 && errno == EINTR) {
