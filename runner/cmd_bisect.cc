@@ -22,7 +22,7 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
   const TestSpec* test = nullptr;
   if (!test_name.empty()) {
     if (words.size() != 1) throw Error(kExitUsage, "memrun bisect SPEC --test NAME: give one spec");
-    specs = load_all(words);
+    specs = load_all(words, o);
     for (const auto& t : specs[0].tests)
       if (t.name == test_name) test = &t;
     if (!test) throw Error(kExitUsage, words[0] + " has no test named '" + test_name + "' (memrun list shows them)");

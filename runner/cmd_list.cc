@@ -9,7 +9,7 @@
 namespace memrun {
 
 int list_command(const std::vector<std::string>& paths, const Options& o) {
-  auto specs = load_all(paths);
+  auto specs = load_all(paths, o);
   Selection selection = o.selection;
   shard_selection(o, &selection);
   Plan plan = make_plan(specs, selection, "");

@@ -257,7 +257,7 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, R
 
 }  // namespace
 
-int run_command(const Options& o) { return run_specs(load_all(o.specs), o); }
+int run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 
 int run_specs(std::vector<Spec> specs, const Options& o) {
   apply_overrides(specs, o.scale, o.sets);

@@ -16,9 +16,10 @@ cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) 
   return {kind_of(o.backend), o.cgroup_parent, run_name, !o.host_cgroups};
 }
 
-std::vector<Spec> load_all(const std::vector<std::string>& paths) {
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o) {
+  SuiteLister lister(open_options(o, ""));
   std::vector<Spec> specs;
-  for (const auto& p : paths) specs.push_back(load_spec(p));
+  for (const auto& p : paths) specs.push_back(load_spec(p, [&](const SuiteSource& s) { return lister(s); }));
   return specs;
 }
 

@@ -58,8 +58,9 @@ cgroup::Kind kind_of(const std::string& name);
 /// --host-cgroups), for a run named `run_name`.
 cgroup::OpenOptions open_options(const Options& o, const std::string& run_name);
 
-/// Every spec of `paths`, loaded and checked.
-std::vector<Spec> load_all(const std::vector<std::string>& paths);
+/// Every spec of `paths`, loaded and checked; suites are listed under their
+/// memory limits in the backend `o` asks for (see SuiteLister).
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o);
 
 /// Applies --shard and --timings to the selection.
 void shard_selection(const Options& o, Selection* selection);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,7 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cgroup/error.h"
 #include "runner/error.h"
+#include "runner/launch.h"
+#include "runner/spec.h"
 #include "runner/units.h"
 
 extern char** environ;
@@ -22,9 +24,32 @@ extern char** environ;
 namespace memrun {
 namespace {
 
+/// An fd closed when it goes out of scope.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Listings so far in this process, to name their groups.
+int listings = 0;
+
 /// What a listing tool printed, and how it ended.
 struct Listing {
   int status = 0;  ///< wait status
+  uint64_t oom_kills = 0;  ///< in the listing's group
   std::string out, err, fd3;
 };
 
@@ -47,59 +72,70 @@ std::string tail(const std::string& text) {
 }
 
 // Runs a suite's tool once, its output into memory files (a listing is a
-// few KiB to a few MiB), with a timeout. fd 3 is a third memory file when
-// `with_fd3` (the pytest plugin writes its cases there, out of reach of
-// pytest's own output capture).
-Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv,
-                 const std::map<std::string, std::string>& env, bool with_fd3) {
-  int out = ::memfd_create("memrun-list-out", MFD_CLOEXEC), err = ::memfd_create("memrun-list-err", MFD_CLOEXEC);
-  int fd3 = with_fd3 ? ::memfd_create("memrun-list-cases", MFD_CLOEXEC) : -1;
-  if (out < 0 || err < 0 || (with_fd3 && fd3 < 0)) throw_errno(kExitUsage, "memfd_create");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out, 1);
-  posix_spawn_file_actions_adddup2(&actions, err, 2);
-  if (fd3 >= 0) posix_spawn_file_actions_adddup2(&actions, fd3, 3);
-  posix_spawn_file_actions_addchdir_np(&actions, s.cwd.c_str());
-  std::vector<std::string> envs;
+// few KiB to a few MiB), with a timeout and, given a backend, in a group of
+// its own under the suite's memory limit: a collection that imports a
+// library which blows up is reported as an OOM kill, not as a host in
+// trouble. `with_cases_fd` adds a third memory file, inherited by the tool
+// (the pytest plugin writes its cases there, out of reach of pytest's own
+// output capture; its number is in MEMRUN_PYTEST_FD).
+Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std::map<std::string, std::string> env,
+                 bool with_cases_fd, cgroup::Backend* backend) {
+  auto memfd = [](const char* name, unsigned flags) {
+    int fd = ::memfd_create(name, flags);
+    if (fd < 0) throw_errno(kExitUsage, "memfd_create");
+    return Fd(fd);
+  };
+  Fd out = memfd("memrun-list-out", MFD_CLOEXEC), err = memfd("memrun-list-err", MFD_CLOEXEC);
+  // Not close-on-exec: the tool inherits it (no test runs while suites are
+  // listed, so no other process gets it).
+  Fd cases = with_cases_fd ? memfd("memrun-list-cases", 0) : Fd();
+  if (with_cases_fd) env["MEMRUN_PYTEST_FD"] = std::to_string(cases.get());
+  Command cmd;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
-    if (!env.count(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+    if (!env.count(kv.substr(0, kv.find('=')))) cmd.env.push_back(kv);
   }
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cargv.push_back(nullptr);
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    for (int fd : {out, err, fd3})
-      if (fd >= 0) ::close(fd);
-    throw Error(kExitUsage, "suite '" + s.suite + "': cannot run " + argv[0] + ": " + std::strerror(rc));
+  for (const auto& [k, v] : env) cmd.env.push_back(k + "=" + v);
+  cmd.path = find_executable(argv[0], cmd.env);
+  if (cmd.path.empty())
+    throw Error(kExitUsage, "suite '" + s.suite + "': cannot run " + argv[0] + ": it is not on the PATH");
+  cmd.argv = argv;
+  cmd.cwd = s.cwd;
+  cmd.stdout_fd = out.get(), cmd.stderr_fd = err.get();
+  std::unique_ptr<cgroup::Group> group;
+  if (backend) group = backend->create("list-" + std::to_string(++listings), {s.memory, {}, 0, kDefaultPids});
+  Child child;
+  try {
+    child = launch(cmd, group ? group->placement() : cgroup::Placement{});
+  } catch (const Error& e) {
+    throw Error(kExitUsage, "suite '" + s.suite + "': cannot list its cases: " + e.what());
   }
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  pollfd p{pidfd, POLLIN, 0};
+  Fd pidfd(child.pidfd);
+  pollfd p{pidfd.get(), POLLIN, 0};
   int ready;
   do {  // (a signal memrun handles later must not pass for the timeout)
-    ready = pidfd >= 0 ? ::poll(&p, 1, static_cast<int>(s.timeout.count())) : 0;
+    ready = ::poll(&p, 1, static_cast<int>(s.timeout.count()));
   } while (ready < 0 && errno == EINTR);
   bool ended = ready == 1;
-  if (!ended) ::kill(pid, SIGKILL);
+  // Everything the tool started goes with it (pytest may start workers).
+  if (group) group->kill_all();
+  else if (!ended) ::kill(child.pid, SIGKILL);
   Listing l;
-  while (::waitpid(pid, &l.status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(child.pid, &l.status, 0) < 0 && errno == EINTR) {
   }
-  if (pidfd >= 0) ::close(pidfd);
-  l.out = read_back(out), l.err = read_back(err);
-  if (fd3 >= 0) l.fd3 = read_back(fd3);
-  for (int fd : {out, err, fd3})
-    if (fd >= 0) ::close(fd);
+  if (group) {
+    l.oom_kills = group->finish().oom_kills;
+    group->destroy();
+  }
+  l.out = read_back(out.get()), l.err = read_back(err.get());
+  if (with_cases_fd) l.fd3 = read_back(cases.get());
   if (!ended)
     throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " took longer than " +
                                 format_duration(static_cast<double>(s.timeout.count()) / 1000) + "; it was killed" + tail(l.out + l.err));
+  if (l.oom_kills)
+    throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] +
+                                " was OOM-killed by the kernel under the suite's memory limit (" + format_size(s.memory) +
+                                "): raise the suite's 'memory' (what it lists runs in as much)" + tail(l.out + l.err));
   return l;
 }
 
@@ -108,12 +144,12 @@ std::string how_it_ended(int status) {
   return "exited with " + std::to_string(WEXITSTATUS(status));
 }
 
-std::vector<Case> gtest_cases(const SuiteSource& s) {
+std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (::access(s.path.c_str(), X_OK) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': gtest: " + s.path +
                                 " is not an executable file (build the test binary first; a relative path is "
                                 "relative to the spec's folder)");
-  auto l = run_tool(s, {s.path, "--gtest_list_tests"}, s.env, false);
+  auto l = run_tool(s, {s.path, "--gtest_list_tests"}, s.env, false, backend);
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': " + s.path + " --gtest_list_tests " + how_it_ended(l.status) +
                                 "; is it a GoogleTest binary?" + tail(l.out + l.err));
@@ -123,12 +159,12 @@ std::vector<Case> gtest_cases(const SuiteSource& s) {
   return cases;
 }
 
-std::vector<Case> ctest_cases(const SuiteSource& s) {
+std::vector<Case> ctest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (::access((s.path + "/CTestTestfile.cmake").c_str(), R_OK) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': ctest: " + s.path +
                                 " is not a CMake build tree with tests (no CTestTestfile.cmake: configure it with "
                                 "enable_testing() first)");
-  auto l = run_tool(s, {"ctest", "--test-dir", s.path, "--show-only=json-v1"}, s.env, false);
+  auto l = run_tool(s, {"ctest", "--test-dir", s.path, "--show-only=json-v1"}, s.env, false, backend);
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': ctest --show-only=json-v1 " + how_it_ended(l.status) +
                                 tail(l.out + l.err));
@@ -138,12 +174,10 @@ std::vector<Case> ctest_cases(const SuiteSource& s) {
   return cases;
 }
 
-std::vector<Case> pytest_cases(const SuiteSource& s) {
+std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   std::vector<std::string> argv = {s.python, "-c", pytest_plugin(), "collect"};
   argv.insert(argv.end(), s.args.begin(), s.args.end());
-  auto env = s.env;
-  env["MEMRUN_PYTEST_FD"] = "3";
-  auto l = run_tool(s, argv, env, true);
+  auto l = run_tool(s, argv, s.env, true, backend);
   std::string what = s.python + " -m pytest --collect-only";
   for (const auto& a : s.args) what += " " + a;
   if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5)
@@ -231,16 +265,39 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
   return cases;
 }
 
-std::vector<Case> discover(const SuiteSource& source) {
+std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) {
   std::vector<Case> cases;
   switch (source.kind) {
-    case SuiteSource::gtest: cases = gtest_cases(source); break;
-    case SuiteSource::ctest: cases = ctest_cases(source); break;
-    case SuiteSource::pytest: cases = pytest_cases(source); break;
+    case SuiteSource::gtest: cases = gtest_cases(source, backend); break;
+    case SuiteSource::ctest: cases = ctest_cases(source, backend); break;
+    case SuiteSource::pytest: cases = pytest_cases(source, backend); break;
   }
   if (cases.empty())
     throw Error(kExitUsage, "suite '" + source.suite + "' has no cases to run (all disabled, or none found)");
   return cases;
+}
+
+SuiteLister::~SuiteLister() {
+  if (!backend_) return;
+  try {
+    backend_->close();
+  } catch (const cgroup::Failure&) {  // 'memrun gc' removes what is left
+  }
+}
+
+std::vector<Case> SuiteLister::operator()(const SuiteSource& source) {
+  if (!opened_) {
+    opened_ = true;
+    auto o = options_;
+    o.run_name = "memrun-list-" + cgroup::run_identity();
+    o.seal = false;  // a listing is the user's own tool, not a test to judge
+    try {
+      backend_ = cgroup::open(o);
+    } catch (const cgroup::Failure& e) {
+      if (e.kind() != cgroup::Failure::Kind::cannot_enforce) throw;
+    }
+  }
+  return discover(source, backend_.get());
 }
 
 }  // namespace memrun

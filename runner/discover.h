@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cgroup/cgroup.h"
+
 namespace memrun {
 
 /// Where a suite's cases come from, as its spec entry says.
@@ -21,6 +23,7 @@ struct SuiteSource {
   std::string cwd;                ///< where the tool runs (absolute)
   std::map<std::string, std::string> env;  ///< on top of memrun's environment
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  ///< for listing
+  uint64_t memory = 0;            ///< the suite's memory limit; the listing runs under it
 };
 
 /// One case, ready to run as a test.
@@ -36,10 +39,33 @@ struct Case {
   std::map<std::string, std::string> marks;
 };
 
-/// Lists the cases of `source` by running its tool once. Throws
-/// memrun::Error(kExitUsage) saying what went wrong (the tool is missing,
-/// timed out, failed, or found no case) and what to do.
-std::vector<Case> discover(const SuiteSource& source);
+/// Lists the cases of `source` by running its tool once, in a group of
+/// `backend` under the suite's memory limit (none without a backend).
+/// Throws memrun::Error(kExitUsage) saying what went wrong (the tool is
+/// missing, timed out, was OOM-killed, failed, or found no case) and what
+/// to do.
+std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend);
+
+/// Lists suites for one memrun invocation: the groups of the listings
+/// belong to a backend of their own (a run named memrun-list-...), opened
+/// at the first suite and closed with this object. Where none can be
+/// opened (no root and no systemd manager that delegates memory), suites
+/// are listed without a limit: the run itself then says why it cannot
+/// enforce.
+class SuiteLister {
+ public:
+  explicit SuiteLister(cgroup::OpenOptions options) : options_(std::move(options)) {}
+  ~SuiteLister();
+  SuiteLister(const SuiteLister&) = delete;
+  SuiteLister& operator=(const SuiteLister&) = delete;
+  /// discover(), under the suite's limit where memrun can set one.
+  std::vector<Case> operator()(const SuiteSource& source);
+
+ private:
+  cgroup::OpenOptions options_;
+  bool opened_ = false;
+  std::unique_ptr<cgroup::Backend> backend_;
+};
 
 /// Parses `--gtest_list_tests` output into full case names, without the
 /// DISABLED_ ones (GoogleTest skips them too). The seam for tests.

@@ -52,7 +52,12 @@ RunningTest::~RunningTest() {
   }
 }
 
-bool RunningTest::start(const RunContext& context) {
+std::unique_ptr<cgroup::Group> RunningTest::make_group(const PlannedTest& p, const RunContext& context) {
+  const TestSpec& t = *p.test;
+  return context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
+}
+
+bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
   // Declared inputs start cold for every run: each run then reads them from
@@ -91,7 +96,7 @@ bool RunningTest::start(const RunContext& context) {
     return false;
   };
   try {
-    group_ = context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
+    group_ = ahead ? std::move(ahead) : make_group(p, context);
     child_ = launch(cmd, group_->placement());
     group_->started(child_.pid);
   } catch (const cgroup::Failure& e) {
@@ -266,7 +271,11 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       phase_ = Phase::removing;
       backoff_ = {};
       give_up_ = now + std::chrono::seconds(2);
-      [[fallthrough]];
+      // The removal comes on the next turn: the loop may start the next
+      // test first (released() says it can), so that rmdir and the record
+      // run while that test does, not before it.
+      next_settle_ = now;
+      return false;
     case Phase::removing:
       remove_group();
       if (phase_ == Phase::removing) return false;

@@ -36,11 +36,15 @@ class RunningTest {
   RunningTest(const RunningTest&) = delete;
   RunningTest& operator=(const RunningTest&) = delete;
 
-  /// Creates the group and starts the command in it. False when it could
-  /// not start: not_started() then gives the record (outcome `error`), and
+  /// Creates the group (or takes `ahead`, made by make_group while other
+  /// tests ran) and starts the command in it. False when it could not
+  /// start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
-  bool start(const RunContext& context);
+  bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr);
+  /// The group `planned` runs in, with its limits written. Throws
+  /// cgroup::Failure when it cannot be made.
+  static std::unique_ptr<cgroup::Group> make_group(const PlannedTest& planned, const RunContext& context);
   /// After start() returned false: the record, outcome `error`.
   TestRecord not_started();
 
@@ -84,9 +88,12 @@ class RunningTest {
   /// Returns true when all is done: record() is then ready. Call again at
   /// next_settle() otherwise.
   bool settle(KernelLog& kernel_log);
-  /// True once the group is removed (or given up on): what the test's
-  /// limit reserved is free again.
-  bool released() const { return phase_ == Phase::awaiting_victims || phase_ == Phase::done; }
+  /// True once no process of the test is left and its figures are read:
+  /// what the test's limit reserved is free again (its anonymous memory
+  /// went with its processes; page cache left in the empty group is
+  /// reclaimable and moves to the parent when it is removed). Another test
+  /// may start while this one's group is removed and its record made.
+  bool released() const { return phase_ != Phase::running && phase_ != Phase::killing; }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
 

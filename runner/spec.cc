@@ -519,6 +519,7 @@ class Parser {
     s.suite = *suite.name;
     s.cwd = suite.cwd.value_or(dir_);
     s.env = suite.env;
+    s.memory = suite.memory.value_or(0);
     int given = 0;
     auto path = [&](const char* key) {
       std::filesystem::path p(expand(node[key], scalar(node[key], key, "a path"), suite.env));
@@ -561,7 +562,7 @@ Spec parse_spec(const std::string& text, const std::string& path, const std::str
   return spec;
 }
 
-Spec load_spec(const std::string& path) {
+Spec load_spec(const std::string& path, const Discoverer& discover) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(kExitUsage, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");

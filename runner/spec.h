@@ -124,7 +124,7 @@ using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
                 const Discoverer& discover = nullptr);
 
-/// Reads and parses a spec file.
-Spec load_spec(const std::string& path);
+/// Reads and parses a spec file; its suites are listed with `discover`.
+Spec load_spec(const std::string& path, const Discoverer& discover = nullptr);
 
 }  // namespace memrun

@@ -37,18 +37,26 @@ class FakeGroup : public cgroup::Group {
   void started(int pid) override {
     pid_ = pid;
     start_ = std::chrono::steady_clock::now();
+    backend_.running_bytes += limits_.memory_max;
+    backend_.most_running_bytes = std::max(backend_.most_running_bytes, backend_.running_bytes);
+    backend_.most_running_groups = std::max(backend_.most_running_groups, ++backend_.running_groups);
   }
   void signal_all(int sig) override {
     if (pid_ > 0) ::kill(-pid_, sig);
   }
   bool kill_step() override {
     signal_all(SIGKILL);
+    if (pid_ > 0 && !gone_) {
+      // The test's process group was its only process, and memrun reaped it.
+      gone_ = true;
+      backend_.running_bytes -= limits_.memory_max;
+      --backend_.running_groups;
+    }
     return true;
   }
   bool remove_step() override {
     if (removed_) return true;
     removed_ = true;
-    backend_.live_bytes -= limits_.memory_max;
     --backend_.live_groups;
     return true;
   }
@@ -68,16 +76,14 @@ class FakeGroup : public cgroup::Group {
   std::string path_;
   int pid_ = -1;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  bool removed_ = false;
+  bool removed_ = false, gone_ = false;
 };
 
 std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, const cgroup::Limits& limits) {
   // Groups are named NNN-<test>: the scripts go by the test's name.
   std::string test = name.substr(name.find('-') + 1);
   created.push_back({test, limits});
-  live_bytes += limits.memory_max;
-  most_live_bytes = std::max(most_live_bytes, live_bytes);
-  most_live_groups = std::max(most_live_groups, ++live_groups);
+  ++live_groups;
   return std::make_unique<FakeGroup>(*this, test, limits);
 }
 

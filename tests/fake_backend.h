@@ -33,8 +33,13 @@ class FakeBackend : public cgroup::Backend {
   std::map<std::string, Script> scripts;
   /// Every group made, in order: the test's name and its limits.
   std::vector<std::pair<std::string, cgroup::Limits>> created;
-  uint64_t live_bytes = 0, most_live_bytes = 0;  ///< sum of memory_max of live groups
-  int live_groups = 0, most_live_groups = 0;
+  int live_groups = 0;  ///< groups made and not yet removed
+  /// Sum of memory_max of the groups holding a test's processes (from
+  /// started() until kill_step() says they are gone), and how many: what
+  /// the budget bounds. A group made ahead, or one whose processes are
+  /// gone and that waits for its removal, can be charged nothing.
+  uint64_t running_bytes = 0, most_running_bytes = 0;
+  int running_groups = 0, most_running_groups = 0;
 
   std::string name() const override { return "fake"; }
   const std::string& run_path() const override { return run_path_; }

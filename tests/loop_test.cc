@@ -68,8 +68,8 @@ TEST_F(Loop, RunningLimitsNeverExceedTheBudget) {
     ASSERT_TRUE(t);
     EXPECT_TRUE(t->passed) << t->reason;
   }
-  EXPECT_LE(backend.most_live_bytes, 250 * MiB);
-  EXPECT_LE(backend.most_live_groups, 2);
+  EXPECT_LE(backend.most_running_bytes, 250 * MiB);
+  EXPECT_LE(backend.most_running_groups, 2);
   EXPECT_EQ(backend.live_groups, 0) << "a group was not destroyed";
 }
 

@@ -4,6 +4,8 @@
 // (tests/suites/).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -170,6 +172,22 @@ TEST_F(Suites, ABadSuiteIsAClearErrorBeforeAnythingRuns) {
     EXPECT_NE(run.err.find(c.message), std::string::npos) << c.message << "\n" << run.err;
     EXPECT_TRUE(run.report.is_null() || run.report["tests"].empty()) << "a test ran";
   }
+}
+
+TEST_F(Suites, AListingThatBlowsUpIsOomKilledUnderTheSuitesLimit) {
+  // A "GoogleTest binary" whose listing touches 200 MiB, as a collection
+  // that imports a library which loads everything would: the kernel kills
+  // it under the suite's 64 MiB, and memrun says so before any case runs.
+  std::string lister = dir.write("lister.sh", "#!/bin/sh\nexec " + workload() + " --touch 200MiB --hold 60s\n");
+  ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
+  auto run = run_spec(dir, "suites:\n  - {name: big, gtest: lister.sh, memory: 64MiB}\n");
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("spec.yaml:2:5: suite 'big': listing its cases with " + lister +
+                         " was OOM-killed by the kernel under the suite's memory limit (64.0 MiB)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_TRUE(run.report.is_null() || run.report["tests"].empty()) << "a test ran";
+  EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
 }
 
 }  // namespace
