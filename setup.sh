@@ -3,8 +3,10 @@
 #   ./setup.sh run    install, build, and run the main job
 #   ./setup.sh test   install, build, and run every test (host and VMs)
 # and, for CI jobs: ./setup.sh build (the binary only, e.g. to merge
-# reports) and ./setup.sh specs (the binary and what the example specs run:
-# Node.js and DuckDB). As root it installs packages itself; as another user
+# reports), ./setup.sh specs (the binary and what the example specs run:
+# Node.js and DuckDB) and ./setup.sh install (built, then installed in
+# /usr/local with cmake --install: memrun on PATH, its man page and CMake
+# package; what the GitHub Action does without a release). As root it installs packages itself; as another user
 # (a hosted CI runner's, with passwordless sudo) through sudo, and says so.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,7 +26,8 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # xmllint checks the JUnit output against tests/junit.xsd; clang builds the
 # libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal;
 # python3-pytest runs the example pytest suite (tests/suites/pytest).
-test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv "${vm_packages[@]}")
+# dpkg-dev's dpkg-shlibdeps gives the .deb its Depends (tests/install).
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -90,6 +93,11 @@ case "${1:-}" in
     install "${build_packages[@]}"
     build
     ;;
+  install)
+    install "${build_packages[@]}"
+    build
+    as_root cmake --install build --prefix /usr/local
+    ;;
   specs)
     install "${build_packages[@]}"
     install_node
@@ -106,7 +114,7 @@ case "${1:-}" in
     exec ctest --output-on-failure -j2
     ;;
   *)
-    echo "usage: ./setup.sh run|test|build|specs" >&2
+    echo "usage: ./setup.sh run|test|build|specs|install" >&2
     exit 2
     ;;
 esac

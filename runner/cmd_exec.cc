@@ -23,14 +23,16 @@ std::string shown(const std::vector<std::string>& argv) {
   return out;
 }
 
-// The test's name: --name, or the program's file name; never what a name
-// may not hold (it becomes part of a cgroup and of log file names).
+// The test's name: --name, or the program's file name. It may hold '/' (a
+// GoogleTest case's "Inst/Suite.Case/3", from memrun_discover_tests): the
+// plan derives its cgroup's and logs' file names safely, and every output
+// keeps it as given. Control characters never reach a console.
 std::string name_of(const ExecOptions& e) {
   std::string name = e.name.empty() ? std::filesystem::path(e.argv[0]).filename().string() : e.name;
   if (name.empty() || name == "." || name == "..") name = "command";
   for (char& c : name)
-    if (c == '/' || static_cast<unsigned char>(c) < 0x20) c = '_';
-  return name.substr(0, 100);
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
+  return name.substr(0, 1024);
 }
 
 }  // namespace

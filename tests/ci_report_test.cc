@@ -182,20 +182,59 @@ TEST(CiExamples, GithubActionsWorkflow) {
   auto matrix = w["jobs"]["memory"]["strategy"]["matrix"]["shard"];
   ASSERT_TRUE(matrix.IsSequence());
   std::string n = std::to_string(matrix.size());
-  bool sharded = false, uploaded = false;
-  for (const auto& step : w["jobs"]["memory"]["steps"]) {
-    if (step["run"] && step["run"].as<std::string>().find("--shard ${{ matrix.shard }}/" + n) != std::string::npos)
+  // The shards run memrun's own action, each its share of the spec.
+  bool sharded = false;
+  for (const auto& step : w["jobs"]["memory"]["steps"])
+    if (step["uses"] && step["uses"].as<std::string>() == "./docs/ci/action") {
+      EXPECT_EQ(step["with"]["shard"].as<std::string>(), "${{ matrix.shard }}/" + n);
+      EXPECT_EQ(step["with"]["artifact"].as<std::string>(), "memrun-shard");
+      EXPECT_FALSE(step["with"]["specs"].as<std::string>().empty());
       sharded = true;
-    if (step["uses"] && step["uses"].as<std::string>().rfind("actions/upload-artifact", 0) == 0) uploaded = true;
-  }
+    }
   EXPECT_TRUE(sharded);
-  EXPECT_TRUE(uploaded);
   EXPECT_EQ(w["jobs"]["merge"]["needs"].as<std::string>(), "memory");
+  // The merge takes every shard's report, named as the action names them.
+  std::string files;
+  for (int k = 1; k <= static_cast<int>(matrix.size()); ++k) files += " memrun-shard-" + std::to_string(k) + ".json";
   bool merged = false;
   for (const auto& step : w["jobs"]["merge"]["steps"])
-    if (step["run"] && step["run"].as<std::string>().find("memrun merge memrun-1.json") != std::string::npos)
-      merged = true;
-  EXPECT_TRUE(merged);
+    if (step["run"] && step["run"].as<std::string>().find("memrun merge" + files) != std::string::npos) merged = true;
+  EXPECT_TRUE(merged) << files;
+}
+
+// The action (docs/ci/action): composite; installs memrun (a release's .deb
+// or a build), runs the specs with --json and --junit, the shard when given,
+// and uploads both; its inputs reach the shell only through env, never
+// spliced into a script (a spec path or flag with $(...) runs nothing).
+TEST(CiExamples, GithubActionRunsSpecsAndUploadsTheReports) {
+  YAML::Node a = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/action/action.yml");
+  EXPECT_EQ(a["runs"]["using"].as<std::string>(), "composite");
+  for (const char* input : {"specs", "version", "shard", "jobs", "args", "artifact"})
+    EXPECT_TRUE(a["inputs"][input]) << input;
+  EXPECT_TRUE(a["inputs"]["specs"]["required"].as<bool>());
+  bool installs = false, runs = false, uploads = false;
+  for (const auto& step : a["runs"]["steps"]) {
+    if (step["run"]) {
+      std::string run = step["run"].as<std::string>();
+      EXPECT_EQ(run.find("${{"), std::string::npos) << "an expression spliced into a script:\n" << run;
+      EXPECT_EQ(step["shell"].as<std::string>(), "bash");
+      if (run.find("apt-get install") != std::string::npos && run.find("setup.sh\" install") != std::string::npos)
+        installs = true;
+      if (run.find("memrun)\" \"${specs[@]}\" \"${shard[@]}\"") != std::string::npos &&
+          run.find("--json \"$out.json\" --junit \"$out.xml\"") != std::string::npos &&
+          run.find("shard=(--shard \"$SHARD\")") != std::string::npos)
+        runs = true;
+    }
+    if (step["uses"] && step["uses"].as<std::string>().rfind("actions/upload-artifact", 0) == 0) {
+      EXPECT_NE(step["if"].as<std::string>().find("always()"), std::string::npos);
+      std::string path = step["with"]["path"].as<std::string>();
+      uploads = path.find("steps.run.outputs.json") != std::string::npos &&
+                path.find("steps.run.outputs.junit") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(installs);
+  EXPECT_TRUE(runs);
+  EXPECT_TRUE(uploads);
 }
 
 TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
@@ -203,7 +242,9 @@ TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
   // Runs that give the comparison a noise bound, merged, kept as an artifact.
   bool repeated = false;
   for (const auto& step : w["jobs"]["memory"]["steps"])
-    if (step["run"] && step["run"].as<std::string>().find("--repeat ") != std::string::npos) repeated = true;
+    if (step["with"] && step["with"]["args"] &&
+        step["with"]["args"].as<std::string>().find("--repeat ") != std::string::npos)
+      repeated = true;
   EXPECT_TRUE(repeated);
   auto compare = w["jobs"]["compare"];
   ASSERT_TRUE(compare.IsMap());

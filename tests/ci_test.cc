@@ -9,6 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include <regex>
+#include <yaml-cpp/yaml.h>
+
 #include "cgroup/fs.h"
 #include "harness.h"
 
@@ -130,6 +133,68 @@ TEST_F(Ci, GithubActionsAnnotationPointsAtTheTestsLine) {
   std::string md = slurp(summary);
   EXPECT_EQ(md.rfind("earlier step output\n", 0), 0u) << "the summary is appended to";
   EXPECT_NE(md.find("| ❌ FAIL | <code>ooms</code> | oom |"), std::string::npos) << md;
+}
+
+// Every `run:`/`script:` text of a CI file, wherever it is in the YAML.
+void scripts_of(const YAML::Node& node, std::vector<std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      std::string key = kv.first.as<std::string>();
+      if ((key == "run" || key == "script") && kv.second.IsScalar()) out.push_back(kv.second.as<std::string>());
+      else if (key == "script" && kv.second.IsSequence())
+        for (const auto& line : kv.second) out.push_back(line.as<std::string>());
+      else scripts_of(kv.second, out);
+      // The action's `args:` are memrun flags too.
+      if (key == "with" && kv.second["args"]) out.push_back("memrun " + kv.second["args"].as<std::string>());
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& n : node) scripts_of(n, out);
+  }
+}
+
+// The CI examples and the action name only flags memrun has: each memrun
+// command line in them (a shell command whose program is memrun), split
+// into its words, and every --flag checked against `memrun [SUBCOMMAND]
+// --help`.
+TEST_F(Ci, TheCiExamplesAndTheActionPassOnlyFlagsMemrunHas) {
+  std::map<std::string, std::string> help;
+  auto help_of = [&](const std::string& sub) -> const std::string& {
+    if (!help.count(sub)) {
+      auto r = sub.empty() ? run_memrun({"--help"}) : run_memrun({sub, "--help"});
+      EXPECT_EQ(r.exit_code, 0) << sub << r.err;
+      help[sub] = r.out;
+    }
+    return help[sub];
+  };
+  const std::set<std::string> subcommands = {"exec", "list", "bisect", "compare", "merge", "repro", "gc", "doctor"};
+  int checked = 0;
+  for (const char* file : {"docs/ci/github-actions.yml", "docs/ci/gitlab-ci.yml", "docs/ci/action/action.yml"}) {
+    std::vector<std::string> scripts;
+    scripts_of(YAML::LoadFile(std::string(SOURCE_DIR) + "/" + file), scripts);
+    for (std::string text : scripts) {
+      text = std::regex_replace(text, std::regex("\\\\\n"), " ");  // backslash-newline continues a line
+      std::stringstream commands(std::regex_replace(text, std::regex("&&|\\|\\||;|\\|"), "\n"));
+      for (std::string command; std::getline(commands, command);) {
+        std::istringstream in(command);
+        std::vector<std::string> words;
+        for (std::string w; in >> w;) words.push_back(w);
+        size_t at = 0;
+        while (at < words.size() && words[at].find("memrun") == std::string::npos) ++at;
+        // The program itself is memrun (build/memrun, "$(command -v memrun)"),
+        // not a word that mentions it (memrun-1.json, a step's name).
+        if (at == words.size() || !std::regex_search(words[at], std::regex("(^|/|v )memrun\\)?\"?$"))) continue;
+        std::string sub = at + 1 < words.size() && subcommands.count(words[at + 1]) ? words[at + 1] : "";
+        for (size_t i = at + 1; i < words.size(); ++i) {
+          std::smatch m;
+          if (!std::regex_match(words[i], m, std::regex("(--[a-z][a-z-]*)(=.*)?"))) continue;
+          ++checked;
+          EXPECT_NE(help_of(sub).find(m[1].str()), std::string::npos)
+              << file << ": memrun " << sub << " has no flag " << m[1] << "\n  in: " << command;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 10) << "the memrun command lines were not found";
 }
 
 }  // namespace

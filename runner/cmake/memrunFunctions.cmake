@@ -1,0 +1,130 @@
+# CTest tests under kernel-enforced memory limits, in the style of CMake's
+# own GoogleTest module. Each test runs as `memrun exec`: its own cgroup,
+# its limit set before its first instruction, and memrun's verdict line
+# (peak, headroom, OOM kill and who was killed) in the test's output. The
+# verdict reaches CTest as the exit code: 0 when the expectation held, 1
+# when not, 3 when memory limits cannot be enforced on this machine (run
+# `memrun doctor`): never a pass without a limit.
+
+set(_memrun_functions_dir "${CMAKE_CURRENT_LIST_DIR}")
+
+# memrun_add_test(NAME name COMMAND cmd [args...] MEMORY size
+#                 [EXPECT pass|oom|fail|N] [MIN_HEADROOM size|N%]
+#                 [TIMEOUT duration] [WORKING_DIRECTORY dir] [LABELS ...])
+# One CTest test: COMMAND under memrun, with a hard limit of MEMORY. A
+# target name as the command's first word runs that target's file.
+function(memrun_add_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg ""
+    "NAME;MEMORY;EXPECT;MIN_HEADROOM;TIMEOUT;WORKING_DIRECTORY" "COMMAND;LABELS")
+  foreach(required NAME COMMAND MEMORY)
+    if(NOT arg_${required})
+      message(FATAL_ERROR "memrun_add_test: ${required} is missing (e.g. memrun_add_test(NAME reads-one-column "
+                          "COMMAND reader --column a MEMORY 64MiB))")
+    endif()
+  endforeach()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "memrun_add_test(${arg_NAME}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  _memrun_exec_args(args "${arg_NAME}" "${arg_MEMORY}" "${arg_EXPECT}" "${arg_MIN_HEADROOM}" "${arg_TIMEOUT}")
+  list(POP_FRONT arg_COMMAND program)
+  if(TARGET "${program}")
+    set(program "$<TARGET_FILE:${program}>")
+  endif()
+  set(where "")
+  if(arg_WORKING_DIRECTORY)
+    set(where WORKING_DIRECTORY "${arg_WORKING_DIRECTORY}")
+  endif()
+  add_test(NAME "${arg_NAME}" COMMAND memrun::memrun ${args} -- "${program}" ${arg_COMMAND} ${where})
+  if(arg_LABELS)
+    set_tests_properties("${arg_NAME}" PROPERTIES LABELS "${arg_LABELS}")
+  endif()
+endfunction()
+
+# memrun_discover_tests(target MEMORY size
+#                       [CASES glob size [glob size ...]]
+#                       [EXPECT_OOM glob...] [MIN_HEADROOM size|N%]
+#                       [TIMEOUT duration] [TEST_PREFIX prefix]
+#                       [EXTRA_ARGS args...] [WORKING_DIRECTORY dir]
+#                       [DISCOVERY_TIMEOUT seconds])
+# Every GoogleTest case of `target`, listed after each build (as
+# gtest_discover_tests does, with --gtest_list_tests; DISABLED_ cases
+# left out), becomes a CTest test named TEST_PREFIX + the case's name, run
+# alone (--gtest_filter=CASE) under MEMORY. CASES gives the cases whose
+# names match a glob (* and ? as in the shell; * crosses . and /) another
+# limit, later pairs winning; EXPECT_OOM's cases pass only when the kernel
+# OOM-kills them.
+function(memrun_discover_tests target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+    "MEMORY;MIN_HEADROOM;TIMEOUT;TEST_PREFIX;WORKING_DIRECTORY;DISCOVERY_TIMEOUT" "CASES;EXPECT_OOM;EXTRA_ARGS")
+  if(NOT TARGET "${target}")
+    message(FATAL_ERROR "memrun_discover_tests: '${target}' is not a target (add_executable it first)")
+  endif()
+  if(NOT arg_MEMORY)
+    message(FATAL_ERROR "memrun_discover_tests(${target}): MEMORY is missing: every case's limit (e.g. MEMORY 256MiB)")
+  endif()
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "memrun_discover_tests(${target}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  list(LENGTH arg_CASES n)
+  math(EXPR odd "${n} % 2")
+  if(odd)
+    message(FATAL_ERROR "memrun_discover_tests(${target}): CASES takes pairs of a glob and a limit "
+                        "(CASES \"Parquet.*\" 64MiB); got: ${arg_CASES}")
+  endif()
+  if(NOT arg_WORKING_DIRECTORY)
+    set(arg_WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
+  endif()
+  if(NOT arg_DISCOVERY_TIMEOUT)
+    set(arg_DISCOVERY_TIMEOUT 60)
+  endif()
+  # What the listing script needs, in a file of its own (lists survive; the
+  # executables' paths are known only at generation time). With a
+  # multi-config generator, a list per configuration.
+  set(base "${CMAKE_CURRENT_BINARY_DIR}/${target}_memrun")
+  get_property(multi GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  set(config "")
+  if(multi)
+    set(config "-$<CONFIG>")
+  endif()
+  set(settings "")
+  foreach(var MEMORY MIN_HEADROOM TIMEOUT TEST_PREFIX WORKING_DIRECTORY DISCOVERY_TIMEOUT CASES EXPECT_OOM EXTRA_ARGS)
+    string(APPEND settings "set(${var} [==[${arg_${var}}]==])\n")
+  endforeach()
+  string(APPEND settings "set(EXE [==[$<TARGET_FILE:${target}>]==])\n"
+                         "set(MEMRUN [==[$<TARGET_FILE:memrun::memrun>]==])\n"
+                         "set(OUT [==[${base}_tests${config}.cmake]==])\n")
+  file(GENERATE OUTPUT "${base}_settings${config}.cmake" CONTENT "${settings}")
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND "${CMAKE_COMMAND}" -D "SETTINGS=${base}_settings${config}.cmake"
+            -P "${_memrun_functions_dir}/memrunDiscoverTests.cmake"
+    BYPRODUCTS "${base}_tests${config}.cmake"
+    VERBATIM)
+  # CTest reads the list the last build wrote (for the configuration it
+  # runs); before a build there is none, and a placeholder test says so.
+  set(list "${base}_tests.cmake")
+  if(multi)
+    set(list "${base}_tests-\${CTEST_CONFIGURATION_TYPE}.cmake")
+  endif()
+  file(WRITE "${base}_include.cmake"
+    "if(EXISTS \"${list}\")\n"
+    "  include(\"${list}\")\n"
+    "else()\n"
+    "  add_test([==[${target}_NOT_BUILT]==] [==[${target}_NOT_BUILT]==])\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${base}_include.cmake")
+endfunction()
+
+# The arguments of `memrun exec` for one test, into `out`.
+function(_memrun_exec_args out name memory expect min_headroom timeout)
+  set(args exec --name "${name}" --memory "${memory}")
+  if(expect)
+    list(APPEND args --expect "${expect}")
+  endif()
+  if(min_headroom)
+    list(APPEND args --min-headroom "${min_headroom}")
+  endif()
+  if(timeout)
+    list(APPEND args --timeout "${timeout}")
+  endif()
+  set(${out} "${args}" PARENT_SCOPE)
+endfunction()
