@@ -58,6 +58,10 @@ struct Usage {
   /// (workingset_refault_anon + _file, in pages times the page size): what
   /// a group whose working set does not fit its limit spends its time on.
   uint64_t refaulted = 0;
+  /// Bytes of the group's memory in swap now (v2 memory.swap.current; v1
+  /// memory.memsw.usage_in_bytes less memory.usage_in_bytes): 0 without
+  /// swap or swap accounting.
+  uint64_t swap = 0;
 };
 
 /// What the kernel says about a finished test.
@@ -85,6 +89,14 @@ struct Final {
   /// (memory.max, memory.limit_in_bytes; page-aligned): a test that could
   /// write its group's files may have raised it.
   uint64_t limit_at_end = UINT64_MAX;
+  /// The kernel's high-water mark of the group's swap (v2 memory.swap.peak,
+  /// 6.5+); nullopt where it keeps none (the runner's samples stand in).
+  std::optional<uint64_t> swap_peak;
+  /// The kernel's high-water mark of memory and swap together (v1
+  /// memory.memsw.max_usage_in_bytes, with swap accounting): what headroom
+  /// rests on when swap is allowed; nullopt on v2, which keeps none.
+  std::optional<uint64_t> memory_and_swap_peak;
+  uint64_t swap_at_end = 0;  ///< as Usage::swap, when the test has ended
   /// Processes of the test found outside its memory group at the end (v1:
   /// still in its pids group, which holds them whatever they did to their
   /// memory cgroup). They are killed with the rest.

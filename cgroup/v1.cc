@@ -111,6 +111,9 @@ class V1Group : public Group {
                    stat["total_workingset_refault_file"]) *
                   page_size();
     u.breakdown = breakdown_of(stat, stat_);
+    // memsw counts memory and swap together (with swap accounting).
+    if (auto memsw = fs::read_u64(mem_ + "/memory.memsw.usage_in_bytes"))
+      u.swap = *memsw - std::min(*memsw, u.current);
     return u;
   }
 
@@ -128,6 +131,9 @@ class V1Group : public Group {
     uint64_t failcnt = fs::read_u64(mem_ + "/memory.failcnt").value_or(0);
     if (stat_ != mem_) failcnt += fs::read_u64(stat_ + "/memory.failcnt").value_or(0);
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
+    f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
+    if (auto memsw = fs::read_u64(mem_ + "/memory.memsw.usage_in_bytes"))
+      f.swap_at_end = *memsw - std::min(*memsw, fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0));
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
     // counter tracks failures): a high-water mark at the limit says the
     // same, since charges beyond it are reclaimed, never granted.

@@ -133,6 +133,7 @@ class V2Group : public Group {
     u.refaulted = (stat["workingset_refault"] + stat["workingset_refault_anon"] + stat["workingset_refault_file"]) *
                   page_size();
     u.breakdown = breakdown_of(stat);
+    u.swap = fs::read_u64(path_ + "/memory.swap.current").value_or(0);
     return u;
   }
 
@@ -174,6 +175,9 @@ class V2Group : public Group {
     f.pressure_us = pressure_totals();
     f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
+    // memory.swap.current needs swap accounting; memory.swap.peak is 6.5+.
+    f.swap_at_end = fs::read_u64(path_ + "/memory.swap.current").value_or(0);
+    f.swap_peak = fs::read_u64(path_ + "/memory.swap.peak");
     return f;
   }
 

@@ -37,6 +37,7 @@ TestIdentity identity_of(const PlannedTest& p) {
   id.tags = t.tags;
   id.expected = t.expect.describe();
   id.requested_limit = t.memory;
+  id.swap_limit = t.swap;
   id.memory_high = t.memory_high;
   id.stdout_path = p.stdout_path;
   id.stderr_path = p.stderr_path;

@@ -74,6 +74,7 @@ struct Observation {
   /// net of reclaimable cache any sample saw.
   int samples = 0;
   uint64_t sampled_peak = 0, reclaimable_at_sampled_peak = 0, sampled_working_set = 0;
+  uint64_t sampled_swap_peak = 0;  ///< the most swap a sample saw (Usage::swap)
   /// Where the memory was at the highest sample: what an OOM report shows.
   /// Without samples (a test shorter than one interval), the final figures.
   cgroup::Breakdown at_peak;
@@ -118,8 +119,16 @@ struct Verdict {
   /// the peak reached the limit but the samples near it were mostly page
   /// cache, which the kernel reclaims instead of killing.
   std::string headroom_basis = "peak";
-  int64_t headroom = 0;  ///< bytes; negative when over
-  double headroom_pct = 0;
+  /// Bytes over the test's allowance, negative when over: the limit less
+  /// the peak (or working set); with `swap:` allowed, the limit and the
+  /// swap allowed less memory and swap used.
+  int64_t headroom = 0;
+  double headroom_pct = 0;  ///< of the allowance (limit, plus swap when allowed)
+  /// The most of the test's memory in swap at once (the kernel's mark where
+  /// it keeps one, 6.5+, else the samples'), and at the end. Swap the spec
+  /// did not allow is 0 unless the kernel cannot limit it (no swap
+  /// accounting), where it is reported all the same.
+  uint64_t swap_peak = 0, swap_at_end = 0;
 };
 
 /// What the spec asked of a test, as the outputs name it (a copy: a record
@@ -132,6 +141,7 @@ struct TestIdentity {
   std::vector<std::string> tags;
   std::string expected;          ///< Expectation::describe()
   uint64_t requested_limit = 0;  ///< the spec's `memory` (after --scale/--set)
+  uint64_t swap_limit = 0;       ///< the spec's `swap`: swap allowed on top
   std::optional<uint64_t> memory_high;
   std::string stdout_path, stderr_path;  ///< log files in the run folder
   /// The spec's `max_increase` (a comparison's threshold), when it has one.

@@ -55,6 +55,9 @@ void Console::test(const TestRecord& r) const {
   std::string memory = v.outcome == Outcome::error || (v.outcome == Outcome::interrupted && o.duration_s == 0)
                            ? "-"
                            : fmt::format("peak {} / {}", format_size(v.peak), format_size(v.limit));
+  // Swap, where the test had any: its peak against what the spec allows.
+  if (memory != "-" && v.swap_peak > 0)
+    memory += fmt::format(" + swap {} / {}", format_size(v.swap_peak), format_size(r.test.swap_limit));
   std::string headroom = "-";
   if (memory != "-") {
     headroom = fmt::format("headroom {} ({:.0f}%)", format_signed_size(v.headroom), v.headroom_pct);

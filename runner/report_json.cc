@@ -268,6 +268,7 @@ Json to_json(const TestRecord& r) {
       {"passed", v.passed},
       {"reason", v.reason},
       {"requested_limit_bytes", t.requested_limit},
+      {"swap_limit_bytes", t.swap_limit},
       {"limit_bytes", v.limit},
       {"peak_bytes", v.peak},
       {"peak_source", v.peak_sampled ? "sampled" : "kernel"},
@@ -276,6 +277,8 @@ Json to_json(const TestRecord& r) {
       {"headroom_bytes", v.headroom},
       {"headroom_pct", std::round(v.headroom_pct * 100) / 100},
       {"headroom_basis", v.headroom_basis},
+      {"swap_peak_bytes", v.swap_peak},
+      {"swap_bytes", v.swap_at_end},
       {"limit_reached", k.limit_reached},
       {"limit_at_end_bytes", null_or(k.limit_at_end == UINT64_MAX, k.limit_at_end)},
       {"escaped_processes", k.escaped},
@@ -330,6 +333,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   t.tags = f.get<std::vector<std::string>>("tags");
   t.expected = f.get<std::string>("expected");
   t.requested_limit = f.get<uint64_t>("requested_limit_bytes");
+  t.swap_limit = f.get<uint64_t>("swap_limit_bytes", 0);
   if (!f.raw("memory_high_bytes").is_null()) t.memory_high = f.get<uint64_t>("memory_high_bytes");
   t.stdout_path = f.get<std::string>("stdout");
   t.stderr_path = f.get<std::string>("stderr");
@@ -348,6 +352,8 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   v.headroom = f.get<int64_t>("headroom_bytes");
   v.headroom_pct = f.get<double>("headroom_pct");
   v.headroom_basis = f.get<std::string>("headroom_basis", "peak");
+  v.swap_peak = f.get<uint64_t>("swap_peak_bytes", 0);
+  v.swap_at_end = f.get<uint64_t>("swap_bytes", 0);
 
   Observation& o = r.observed;
   cgroup::Final& k = o.kernel;

@@ -134,6 +134,7 @@ void RunningTest::sample() {
     o.timeline.peak_t_s = t;
   }
   o.sampled_peak = std::max(o.sampled_peak, u.current);
+  o.sampled_swap_peak = std::max(o.sampled_swap_peak, u.swap);
   o.sampled_working_set = std::max(o.sampled_working_set, u.current - std::min(u.current, u.reclaimable_file));
   current_ = u.current;
   // Near the limit with page cache in the group, the kernel reclaims cache

@@ -89,8 +89,20 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
   r.headroom_basis = peak_seen && !oom && much_cache ? "working_set" : "peak";
   uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
-  r.headroom = static_cast<int64_t>(r.limit) - static_cast<int64_t>(basis);
-  r.headroom_pct = r.limit ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(r.limit) : 0;
+  // Swap: what the test had there is memory it used. With `swap:` allowed,
+  // the allowance is the limit plus that swap, and what was used of it is
+  // memory and swap together: the kernel's joint mark on v1 (memsw), else
+  // the two peaks added (they may come at different times, so headroom is
+  // never flattered). Without swap accounting a test may swap unlimited
+  // and unseen by the peak: then swap_peak says so, and counts as used.
+  r.swap_at_end = kernel.swap_at_end;
+  r.swap_peak = std::max({kernel.swap_peak.value_or(0), o.sampled_swap_peak, kernel.swap_at_end});
+  uint64_t allowance = r.limit + t.swap;
+  uint64_t used = basis + r.swap_peak;
+  if (kernel.memory_and_swap_peak && r.headroom_basis == "peak" && t.swap > 0)
+    used = std::max(*kernel.memory_and_swap_peak, r.peak);
+  r.headroom = static_cast<int64_t>(allowance) - static_cast<int64_t>(used);
+  r.headroom_pct = allowance ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(allowance) : 0;
 }
 
 // Whether the outcome is what the spec expects, and if not, why: the
@@ -175,11 +187,14 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   }
   bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
   if (r.passed && headroom_applies && t.min_headroom) {
-    uint64_t need = t.min_headroom->for_limit(r.limit);
+    // A percentage is of the allowance, as headroom_pct is: the limit, and
+    // the swap allowed on top.
+    uint64_t need = t.min_headroom->for_limit(r.limit + t.swap);
     if (r.headroom < static_cast<int64_t>(need)) {
       r.passed = false;
-      r.reason = "headroom " + format_signed_size(r.headroom) + " is below min_headroom " +
-                 format_size(need) + " (peak " + format_size(r.peak) + " of " + format_size(r.limit) + ")";
+      r.reason = "headroom " + format_signed_size(r.headroom) + " is below min_headroom " + format_size(need) +
+                 " (peak " + format_size(r.peak) + " of " + format_size(r.limit) +
+                 (r.swap_peak ? ", swap " + format_size(r.swap_peak) + " of " + format_size(t.swap) : "") + ")";
     }
   }
 }

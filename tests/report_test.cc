@@ -71,6 +71,45 @@ TEST(Decide, HeadroomBelowMinimumFails) {
   EXPECT_NE(r.reason.find("below min_headroom 8.00 MiB"), std::string::npos) << r.reason;
 }
 
+// Swap the spec allows is part of the allowance; what the test had in swap
+// is memory it used, allowed or not.
+TEST(Decide, SwapCountsInTheHeadroomAndIsReported) {
+  Spec spec = parse_spec("tests:\n  - {name: s, run: x, memory: 64MiB, swap: 64MiB, min_headroom: 20%}\n", "s.yaml", tmp());
+  PlannedTest p{&spec, &spec.tests[0], "001-s", "/nonexistent/o", "/nonexistent/e"};
+  // v2: at the limit, 36 MiB in swap (the samples saw 30, the kernel's mark 36).
+  Observation o = Fixture::exited(0, 64ull << 20);
+  o.kernel.swap_peak = 36ull << 20;
+  o.kernel.swap_at_end = 0;
+  o.samples = 3;
+  o.sampled_peak = 64ull << 20;
+  o.sampled_swap_peak = 30ull << 20;
+  Verdict v = make_record(p, o).verdict;
+  EXPECT_EQ(v.swap_peak, 36ull << 20);
+  EXPECT_EQ(v.headroom, 28ll << 20);  // 64 + 64 - (64 + 36)
+  EXPECT_DOUBLE_EQ(v.headroom_pct, 21.875);
+  EXPECT_TRUE(v.passed) << v.reason;
+  // v1: the kernel's joint mark of memory and swap is exact.
+  o.kernel.swap_peak.reset();
+  o.kernel.memory_and_swap_peak = 90ull << 20;
+  v = make_record(p, o).verdict;
+  EXPECT_EQ(v.swap_peak, 30ull << 20);
+  EXPECT_EQ(v.headroom, 38ll << 20);
+  // More than a fifth of the allowance used: min_headroom fails it.
+  o.kernel.memory_and_swap_peak = 110ull << 20;
+  v = make_record(p, o).verdict;
+  EXPECT_FALSE(v.passed);
+  // Swap the spec did not allow (the kernel could not limit it: no swap
+  // accounting) is used memory too.
+  Observation unlimited = Fixture::exited(0, 40ull << 20);
+  unlimited.kernel.swap_at_end = 30ull << 20;
+  Fixture f;
+  (void)f;
+  Verdict u = make_record(f.planned, unlimited).verdict;
+  EXPECT_EQ(u.swap_peak, 30ull << 20);
+  EXPECT_EQ(u.headroom, -(6ll << 20));  // 64 - (40 + 30)
+  EXPECT_FALSE(u.passed);
+}
+
 TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   Fixture f;
   Observation killed = Fixture::exited(-1, 1);
@@ -225,7 +264,8 @@ TEST(Report, JsonHasTheDocumentedFields) {
   const auto& t = j["tests"][0];
   for (const char* k : {"name", "outcome", "expected", "passed", "limit_bytes", "peak_bytes", "headroom_bytes",
                         "headroom_pct", "oom_kills", "exit_code", "signal", "duration_s", "memory_stat",
-                        "events", "stdout", "stderr", "started", "ended", "breakdown", "line"})
+                        "events", "stdout", "stderr", "started", "ended", "breakdown", "line", "swap_peak_bytes",
+                        "swap_bytes", "swap_limit_bytes"})
     EXPECT_TRUE(t.contains(k)) << k;
   EXPECT_EQ(t["outcome"], "oom");
   EXPECT_TRUE(t["exit_code"].is_null());

@@ -90,6 +90,64 @@ tests:
   EXPECT_EQ(first_line(test_named(run, "some")), std::to_string(8 * MiB));
 }
 
+// 256 MiB of swap on the VM's zram device (tests/vm/run loads the module)
+// for as long as it lives; never on a host, whose swap is not a test's to
+// change. Empty when it is on, else why not.
+class ZramSwap {
+ public:
+  ZramSwap() {
+    if (!std::filesystem::exists("/sys/block/zram0")) {
+      why_ = "no zram device (the test VMs have one)";
+      return;
+    }
+    std::string swaps = fs::read_file("/proc/swaps").value_or("");
+    if (swaps.find('\n') + 1 < swaps.size()) {
+      why_ = "swap is already on: " + swaps;
+      return;
+    }
+    std::ofstream("/sys/block/zram0/disksize") << "256M";
+    auto made = run_program({"mkswap", "/dev/zram0"});
+    auto on = run_program({"swapon", "/dev/zram0"});
+    if (on.exit_code != 0) why_ = "swapon /dev/zram0: " + made.err + on.err;
+    on_ = on.exit_code == 0;
+  }
+  ~ZramSwap() {
+    if (on_) run_program({"swapoff", "/dev/zram0"});
+    std::ofstream("/sys/block/zram0/reset") << "1";
+  }
+  const std::string& why_not() const { return why_; }
+
+ private:
+  std::string why_;
+  bool on_ = false;
+};
+
+// With swap on, a test allowed 64 MiB of swap on top of 64 MiB touches 100
+// MiB: it passes, what it had in swap is reported, and headroom is what is
+// left of the 128 MiB it was allowed (the old report: "peak 64.0 MiB,
+// headroom 0 B", the swap nowhere). Without swap allowed, the same test is
+// OOM-killed: swap: 0 means none.
+TEST_F(V2, SwapIsReportedAndCountsInTheHeadroom) {
+  ZramSwap swap;
+  if (!swap.why_not().empty()) GTEST_SKIP() << swap.why_not();
+  auto run = run_spec(dir, R"(
+tests:
+  - {name: swaps, run: [{W}, --touch, 100MiB, --hold, 500ms], memory: 64MiB, swap: 64MiB, min_headroom: 5%}
+  - {name: no-swap, run: [{W}, --touch, 100MiB], memory: 64MiB, expect: oom}
+)");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto& t = test_named(run, "swaps");
+  EXPECT_EQ(t["outcome"], "pass") << run.out;
+  uint64_t swapped = t["swap_peak_bytes"].get<uint64_t>(), peak = t["peak_bytes"].get<uint64_t>();
+  // 100 MiB touched, at most 64 MiB of it in memory: the rest was in swap.
+  EXPECT_GE(peak + swapped, 100 * MiB) << run.out;
+  EXPECT_GE(swapped, 30 * MiB) << run.out;
+  EXPECT_EQ(t["swap_limit_bytes"].get<uint64_t>(), 64 * MiB);
+  EXPECT_EQ(t["headroom_bytes"].get<int64_t>(), static_cast<int64_t>(128 * MiB) - static_cast<int64_t>(peak + swapped));
+  EXPECT_NE(run.out.find("+ swap "), std::string::npos) << run.out;
+  EXPECT_EQ(test_named(run, "no-swap")["swap_peak_bytes"].get<uint64_t>(), 0u);
+}
+
 TEST_F(V2, ATestHeldAtMemoryHighUntilItsTimeoutSaysSo) {
   // Anonymous memory without swap above memory.high can only be throttled:
   // the test runs into its timeout, and the reason names the cause.
