@@ -59,8 +59,7 @@ struct Usage {
   /// a group whose working set does not fit its limit spends its time on.
   uint64_t refaulted = 0;
   /// Bytes of the group's memory in swap now (v2 memory.swap.current; v1
-  /// memory.memsw.usage_in_bytes less memory.usage_in_bytes): 0 without
-  /// swap or swap accounting.
+  /// memory.stat total_swap): 0 without swap or swap accounting.
   uint64_t swap = 0;
 };
 
@@ -99,7 +98,8 @@ struct Final {
   uint64_t swap_at_end = 0;  ///< as Usage::swap, when the test has ended
   /// Processes of the test found outside its memory group at the end (v1:
   /// still in its pids group, which holds them whatever they did to their
-  /// memory cgroup). They are killed with the rest.
+  /// memory cgroup). They are killed with the rest. (The runner adds those
+  /// it saw leave while the test ran, on every backend.)
   uint64_t escaped = 0;
 };
 
@@ -115,6 +115,10 @@ class Group {
   virtual std::string kernel_path() const = 0;
   /// How to place a child in this group.
   virtual Placement placement() const = 0;
+  /// Where process `pid` is when it is not in this group or below it: its
+  /// cgroup as /proc/PID/cgroup names it (the memory hierarchy's on v1, the
+  /// unified one on v2); "" when it is inside, or gone.
+  virtual std::string outside(int pid) const = 0;
   /// Current usage; a handful of small reads, cheap enough to sample often.
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before destroy().
@@ -337,6 +341,11 @@ std::vector<std::string> dead_scopes();
 
 /// The sub-groups of `dir`, not descending.
 std::vector<std::string> children_of(const std::string& dir);
+
+/// Where process `pid` is, unless it is in the group `kernel_path` or
+/// below it: its line of /proc/PID/cgroup for the hierarchy with
+/// `controller` ("" for the unified one). "" when inside, or gone.
+std::string outside_group(int pid, const std::string& kernel_path, const std::string& controller);
 
 /// rmdir(2) of a group with no sub-groups, retried while EBUSY (processes
 /// still exiting) for up to 2 s. Throws Failure on failure.

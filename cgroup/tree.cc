@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 #include <optional>
 #include <thread>
@@ -265,6 +266,49 @@ void remove_dir(const std::string& dir) {
       fail_errno(Failure::Kind::system, "cannot remove cgroup " + dir, dir);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+namespace {
+
+// True when `pid` is on its way out (PF_EXITING, or a zombie): an exiting
+// task leaves its memory cgroup for the root (v1) before it leaves the pids
+// group's list (cgroup_exit(), as seen on 6.x), which is no escape.
+bool exiting(int pid) {
+  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;  // gone
+  // The command name (field 2) may hold spaces and parentheses: count the
+  // fields after its closing parenthesis. state is field 3, flags field 9.
+  auto close = stat->rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream in(stat->substr(close + 2));
+  std::string state, field;
+  in >> state;
+  for (int i = 4; i <= 9 && in >> field; ++i) {
+  }
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return state == "Z" || state == "X" || (std::strtoul(field.c_str(), nullptr, 10) & kPfExiting) != 0;
+}
+
+}  // namespace
+
+std::string outside_group(int pid, const std::string& kernel_path, const std::string& controller) {
+  // Lines are "ID:CONTROLLERS:PATH"; v2's is "0::PATH", a v1 hierarchy's
+  // lists its controllers ("memory", "cpu,cpuacct").
+  auto text = fs::read_file("/proc/" + std::to_string(pid) + "/cgroup");
+  if (!text) return "";
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    bool ours = controller.empty() ? controllers.empty()
+                                   : ("," + controllers + ",").find("," + controller + ",") != std::string::npos;
+    if (!ours) continue;
+    std::string path = line.substr(second + 1);
+    bool inside = path == kernel_path || path.rfind(kernel_path + "/", 0) == 0;
+    return inside || exiting(pid) ? "" : path;
+  }
+  return "";
 }
 
 }  // namespace memrun::cgroup

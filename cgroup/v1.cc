@@ -42,36 +42,6 @@ Breakdown breakdown_of(std::map<std::string, uint64_t>& s, const std::string& di
 
 // The memory line of /proc/PID/cgroup ("4:memory:/a/b" -> "/a/b"); empty
 // when the process is gone.
-std::string memory_cgroup_of(pid_t pid) {
-  std::istringstream in(fs::read_file("/proc/" + std::to_string(pid) + "/cgroup").value_or(""));
-  for (std::string line; std::getline(in, line);) {
-    auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-    if (controllers.find(",memory,") != std::string::npos) return line.substr(b + 1);
-  }
-  return "";
-}
-
-// True when `pid` is on its way out (PF_EXITING, or a zombie): an exiting
-// task leaves its memory cgroup for the root before it leaves the pids
-// group's list (cgroup_exit(), as seen on 6.x), which is no escape.
-bool exiting(pid_t pid) {
-  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;  // gone
-  // The command name (field 2) may hold spaces and parentheses: count the
-  // fields after its closing parenthesis. state is field 3, flags field 9.
-  auto close = stat->rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream in(stat->substr(close + 2));
-  std::string state, field;
-  in >> state;
-  for (int i = 4; i <= 9 && in >> field; ++i) {
-  }
-  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
-  return state == "Z" || state == "X" || (std::strtoul(field.c_str(), nullptr, 10) & kPfExiting) != 0;
-}
-
 class V1Group : public Group {
  public:
   /// `ancestors_limit`: the lowest limit above the group, read once per run.
@@ -99,6 +69,7 @@ class V1Group : public Group {
                                                                                : mem_;
   }
   Placement placement() const override { return {-1, fds_, seal_}; }
+  std::string outside(int pid) const override { return outside_group(pid, kernel_path(), "memory"); }
 
   Usage usage() const override {
     Usage u;
@@ -111,9 +82,10 @@ class V1Group : public Group {
                    stat["total_workingset_refault_file"]) *
                   page_size();
     u.breakdown = breakdown_of(stat, stat_);
-    // memsw counts memory and swap together (with swap accounting).
-    if (auto memsw = fs::read_u64(mem_ + "/memory.memsw.usage_in_bytes"))
-      u.swap = *memsw - std::min(*memsw, u.current);
+    // total_swap: pages of the subtree in swap (with swap accounting).
+    // (memsw.usage less usage is no measure: the two counters are charged
+    // in batches of their own and differ by a few hundred KiB with no swap.)
+    u.swap = stat["total_swap"];
     return u;
   }
 
@@ -132,8 +104,6 @@ class V1Group : public Group {
     if (stat_ != mem_) failcnt += fs::read_u64(stat_ + "/memory.failcnt").value_or(0);
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
-    if (auto memsw = fs::read_u64(mem_ + "/memory.memsw.usage_in_bytes"))
-      f.swap_at_end = *memsw - std::min(*memsw, fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0));
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
     // counter tracks failures): a high-water mark at the limit says the
     // same, since charges beyond it are reclaimed, never granted.
@@ -148,6 +118,7 @@ class V1Group : public Group {
         if (auto pe = fs::read_keyed(g + "/pids.events"); pe.count("max")) f.events["pids_max"] += pe["max"];
     f.stat = fs::read_keyed(stat_ + "/memory.stat");
     f.breakdown = breakdown_of(f.stat, stat_);
+    f.swap_at_end = f.stat["total_swap"];
     f.reclaimable_file = f.stat["total_active_file"] + f.stat["total_inactive_file"];
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     f.escaped = escaped_;
@@ -195,16 +166,11 @@ class V1Group : public Group {
   // below the test's memory group: they moved themselves out.
   uint64_t escaped() const {
     if (pids_.empty()) return 0;
-    auto mount = host().v1_mount.find("memory");
-    if (mount == host().v1_mount.end()) return 0;
     uint64_t n = 0;
     for (const auto& g : subtree(pids_)) {
       std::istringstream in(fs::read_file(g + "/cgroup.procs").value_or(""));
-      for (pid_t pid; in >> pid;) {
-        if (pid <= 0 || exiting(pid)) continue;
-        std::string where = memory_cgroup_of(pid);
-        if (!where.empty() && (mount->second + where + "/").rfind(mem_ + "/", 0) != 0) ++n;
-      }
+      for (pid_t pid; in >> pid;)
+        if (pid > 0 && !outside(pid).empty()) ++n;
     }
     return n;
   }

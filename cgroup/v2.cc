@@ -123,6 +123,7 @@ class V2Group : public Group {
   }
 
   Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_}; }
+  std::string outside(int pid) const override { return outside_group(pid, kernel_path(), ""); }
 
   Usage usage() const override {
     Usage u;

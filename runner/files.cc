@@ -1,11 +1,13 @@
 #include "runner/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
+#include <sstream>
 
 #include "runner/error.h"
 
@@ -76,6 +78,20 @@ std::string log_tail(const std::string& path, size_t max_lines) {
   }
   if (buf[pos] == '\n') ++pos;
   return buf.substr(pos);
+}
+
+std::vector<int> child_processes(int pid) {
+  std::vector<int> out;
+  std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream in(read_proc(task + "/" + e->d_name + "/children"));
+    for (int child; in >> child;) out.push_back(child);
+  }
+  ::closedir(d);
+  return out;
 }
 
 std::string read_proc(const std::string& path) {

@@ -21,6 +21,10 @@ void write_atomically(const std::string& path, const std::string& text);
 /// A small file of /proc (meminfo, swaps, our own status), whole; empty
 /// when it cannot be read.
 std::string read_proc(const std::string& path);
+
+/// The children of process `pid`, of all its threads (/proc/PID/task/TID/
+/// children, Linux 3.5+ with CONFIG_PROC_CHILDREN); none when it is gone.
+std::vector<int> child_processes(int pid);
 /// Writes `value` to a /proc file with one write(2), as procfs wants;
 /// returns the errno, 0 on success.
 int write_proc(const std::string& path, const std::string& value);

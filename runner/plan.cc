@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 
 #include "cgroup/cgroup.h"
 #include "runner/error.h"
@@ -133,6 +134,23 @@ std::string new_run_id() {
   std::time_t now = std::time(nullptr);
   // pid and start time last: what `memrun gc` tells live runs from dead by.
   return fmt::format("{:%Y%m%d-%H%M%S}-{}", fmt::localtime(now), cgroup::run_identity());
+}
+
+bool setup_up_to_date(const Setup& setup) {
+  namespace fs = std::filesystem;
+  if (setup.outputs.empty()) return false;
+  std::error_code ec;
+  fs::file_time_type newest_input = fs::file_time_type::min();
+  for (const auto& in : setup.inputs) {
+    auto t = fs::last_write_time(in, ec);
+    if (ec) return false;  // a missing input: let the setup say what is wrong
+    newest_input = std::max(newest_input, t);
+  }
+  for (const auto& out : setup.outputs) {
+    auto t = fs::last_write_time(out, ec);
+    if (ec || t < newest_input) return false;
+  }
+  return true;
 }
 
 }  // namespace memrun

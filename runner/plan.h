@@ -63,4 +63,8 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
 /// identify the run's cgroups as this process's (see cgroup::dead_runs).
 std::string new_run_id();
 
+/// True when the setup declares outputs, all exist, and none is older than
+/// any of its inputs: it need not run.
+bool setup_up_to_date(const Setup& setup);
+
 }  // namespace memrun

@@ -75,6 +75,9 @@ struct Observation {
   int samples = 0;
   uint64_t sampled_peak = 0, reclaimable_at_sampled_peak = 0, sampled_working_set = 0;
   uint64_t sampled_swap_peak = 0;  ///< the most swap a sample saw (Usage::swap)
+  /// The cgroup the first process that left the test's group was found in
+  /// while the test ran ("" when none did).
+  std::string escaped_to;
   /// Where the memory was at the highest sample: what an OOM report shows.
   /// Without samples (a test shorter than one interval), the final figures.
   cgroup::Breakdown at_peak;

@@ -16,7 +16,6 @@
 #include <cerrno>
 #include <climits>
 #include <deque>
-#include <filesystem>
 
 #include "cgroup/error.h"
 #include "runner/error.h"
@@ -348,23 +347,6 @@ class Loop {
 };
 
 }  // namespace
-
-bool setup_up_to_date(const Setup& setup) {
-  namespace fs = std::filesystem;
-  if (setup.outputs.empty()) return false;
-  std::error_code ec;
-  fs::file_time_type newest_input = fs::file_time_type::min();
-  for (const auto& in : setup.inputs) {
-    auto t = fs::last_write_time(in, ec);
-    if (ec) return false;  // a missing input: let the setup say what is wrong
-    newest_input = std::max(newest_input, t);
-  }
-  for (const auto& out : setup.outputs) {
-    auto t = fs::last_write_time(out, ec);
-    if (ec || t < newest_input) return false;
-  }
-  return true;
-}
 
 int jobs_within_open_files() {
   raise_open_files();

@@ -84,8 +84,5 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
 /// the hard one.
 int jobs_within_open_files();
 
-/// True when the setup declares outputs, all exist, and none is older than
-/// any of its inputs.
-bool setup_up_to_date(const Setup& setup);
 
 }  // namespace memrun

@@ -1,6 +1,7 @@
 #include "runner/running.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,8 @@ RunningTest::~RunningTest() {
   // Only reached early when memrun itself fails mid-run: never leave the
   // process or the group behind.
   if (child_.pidfd >= 0) ::close(child_.pidfd);
+  kill_escaped();
+  for (const auto& [pid, fd] : escaped_) ::close(fd);
   if (group_) {
     try {
       group_->destroy();
@@ -137,6 +140,7 @@ void RunningTest::sample() {
   o.sampled_swap_peak = std::max(o.sampled_swap_peak, u.swap);
   o.sampled_working_set = std::max(o.sampled_working_set, u.current - std::min(u.current, u.reclaimable_file));
   current_ = u.current;
+  if (o.samples % 5 == 1) find_escapes();
   // Near the limit with page cache in the group, the kernel reclaims cache
   // to make room for anonymous memory and the usage stays flat at the
   // limit: a burst of anonymous memory then shows only in memory.stat, for
@@ -230,6 +234,39 @@ void RunningTest::kill_now() {
   group_->kill_step();
 }
 
+// A test's processes stay in its group: one found elsewhere left its limit
+// behind (a service manager it reached moved it into a scope of its own,
+// systemd-run --scope; or it wrote itself into another cgroup.procs). A
+// move between cgroups leaves the process tree as it was, so the walk
+// follows the test's tree (/proc/PID/task/TID/children) every fifth
+// sample. What it finds is counted as escaped (the test fails) and killed
+// with the rest through a pidfd: memrun signals only processes it proved
+// were the test's. (A unit the manager starts itself, a service, is no
+// descendant: not found here.)
+void RunningTest::find_escapes() {
+  std::vector<int> todo{child_.pid};
+  for (size_t walked = 0; !todo.empty() && walked < 4096; ++walked) {
+    int pid = todo.back();
+    todo.pop_back();
+    for (int c : child_processes(pid)) todo.push_back(c);
+    if (escaped_.count(pid)) continue;
+    std::string where = group_->outside(pid);
+    if (where.empty()) continue;
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    // Still the same process as the walk saw: it is where it was found.
+    if (fd < 0 || group_->outside(pid).empty()) {
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
+    escaped_[pid] = fd;
+    if (observed_.escaped_to.empty()) observed_.escaped_to = where;
+  }
+}
+
+void RunningTest::kill_escaped() {
+  for (const auto& [pid, fd] : escaped_) ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+}
+
 void RunningTest::reaped(int status, const rusage& usage) {
   phase_ = Phase::killing;
   status_ = status;
@@ -264,6 +301,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // Whatever the test left running (daemons, setsid'd grandchildren)
       // dies with it; the run's reaper collects them (memrun is their
       // subreaper). Past the bound, what remains is reported by the removal.
+      kill_escaped();
       if (!group_->kill_step() && now < give_up_) {
         after(std::chrono::microseconds(500));
         return false;
@@ -310,6 +348,7 @@ void RunningTest::read_figures(KernelLog& kernel_log) {
   for (const LogRelay* relay : {out_.get(), err_.get()})
     if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
   o.kernel = group_->finish();
+  o.kernel.escaped += escaped_.size();
   if (o.kernel.oom_kills > 0) {
     log_name_ = group_->kernel_path();
     o.oom_victims = kernel_log.oom_kills(log_name_);

@@ -104,6 +104,8 @@ class RunningTest {
   /// running.cc); if so it is ended, outcome `thrash`.
   bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
   void remove_group();
+  void find_escapes();
+  void kill_escaped();
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
 
   const PlannedTest* planned_;
@@ -119,6 +121,10 @@ class RunningTest {
   std::chrono::milliseconds interval_{0};
   std::unique_ptr<cgroup::Group> group_;
   std::unique_ptr<LogRelay> out_, err_;
+  /// Processes of the test seen outside its group while it ran, by pid:
+  /// a pidfd each, so that they are killed with the rest and never a
+  /// process that reused the pid (see find_escapes).
+  std::map<int, int> escaped_;
   Child child_;
   int status_ = 0;
   rusage usage_{};

@@ -178,7 +178,8 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
     defeated = "its cgroup's limit was " + format_size(kernel.limit_at_end) + " at the end, not the " +
                format_size(t.memory) + " memrun set: the test raised it";
   else if (kernel.escaped > 0)
-    defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup";
+    defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup" +
+               (o.escaped_to.empty() ? "" : " (into " + o.escaped_to + ")");
   else if (r.peak > t.memory)
     defeated = "its peak " + format_size(r.peak) + " is above its limit " + format_size(t.memory);
   if (!defeated.empty()) {

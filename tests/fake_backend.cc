@@ -18,6 +18,7 @@ class FakeGroup : public cgroup::Group {
   const std::string& path() const override { return path_; }
   std::string kernel_path() const override { return path_; }
   cgroup::Placement placement() const override { return {}; }
+  std::string outside(int) const override { return ""; }
   cgroup::Usage usage() const override {
     cgroup::Usage u = script().usage;
     u.refaulted += static_cast<uint64_t>(script().refaulted_per_s * elapsed_s());

@@ -185,6 +185,41 @@ TEST_F(Systemd, ATestCannotEscapeThroughTheUsersServiceManager) {
   EXPECT_EQ(units.out, "") << "a test started a unit outside its group";
 }
 
+// A test that finds the user's bus by itself (the path is well known) gets
+// the manager to move it into a scope of its own, outside its limit: memrun
+// finds it outside its group while it runs, fails the test, and kills it
+// with the rest. As root, the system's manager does the same for
+// `systemd-run --scope`.
+TEST_F(Systemd, ATestTheServiceManagerMovedOutOfItsGroupDoesNotPass) {
+  ensure_user("memrun-user", 1500);
+  const std::string moved =
+      "{name: moved, memory: 64MiB, run: 'XDG_RUNTIME_DIR=/run/user/$(id -u) "
+      "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus systemd-run --user --scope -q {W} --touch 200MiB "
+      "--hold 3s'}";
+  struct Case {
+    std::string who, yaml;
+    std::vector<std::string> prefix;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"user", "tests:\n  - " + moved + "\n", as_user("memrun-user", 1500)},
+           {"root", "tests:\n  - {name: moved, memory: 64MiB, run: 'systemd-run --scope -q {W} --touch 200MiB --hold 3s'}\n",
+            {memrun_bin()}},
+       }) {
+    SCOPED_TRACE(c.who);
+    auto run = run_spec_with(dir, c.yaml, c.prefix);
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    const auto& t = test_named(run, "moved");
+    EXPECT_FALSE(t["passed"]) << run.out;
+    EXPECT_GE(t["escaped_processes"].get<int>(), 1) << run.out;
+    EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup (into /"), std::string::npos)
+        << t["reason"];
+    // Killed with the rest, though outside the group.
+    EXPECT_TRUE(wait_until([] { return run_program({"pgrep", "-f", "memrun-workload --touch 200MiB"}).exit_code == 1; },
+                           10))
+        << "the moved process outlived the run";
+  }
+}
+
 TEST_F(Systemd, WhatASigkilledRunLeftInItsScopeIsCollectedByGc) {
   // A scope ends only with its last process: SIGKILL leaves it running
   // with the test's daemon. gc (as the user, then as root) must end it.
