@@ -329,6 +329,27 @@ class Loop {
     while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
       for (auto& s : slots_)
         if (s.test->pid() == pid) s.test->reaped(status, usage);
+    find_orphans_outside();
+  }
+
+  // A process a test left outside its group (moved by a service manager it
+  // reached) outlives the test's main process, and the group's kill does
+  // not reach it; its parent gone, it is memrun's child (memrun is the
+  // subreaper). So while tests are being cleaned up, any child of memrun
+  // that is no test's main process and in no test's group is theirs: each
+  // of them counts it as escaped and kills it (one of several ending at
+  // once cannot be told apart: all fail).
+  void find_orphans_outside() {
+    std::vector<RunningTest*> ending;
+    for (auto& s : slots_)
+      if (s.test->killing()) ending.push_back(s.test.get());
+    if (ending.empty()) return;
+    for (int pid : child_processes(::getpid())) {
+      bool ours = false;
+      for (const auto& s : slots_) ours = ours || s.test->pid() == pid || s.test->holds(pid);
+      if (!ours)
+        for (auto* t : ending) t->check_escaped(pid);
+    }
   }
 
   const RunOptions& options_;

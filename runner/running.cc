@@ -249,18 +249,22 @@ void RunningTest::find_escapes() {
     int pid = todo.back();
     todo.pop_back();
     for (int c : child_processes(pid)) todo.push_back(c);
-    if (escaped_.count(pid)) continue;
-    std::string where = group_->outside(pid);
-    if (where.empty()) continue;
-    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    // Still the same process as the walk saw: it is where it was found.
-    if (fd < 0 || group_->outside(pid).empty()) {
-      if (fd >= 0) ::close(fd);
-      continue;
-    }
-    escaped_[pid] = fd;
-    if (observed_.escaped_to.empty()) observed_.escaped_to = where;
+    check_escaped(pid);
   }
+}
+
+void RunningTest::check_escaped(int pid) {
+  if (!group_ || escaped_.count(pid)) return;
+  std::string where = group_->outside(pid);
+  if (where.empty()) return;
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  // Still the same process as was found: it is where it was found.
+  if (fd < 0 || group_->outside(pid).empty()) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  escaped_[pid] = fd;
+  if (observed_.escaped_to.empty()) observed_.escaped_to = where;
 }
 
 void RunningTest::kill_escaped() {

@@ -78,6 +78,14 @@ class RunningTest {
   /// the run's reaper (wait4(-1)); the test has exited then.
   void reaped(int status, const rusage& usage);
   bool exited() const { return phase_ != Phase::running; }
+  /// After exited(), until what the test left running is gone.
+  bool killing() const { return phase_ == Phase::killing; }
+  /// Whether process `pid` is in the test's group (or below it).
+  bool holds(int pid) const { return group_ && group_->outside(pid).empty(); }
+  /// A process of the test: when it is outside the test's group (and not
+  /// on its way out), counted as escaped (the test fails) and killed with
+  /// the rest, through a pidfd taken now.
+  void check_escaped(int pid);
 
   /// After exited(): one step of the cleanup, never waiting, so that the
   /// loop keeps every other test's sampling and timeouts on time. In

@@ -192,27 +192,34 @@ TEST_F(Systemd, ATestCannotEscapeThroughTheUsersServiceManager) {
 // `systemd-run --scope`.
 TEST_F(Systemd, ATestTheServiceManagerMovedOutOfItsGroupDoesNotPass) {
   ensure_user("memrun-user", 1500);
-  const std::string moved =
-      "{name: moved, memory: 64MiB, run: 'XDG_RUNTIME_DIR=/run/user/$(id -u) "
-      "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus systemd-run --user --scope -q {W} --touch 200MiB "
-      "--hold 3s'}";
+  const std::string bus =
+      "XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus";
+  const std::string moved = "{name: moved, memory: 64MiB, run: '" + bus +
+                            " systemd-run --user --scope -q {W} --touch 200MiB --hold 3s'}";
+  // The same, left running in its scope while the test exits at once.
+  const std::string left = "{name: left, memory: 64MiB, run: '" + bus +
+                           " systemd-run --user --scope -q {W} --touch 200MiB --hold 60s & "
+                           "for i in $(seq 200); do grep -q /run- /proc/$!/cgroup && break; sleep 0.05; done; exit 0'}";
   struct Case {
     std::string who, yaml;
     std::vector<std::string> prefix;
+    size_t tests;
   };
   for (const auto& c : std::vector<Case>{
-           {"user", "tests:\n  - " + moved + "\n", as_user("memrun-user", 1500)},
+           {"user", "tests:\n  - " + moved + "\n  - " + left + "\n", as_user("memrun-user", 1500), 2},
            {"root", "tests:\n  - {name: moved, memory: 64MiB, run: 'systemd-run --scope -q {W} --touch 200MiB --hold 3s'}\n",
-            {memrun_bin()}},
+            {memrun_bin()}, 1},
        }) {
     SCOPED_TRACE(c.who);
     auto run = run_spec_with(dir, c.yaml, c.prefix);
     EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-    const auto& t = test_named(run, "moved");
-    EXPECT_FALSE(t["passed"]) << run.out;
-    EXPECT_GE(t["escaped_processes"].get<int>(), 1) << run.out;
-    EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup (into /"), std::string::npos)
-        << t["reason"];
+    EXPECT_EQ(run.report["tests"].size(), c.tests) << run.out;
+    for (const auto& t : run.report["tests"]) {
+      EXPECT_FALSE(t["passed"]) << t["name"] << run.out;
+      EXPECT_GE(t["escaped_processes"].get<int>(), 1) << t["name"] << run.out;
+      EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup (into /"), std::string::npos)
+          << t["name"] << ": " << t["reason"];
+    }
     // Killed with the rest, though outside the group.
     EXPECT_TRUE(wait_until([] { return run_program({"pgrep", "-f", "memrun-workload --touch 200MiB"}).exit_code == 1; },
                            10))
