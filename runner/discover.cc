@@ -50,7 +50,7 @@ int listings = 0;
 struct Listing {
   int status = 0;  ///< wait status
   uint64_t oom_kills = 0;  ///< in the listing's group
-  std::string out, err, fd3;
+  std::string out, err, cases;  ///< cases: what the pytest plugin wrote
 };
 
 std::string read_back(int fd) {
@@ -128,7 +128,7 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
     group->destroy();
   }
   l.out = read_back(out.get()), l.err = read_back(err.get());
-  if (with_cases_fd) l.fd3 = read_back(cases.get());
+  if (with_cases_fd) l.cases = read_back(cases.get());
   if (!ended)
     throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " took longer than " +
                                 format_duration(static_cast<double>(s.timeout.count()) / 1000) + "; it was killed" + tail(l.out + l.err));
@@ -191,7 +191,7 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
                                 tail(l.out + l.err));
   }
   std::vector<Case> cases;
-  std::istringstream lines(l.fd3);
+  std::istringstream lines(l.cases);
   for (std::string line; std::getline(lines, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.contains("nodeid"))

@@ -94,6 +94,19 @@ std::vector<int> child_processes(int pid) {
   return out;
 }
 
+int parent_process(int pid) {
+  std::string stat = read_proc("/proc/" + std::to_string(pid) + "/stat");
+  // The command name (field 2) may hold spaces and parentheses: fields
+  // are counted after its closing parenthesis (state, then the parent).
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(stat.substr(close + 1));
+  std::string state;
+  int parent = -1;
+  in >> state >> parent;
+  return parent;
+}
+
 std::string read_proc(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";

@@ -25,6 +25,9 @@ std::string read_proc(const std::string& path);
 /// The children of process `pid`, of all its threads (/proc/PID/task/TID/
 /// children, Linux 3.5+ with CONFIG_PROC_CHILDREN); none when it is gone.
 std::vector<int> child_processes(int pid);
+
+/// The parent of process `pid` (field 4 of /proc/PID/stat); -1 when it is gone.
+int parent_process(int pid);
 /// Writes `value` to a /proc file with one write(2), as procfs wants;
 /// returns the errno, 0 on success.
 int write_proc(const std::string& path, const std::string& value);

@@ -348,7 +348,7 @@ class Loop {
       bool ours = false;
       for (const auto& s : slots_) ours = ours || s.test->pid() == pid || s.test->holds(pid);
       if (!ours)
-        for (auto* t : ending) t->check_escaped(pid);
+        for (auto* t : ending) t->check_escaped(pid, ::getpid());
     }
   }
 

@@ -244,22 +244,23 @@ void RunningTest::kill_now() {
 // were the test's. (A unit the manager starts itself, a service, is no
 // descendant: not found here.)
 void RunningTest::find_escapes() {
-  std::vector<int> todo{child_.pid};
+  std::vector<std::pair<int, int>> todo{{child_.pid, ::getpid()}};  // (pid, its parent)
   for (size_t walked = 0; !todo.empty() && walked < 4096; ++walked) {
-    int pid = todo.back();
+    auto [pid, parent] = todo.back();
     todo.pop_back();
-    for (int c : child_processes(pid)) todo.push_back(c);
-    check_escaped(pid);
+    for (int c : child_processes(pid)) todo.push_back({c, pid});
+    check_escaped(pid, parent);
   }
 }
 
-void RunningTest::check_escaped(int pid) {
+void RunningTest::check_escaped(int pid, int parent) {
   if (!group_ || escaped_.count(pid)) return;
   std::string where = group_->outside(pid);
   if (where.empty()) return;
   int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  // Still the same process as was found: it is where it was found.
-  if (fd < 0 || group_->outside(pid).empty()) {
+  // The pidfd holds the process now: it is the one found if it is still
+  // the child of the same parent, and still outside.
+  if (fd < 0 || parent_process(pid) != parent || group_->outside(pid).empty()) {
     if (fd >= 0) ::close(fd);
     return;
   }

@@ -82,10 +82,12 @@ class RunningTest {
   bool killing() const { return phase_ == Phase::killing; }
   /// Whether process `pid` is in the test's group (or below it).
   bool holds(int pid) const { return group_ && group_->outside(pid).empty(); }
-  /// A process of the test: when it is outside the test's group (and not
-  /// on its way out), counted as escaped (the test fails) and killed with
-  /// the rest, through a pidfd taken now.
-  void check_escaped(int pid);
+  /// A process of the test, the child of `parent`: when it is outside the
+  /// test's group (and not on its way out), counted as escaped (the test
+  /// fails) and killed with the rest, through a pidfd taken now (once the
+  /// pidfd is open, the process is checked to be still `parent`'s child:
+  /// never a process that reused the pid).
+  void check_escaped(int pid, int parent);
 
   /// After exited(): one step of the cleanup, never waiting, so that the
   /// loop keeps every other test's sampling and timeouts on time. In
