@@ -94,18 +94,29 @@ std::vector<int> child_processes(int pid) {
   return out;
 }
 
-int parent_process(int pid) {
+namespace {
+
+// Field `n` (4 or more) of /proc/PID/stat as a number; -1 when gone. The
+// command name (field 2) may hold spaces and parentheses: fields are
+// counted after its closing parenthesis.
+int stat_field(int pid, int n) {
   std::string stat = read_proc("/proc/" + std::to_string(pid) + "/stat");
-  // The command name (field 2) may hold spaces and parentheses: fields
-  // are counted after its closing parenthesis (state, then the parent).
   auto close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream in(stat.substr(close + 1));
   std::string state;
-  int parent = -1;
-  in >> state >> parent;
-  return parent;
+  int value = -1;
+  in >> state;  // field 3
+  for (int i = 4; i <= n && in >> value; ++i) {
+  }
+  return value;
 }
+
+}  // namespace
+
+int parent_process(int pid) { return stat_field(pid, 4); }
+
+int session_of(int pid) { return stat_field(pid, 6); }
 
 std::string read_proc(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

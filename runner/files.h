@@ -28,6 +28,9 @@ std::vector<int> child_processes(int pid);
 
 /// The parent of process `pid` (field 4 of /proc/PID/stat); -1 when it is gone.
 int parent_process(int pid);
+
+/// The session of process `pid` (field 6 of /proc/PID/stat); -1 when it is gone.
+int session_of(int pid);
 /// Writes `value` to a /proc file with one write(2), as procfs wants;
 /// returns the errno, 0 on success.
 int write_proc(const std::string& path, const std::string& value);

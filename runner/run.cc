@@ -335,20 +335,20 @@ class Loop {
   // A process a test left outside its group (moved by a service manager it
   // reached) outlives the test's main process, and the group's kill does
   // not reach it; its parent gone, it is memrun's child (memrun is the
-  // subreaper). So while tests are being cleaned up, any child of memrun
-  // that is no test's main process and in no test's group is theirs: each
-  // of them counts it as escaped and kills it (one of several ending at
-  // once cannot be told apart: all fail).
+  // subreaper). So while tests are being cleaned up, a child of memrun in
+  // the session of a test's main process (each test starts one, setsid) is
+  // that test's: check_escaped counts it when it is outside the group, and
+  // kills it. memrun's other children (what its own caller left it: a
+  // shell's background job before `exec memrun`) are never touched.
   void find_orphans_outside() {
-    std::vector<RunningTest*> ending;
-    for (auto& s : slots_)
-      if (s.test->killing()) ending.push_back(s.test.get());
-    if (ending.empty()) return;
+    bool ending = false;
+    for (const auto& s : slots_) ending = ending || s.test->killing();
+    if (!ending) return;
     for (int pid : child_processes(::getpid())) {
-      bool ours = false;
-      for (const auto& s : slots_) ours = ours || s.test->pid() == pid || s.test->holds(pid);
-      if (!ours)
-        for (auto* t : ending) t->check_escaped(pid, ::getpid());
+      int session = session_of(pid);
+      for (auto& s : slots_)
+        if (s.test->killing() && s.test->pid() == session && pid != session)
+          s.test->check_escaped(pid, ::getpid());
     }
   }
 

@@ -151,6 +151,25 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   EXPECT_EQ(finish_program(live).exit_code, 143);
 }
 
+// memrun kills what its tests leave, in their groups or (moved out) in
+// their sessions; a process its caller left it (a shell's background job
+// before `exec memrun`: memrun's child from the start, outside every test's
+// group) is not a test's and lives on.
+TEST_F(Faults, ACallersBackgroundJobIsNeverTouched) {
+  std::string pidfile = dir.path() + "/job.pid";
+  auto run = run_spec_with(dir,
+                           "tests:\n  - {name: ooms, run: [{W}, --touch, 100MiB], memory: 32MiB, expect: oom}\n"
+                           "  - {name: daemon, run: 'sleep 60 & exit 0', memory: 16MiB}\n",
+                           {"sh", "-c", "sleep 60 & echo $! > \"$0\"; exec \"$@\"", pidfile, memrun_bin()});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const auto& t : run.report["tests"]) EXPECT_EQ(t["escaped_processes"], 0) << t["name"];
+  int pid = 0;
+  std::ifstream(pidfile) >> pid;
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(process_alive(pid)) << "memrun killed its caller's background job";
+  ::kill(pid, SIGKILL);
+}
+
 TEST_F(Faults, UnderGlobalPressureTheKernelPicksTestsBeforeMemrun) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj', memory: 16MiB}\n");
   std::istringstream lines(fs::read_file(test_named(run, "t")["stdout"].get<std::string>()).value_or(""));
