@@ -244,6 +244,7 @@ class Loop {
   bool finish_exited(Admission& admission, bool fail_fast, const Done& done) {
     bool stop = false;
     reap();
+    find_orphans_outside();  // before a test's figures are read
     auto now = clock::now();
     for (auto it = slots_.begin(); it != slots_.end();) {
       RunningTest& t = *it->test;
@@ -329,7 +330,6 @@ class Loop {
     while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
       for (auto& s : slots_)
         if (s.test->pid() == pid) s.test->reaped(status, usage);
-    find_orphans_outside();
   }
 
   // A process a test left outside its group (moved by a service manager it

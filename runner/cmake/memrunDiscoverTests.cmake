@@ -50,6 +50,11 @@ foreach(line IN LISTS lines)
   if(name MATCHES "^DISABLED_|/DISABLED_|\\.DISABLED_")
     continue()
   endif()
+  # Names go into the CTest file as bracket arguments: one that could close
+  # the bracket would be CMake code, not a name.
+  if(name MATCHES "\\]==\\]")
+    message(FATAL_ERROR "memrun_discover_tests: the case name '${name}' of ${EXE} holds ']==]'; rename it")
+  endif()
   set(memory "${MEMORY}")
   set(index 0)
   list(LENGTH CASES n)
