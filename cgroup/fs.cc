@@ -25,7 +25,7 @@ using cgroup::fail_errno;
 std::optional<std::string> read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
+    if (errno == ENOENT || errno == ESRCH) return std::nullopt;
     fail_errno(Failure::Kind::system, "cannot open " + path, path);
   }
   std::string out;
@@ -37,8 +37,9 @@ std::optional<std::string> read_file(const std::string& path) {
       int saved = errno;
       ::close(fd);
       errno = saved;
-      // A cgroup removed under us reads as ENODEV: treat it as absent.
-      if (errno == ENODEV) return std::nullopt;
+      // A cgroup removed under us reads as ENODEV, a /proc/PID file of a
+      // process that has just gone as ESRCH: either is absent.
+      if (errno == ENODEV || errno == ESRCH) return std::nullopt;
       fail_errno(Failure::Kind::system, "cannot read " + path, path);
     }
     if (n == 0) break;

@@ -10,8 +10,9 @@
 
 namespace memrun::fs {
 
-/// The whole file, or nullopt when it does not exist (ENOENT). Throws on any
-/// other error.
+/// The whole file, or nullopt when it does not exist (ENOENT) or went away
+/// while it was read (ENODEV: a removed cgroup; ESRCH: /proc/PID of a
+/// process that has just exited). Throws on any other error.
 std::optional<std::string> read_file(const std::string& path);
 
 /// Writes `value` with one write(2), as cgroupfs wants. Throws
