@@ -184,18 +184,36 @@ uint64_t page_size() {
   return size;
 }
 
-uint64_t process_start_time(int pid) {
+namespace {
+
+// Fields 3 to `last` of /proc/PID/stat (index 0 is field 3, the state);
+// empty when the process is gone. The command name (field 2) may hold
+// spaces and parentheses: fields are counted after its closing one.
+std::vector<std::string> stat_fields(int pid, int last) {
+  std::vector<std::string> fields;
   auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return 0;
-  // The command name (field 2) may hold spaces and parentheses: count the
-  // fields after its closing parenthesis. starttime is field 22.
-  auto close = stat->rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat->substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && in >> field; ++i)
-    if (i == 22) return fs::parse_u64(field).value_or(0);
-  return 0;
+  auto close = stat ? stat->rfind(')') : std::string::npos;
+  if (close == std::string::npos) return fields;
+  std::istringstream in(stat->substr(close + 1));
+  for (std::string f; static_cast<int>(fields.size()) < last - 2 && in >> f;) fields.push_back(f);
+  return fields;
+}
+
+// True when `pid` is on its way out (PF_EXITING, or a zombie): an exiting
+// task leaves its memory cgroup for the root (v1) before it leaves the pids
+// group's list (cgroup_exit(), as seen on 6.x), which is no escape.
+bool exiting(int pid) {
+  auto f = stat_fields(pid, 9);  // state is field 3, flags field 9
+  if (f.size() < 7) return true;  // gone
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return f[0] == "Z" || f[0] == "X" || (std::strtoul(f[6].c_str(), nullptr, 10) & kPfExiting) != 0;
+}
+
+}  // namespace
+
+uint64_t process_start_time(int pid) {
+  auto f = stat_fields(pid, 22);  // starttime is field 22
+  return f.size() == 20 ? fs::parse_u64(f[19]).value_or(0) : 0;
 }
 
 uint64_t pid_namespace() {
@@ -267,29 +285,6 @@ void remove_dir(const std::string& dir) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
-
-namespace {
-
-// True when `pid` is on its way out (PF_EXITING, or a zombie): an exiting
-// task leaves its memory cgroup for the root (v1) before it leaves the pids
-// group's list (cgroup_exit(), as seen on 6.x), which is no escape.
-bool exiting(int pid) {
-  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;  // gone
-  // The command name (field 2) may hold spaces and parentheses: count the
-  // fields after its closing parenthesis. state is field 3, flags field 9.
-  auto close = stat->rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream in(stat->substr(close + 2));
-  std::string state, field;
-  in >> state;
-  for (int i = 4; i <= 9 && in >> field; ++i) {
-  }
-  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
-  return state == "Z" || state == "X" || (std::strtoul(field.c_str(), nullptr, 10) & kPfExiting) != 0;
-}
-
-}  // namespace
 
 std::string outside_group(int pid, const std::string& kernel_path, const std::string& controller) {
   // Lines are "ID:CONTROLLERS:PATH"; v2's is "0::PATH", a v1 hierarchy's

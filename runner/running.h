@@ -80,8 +80,6 @@ class RunningTest {
   bool exited() const { return phase_ != Phase::running; }
   /// After exited(), until what the test left running is gone.
   bool killing() const { return phase_ == Phase::killing; }
-  /// Whether process `pid` is in the test's group (or below it).
-  bool holds(int pid) const { return group_ && group_->outside(pid).empty(); }
   /// A process of the test, the child of `parent`: when it is outside the
   /// test's group (and not on its way out), counted as escaped (the test
   /// fails) and killed with the rest, through a pidfd taken now (once the
