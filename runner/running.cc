@@ -311,7 +311,22 @@ bool RunningTest::settle(KernelLog& kernel_log) {
         after(std::chrono::microseconds(500));
         return false;
       }
-      read_figures(kernel_log);
+      {
+        // The test's private /dev/shm goes with its mount namespace, which
+        // the kernel releases after the last process has left the group
+        // (mounts are put asynchronously on exit): shmem still charged now
+        // may be on its way out. It gets up to 100 ms before it is
+        // reported as left in a shared tmpfs.
+        cgroup::Final final = group_->finish();
+        if (final.breakdown.shmem > 0) {
+          if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
+          if (now < *shm_drain_until_) {
+            next_settle_ = now + std::chrono::milliseconds(2);
+            return false;
+          }
+        }
+        read_figures(kernel_log, std::move(final));
+      }
       phase_ = Phase::removing;
       backoff_ = {};
       give_up_ = now + std::chrono::seconds(2);
@@ -343,7 +358,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
   return true;
 }
 
-void RunningTest::read_figures(KernelLog& kernel_log) {
+void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
   Observation& o = observed_;
   out_->finish();
   err_->finish();
@@ -352,7 +367,7 @@ void RunningTest::read_figures(KernelLog& kernel_log) {
   o.log_discarded_bytes = out_->discarded() + err_->discarded();
   for (const LogRelay* relay : {out_.get(), err_.get()})
     if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
-  o.kernel = group_->finish();
+  o.kernel = std::move(final);
   o.kernel.escaped += escaped_.size();
   if (o.kernel.oom_kills > 0) {
     log_name_ = group_->kernel_path();

@@ -107,7 +107,8 @@ class RunningTest {
 
  private:
   enum class Phase { running, killing, removing, awaiting_victims, done };
-  void read_figures(KernelLog& kernel_log);
+  /// The logs' figures, and the kernel's `final` (Group::finish()).
+  void read_figures(KernelLog& kernel_log, cgroup::Final final);
   /// After a sample: whether the test is thrashing at its limit (see
   /// running.cc); if so it is ended, outcome `thrash`.
   bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
@@ -133,6 +134,7 @@ class RunningTest {
   /// a pidfd each, so that they are killed with the rest and never a
   /// process that reused the pid (see find_escapes).
   std::map<int, int> escaped_;
+  std::optional<clock::time_point> shm_drain_until_;  ///< see settle()
   Child child_;
   int status_ = 0;
   rusage usage_{};
