@@ -27,7 +27,9 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # libFuzzer target (tests/fuzz/); tmux gives the live-view test a terminal;
 # python3-pytest runs the example pytest suite (tests/suites/pytest).
 # dpkg-dev's dpkg-shlibdeps gives the .deb its Depends (tests/install).
-test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev "${vm_packages[@]}")
+# sudo and python3-yaml: the CI example walked as a runner's user (tests/ci).
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo python3-yaml
+  "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -76,32 +78,34 @@ install_python() {
   done
 }
 
+# The targets named (a CI job need not compile the test suite: memrun, and
+# for the example specs the workload specs/parquet.yaml runs), or everything.
 build() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-  cmake --build build
+  cmake --build build ${1:+--target "$@"}
 }
 
 case "${1:-}" in
   run)
     install "${build_packages[@]}"
     install_node
-    build
+    build memrun memrun-workload
     install_duckdb
     exec build/memrun specs/parquet.yaml
     ;;
   build)
     install "${build_packages[@]}"
-    build
+    build memrun
     ;;
   install)
     install "${build_packages[@]}"
-    build
+    build memrun
     as_root cmake --install build --prefix /usr/local
     ;;
   specs)
     install "${build_packages[@]}"
     install_node
-    build
+    build memrun memrun-workload
     install_duckdb
     ;;
   test)

@@ -240,6 +240,10 @@ constexpr const char* kSealedLeaf = "test";
 /// mount to replace, and CAP_SYS_ADMIN (root, outside unprivileged containers).
 bool can_seal();
 
+/// Whether this process has CAP_SYS_ADMIN in its user namespace (root,
+/// outside unprivileged containers): what unshare(CLONE_NEWNS) and mount need.
+bool has_sys_admin();
+
 /// The mounts of Host::mounts of filesystem type `fstype` ("cgroup" for the
 /// v1 backend, "cgroup2" for v2 and systemd): those the backend's limits
 /// live in, which its sealed tests get mounted afresh.

@@ -36,14 +36,16 @@
 
 namespace memrun::cgroup {
 
-bool can_seal() {
-  if (host().mounts.empty() || !fs::exists("/proc/self/ns/cgroup")) return false;
-  // CAP_SYS_ADMIN (bit 21 of CapEff) is what unshare and mount need: root
-  // has it, unless a container dropped it.
+bool has_sys_admin() {
+  // CAP_SYS_ADMIN is bit 21 of CapEff.
   std::istringstream in(fs::read_file("/proc/self/status").value_or(""));
   for (std::string line; std::getline(in, line);)
     if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> 21) & 1;
   return false;
+}
+
+bool can_seal() {
+  return !host().mounts.empty() && fs::exists("/proc/self/ns/cgroup") && has_sys_admin();
 }
 
 const std::vector<CgroupMount>& seal_mounts(const std::string& fstype) {

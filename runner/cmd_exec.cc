@@ -67,6 +67,7 @@ int exec_command(const ExecOptions& e, const Options& o) {
   }
   t.cwd = std::filesystem::current_path().string();
   t.pids = kDefaultPids;
+  t.service_manager = e.service_manager;
   t.line = t.column = 1;
   // Reports name the spec "memrun exec"; there is no file to point at.
   return run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o);

@@ -80,6 +80,7 @@ struct ExecOptions {
   std::string expect = "pass";       ///< --expect pass|oom|fail|N
   std::string timeout = "10m";       ///< --timeout
   std::string min_headroom;          ///< --min-headroom, optional
+  bool service_manager = false;      ///< --service-manager (spec key service_manager)
 };
 
 /// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,

@@ -16,6 +16,7 @@
 #include "cgroup/error.h"
 #include "runner/error.h"
 #include "runner/launch.h"
+#include "runner/shield.h"
 #include "runner/spec.h"
 #include "runner/units.h"
 
@@ -93,8 +94,12 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
   Command cmd;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
-    if (!env.count(kv.substr(0, kv.find('=')))) cmd.env.push_back(kv);
+    std::string key = kv.substr(0, kv.find('='));
+    if (!env.count(key) && (s.service_manager || !names_the_users_bus(key))) cmd.env.push_back(kv);
   }
+  // Listing runs what a case runs (pytest imports the test modules): it is
+  // kept from the service managers the same way.
+  if (!s.service_manager) keep_from_service_managers(cmd);
   for (const auto& [k, v] : env) cmd.env.push_back(k + "=" + v);
   cmd.path = find_executable(argv[0], cmd.env);
   if (cmd.path.empty())

@@ -24,6 +24,7 @@ struct SuiteSource {
   std::map<std::string, std::string> env;  ///< on top of memrun's environment
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  ///< for listing
   uint64_t memory = 0;            ///< the suite's memory limit; the listing runs under it
+  bool service_manager = false;   ///< the listing may reach the service managers (shield.h)
 };
 
 /// One case, ready to run as a test.

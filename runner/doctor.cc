@@ -9,6 +9,7 @@
 #include "cgroup/error.h"
 #include "runner/error.h"
 #include "runner/files.h"
+#include "runner/shield.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -44,6 +45,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   for (const char* c : {"memory", "pids"})
     if (auto it = h.v1_self.find(c); it != h.v1_self.end()) row(std::string("cgroup v1 ") + c, it->second);
   row("PID 1", h.systemd_pid1 ? "systemd" : "not systemd");
+  row("service manager", shield_sentence());
   row("swap", has_swap() ? "active (memrun sets swap limits to the spec's swap, default 0)" : "none");
 
   cgroup::Verdict v = cgroup::check(options);

@@ -18,48 +18,59 @@ KernelLog::~KernelLog() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix) {
+std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix, const std::set<int>& known,
+                                          std::chrono::steady_clock::time_point since) {
   if (fd_ < 0) return {};
   // One pass over what the kernel logged so far, never a wait: the run's
   // loop asks again a little later when a kill is not logged yet.
-  {
-    char record[8192];
-    for (;;) {
-      // One read, one record: "prio,seq,usec,flags;message\n".
-      ssize_t n = ::read(fd_, record, sizeof record - 1);
-      if (n < 0 && errno == EPIPE) continue;  // overwritten records: go on
-      if (n <= 0) break;
-      std::string r(record, static_cast<size_t>(n));
-      auto semi = r.find(';');
-      if (semi == std::string::npos) continue;
-      auto end = r.find('\n', semi);
-      std::string m = r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1);
-      // Only the two lines a kill is made of are kept, for whichever test
-      // asks: tests running at once read one log.
-      if (m.rfind("oom-kill:", 0) == 0 || m.find("Killed process ") != std::string::npos) pending_.push_back(m);
-    }
-    while (pending_.size() > kMaxPending) pending_.pop_front();
-    auto kills = parse_oom_kills({pending_.begin(), pending_.end()}, group_suffix);
-    if (!kills.empty()) {
-      // Claimed: drop this group's lines so that the log kept stays small.
-      std::erase_if(pending_, [&](const std::string& m) {
-        if (m.find(group_suffix) != std::string::npos) return true;
-        for (const auto& k : kills)
-          if (m.find("Killed process " + std::to_string(k.pid) + " ") != std::string::npos) return true;
-        return false;
-      });
-      return kills;
-    }
+  char record[8192];
+  for (;;) {
+    // One read, one record: "prio,seq,usec,flags;message\n".
+    ssize_t n = ::read(fd_, record, sizeof record - 1);
+    if (n < 0 && errno == EPIPE) continue;  // overwritten records: go on
+    if (n <= 0) break;
+    std::string r(record, static_cast<size_t>(n));
+    auto semi = r.find(';');
+    if (semi == std::string::npos) continue;
+    long long usec = 0;
+    std::sscanf(r.c_str(), "%*d,%*u,%lld", &usec);
+    auto end = r.find('\n', semi);
+    std::string m = r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1);
+    // Only the two lines a kill is made of are kept, for whichever test
+    // asks: tests running at once read one log.
+    if (m.rfind("oom-kill:", 0) == 0 || m.find("Killed process ") != std::string::npos)
+      pending_.push_back({usec, m});
   }
-  return {};
+  while (pending_.size() > kMaxPending) pending_.pop_front();
+  // The kernel stamps records with its local clock, which keeps within a
+  // fraction of a second of CLOCK_MONOTONIC (steady_clock): a second of
+  // margin, so that a pid reused since an older test's kill is not taken.
+  const int64_t from =
+      std::chrono::duration_cast<std::chrono::microseconds>(since.time_since_epoch()).count() - 1000000;
+  std::vector<std::string> messages;
+  for (const auto& l : pending_)
+    if (l.usec >= from) messages.push_back(l.message);
+  auto kills = parse_oom_kills(messages, group_suffix, known);
+  // Claimed: drop this group's lines so that the log kept stays small.
+  if (!kills.empty())
+    std::erase_if(pending_, [&](const Line& l) {
+      if (l.message.find(group_suffix) != std::string::npos) return true;
+      for (const auto& k : kills)
+        if (l.message.find("Killed process " + std::to_string(k.pid) + " ") != std::string::npos) return true;
+      return false;
+    });
+  return kills;
 }
 
-std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix) {
+std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix,
+                                     const std::set<int>& known) {
   // The kernel logs, per kill (mm/oom_kill.c, 5.0+):
   //   oom-kill:constraint=...,oom_memcg=PATH,task_memcg=PATH,task=NAME,pid=N,uid=U
   //   Memory cgroup out of memory: Killed process N (NAME) total-vm:..kB,
   //     anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, ...
-  std::set<int> ours, reported;
+  // The first line is part of the report dump_header() writes, rate-limited
+  // to ten in five seconds; the second always comes.
+  std::set<int> ours, others, reported;
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
     if (m.rfind("oom-kill:", 0) == 0) {
@@ -70,10 +81,17 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
       auto memcg = m.find("task_memcg="), pid = m.rfind(",pid=");
       if (memcg == std::string::npos || pid == std::string::npos) continue;
       std::string needle = (group_suffix.front() == '/' ? "task_memcg=" : "/") + group_suffix;
-      if (m.find(needle + ",task=", memcg) != std::string::npos || m.find(needle + "/", memcg) != std::string::npos)
-        ours.insert(std::atoi(m.c_str() + pid + 5));
-      continue;
+      bool mine = m.find(needle + ",task=", memcg) != std::string::npos || m.find(needle + "/", memcg) != std::string::npos;
+      (mine ? ours : others).insert(std::atoi(m.c_str() + pid + 5));
     }
+  }
+  // Without a line that names the group (rate-limited), the pids memrun
+  // knows stand in. Not otherwise: with memory.oom.group the kernel logs
+  // every member it kills with the group, and the one it chose is the kill.
+  if (ours.empty())
+    for (int pid : known)
+      if (!others.count(pid)) ours.insert(pid);
+  for (const auto& m : messages) {
     auto killed = m.find("Killed process ");
     if (killed == std::string::npos) continue;
     OomKill k;

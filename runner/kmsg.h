@@ -2,8 +2,10 @@
 // (/dev/kmsg): memory.events counts kills but does not say who died.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,13 +28,19 @@ class KernelLog {
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
   /// The OOM kills logged since the log was opened in the cgroup (or one of
-  /// its sub-groups) whose path
-  /// is `group_suffix` (below its hierarchy's root, as Group::kernel_path
-  /// gives it) or, without a leading '/', ends with it (e.g.
-  /// "memrun-RUN/001-test"); each reported once. Reads what is there and returns at once: the kernel may log a
-  /// kill a moment after the victim's exit was seen, so a caller that
-  /// found none asks again later (the run's loop does, for up to 200 ms).
-  std::vector<OomKill> oom_kills(const std::string& group_suffix);
+  /// its sub-groups) whose path is `group_suffix` (below its hierarchy's
+  /// root, as Group::kernel_path gives it) or, without a leading '/', ends
+  /// with it (e.g. "memrun-RUN/001-test"); each reported once. `known`: pids
+  /// memrun saw in that group, and `since`, when the group's test started:
+  /// a kill of a known pid logged since then is the test's even without
+  /// the line that names the group, which the kernel leaves out past ten
+  /// reports in five seconds (its OOM report is rate-limited: "oom_kill_process:
+  /// N callbacks suppressed"; the "Killed process" line always comes).
+  /// Reads what is there and returns at once: the kernel may log a kill a
+  /// moment after the victim's exit was seen, so a caller that found none
+  /// asks again later (the run's loop does, for up to 200 ms).
+  std::vector<OomKill> oom_kills(const std::string& group_suffix, const std::set<int>& known = {},
+                                 std::chrono::steady_clock::time_point since = {});
   /// False when the log cannot be read (no root where dmesg is restricted):
   /// no kill will ever be found, so there is nothing to wait for.
   bool readable() const { return fd_ >= 0; }
@@ -40,11 +48,18 @@ class KernelLog {
  private:
   static constexpr size_t kMaxPending = 4096;
   int fd_ = -1;
-  std::deque<std::string> pending_;  // kill lines not yet claimed by a test
+  struct Line {
+    int64_t usec;  // when the kernel logged it (its clock, since boot)
+    std::string message;
+  };
+  std::deque<Line> pending_;  // kill lines not yet claimed by a test
 };
 
 /// Parses kernel log messages (one per line, without the "prio,seq,..;"
-/// prefix) into the kills of `group_suffix`; the seam for tests.
-std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix);
+/// prefix) into the kills of `group_suffix`, or, when no line names that
+/// group, of the `known` pids that no line names as another group's (see
+/// KernelLog::oom_kills); the seam for tests.
+std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix,
+                                     const std::set<int>& known = {});
 
 }  // namespace memrun

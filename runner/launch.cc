@@ -24,8 +24,24 @@ struct ChildFailure {
   int err;
 };
 const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its cwd", "exec",
-                               "be sealed in its cgroup (its own cgroup namespace and cgroup mounts)"};
-constexpr int kExecStage = 3, kSealStage = 4;
+                               "be sealed in its cgroup (its own cgroup namespace and cgroup mounts)",
+                               "be kept from the service manager (a mount namespace of its own, the "
+                               "manager's sockets covered)"};
+constexpr int kExecStage = 3, kSealStage = 4, kShieldStage = 5;
+
+// Everything the child needs, made before the clone: the child allocates
+// nothing (see child()).
+struct ChildArgs {
+  const Command* cmd;
+  const cgroup::Placement* placement;
+  char* const* argv;
+  char* const* envp;
+  char* const* hidden;      // Command::hidden_sockets
+  const char* uid_map;      // "UID UID 1": the user namespace's maps
+  const char* gid_map;
+  int report_fd;
+  pid_t parent;
+};
 
 [[noreturn]] void die(int report_fd, int stage) {
   ChildFailure f{stage, errno};
@@ -33,17 +49,58 @@ constexpr int kExecStage = 3, kSealStage = 4;
   ::_exit(127);
 }
 
+int write_self(const char* path, const char* text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t length = static_cast<ssize_t>(std::strlen(text));
+  bool ok = ::write(fd, text, static_cast<size_t>(length)) == length;
+  ::close(fd);
+  return ok ? 0 : -1;
+}
+
+// Gives the calling process a mount namespace of its own, a slave of the
+// host's (MS_SLAVE: mounts made in it never reach the host; the host's
+// still reach it). With maps, inside a user namespace of its own.
+// Kernel rules (user_namespaces(7)):
+// - unshare(CLONE_NEWUSER) needs no privilege (3.8+) and gives every
+//   capability in the new namespace, which owns a mount namespace made in
+//   the same call; its maps may be written once, by the process itself,
+//   mapping only its own effective ids, the gid map only after setgroups is
+//   denied (3.19+). The uid stays what it was, so nothing else changes for
+//   the test (its files, its signals, memrun's /proc reads), and
+//   PR_SET_PDEATHSIG survives (the new credentials are a subset of the old).
+// - The exec that follows drops those capabilities (the uid is not 0 in
+//   the namespace): the test cannot undo the mounts made here, and a
+//   namespace it makes itself copies them locked (MNT_LOCKED).
+// - Set-user-ID programs (sudo) gain nothing in it: root is not mapped.
+// Returns 0; -1 when nothing changed; -2 when a namespace was made but not
+// set up, after which the caller must not run the test (unmapped, it would
+// run as nobody; with shared propagation, its mounts would reach the host).
+int own_mount_namespace(const ChildArgs& a) {
+  if (!a.cmd->user_namespace) {
+    if (::unshare(CLONE_NEWNS) != 0) return -1;
+  } else {
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return -1;
+    if (write_self("/proc/self/setgroups", "deny") != 0 || write_self("/proc/self/uid_map", a.uid_map) != 0 ||
+        write_self("/proc/self/gid_map", a.gid_map) != 0)
+      return -2;
+  }
+  return ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0 ? 0 : -2;
+}
+
 // Runs in the child between clone and exec: system calls only, no
 // allocation and no libc state, because in the CLONE_VM case it shares
 // memrun's memory while memrun waits.
-[[noreturn]] void child(const Command& cmd, const cgroup::Placement& placement,
-                        char* const* argv, char* const* envp, int report_fd, pid_t parent) {
+[[noreturn]] void child(const ChildArgs& a) {
+  const Command& cmd = *a.cmd;
+  const cgroup::Placement& placement = *a.placement;
+  int report_fd = a.report_fd;
   // Writing "0" to cgroup.procs moves the writer itself (v1 and v2).
   for (int fd : placement.procs_fds)
     if (::write(fd, "0", 1) != 1) die(report_fd, 0);
   ::setsid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);  // memrun died before prctl
+  if (::getppid() != a.parent) ::_exit(127);  // memrun died before prctl
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd, 1) < 0 ||
       ::dup2(cmd.stderr_fd, 2) < 0)
@@ -58,28 +115,36 @@ constexpr int kExecStage = 3, kSealStage = 4;
     }
   }
   if (cmd.open_files.rlim_cur) ::setrlimit(RLIMIT_NOFILE, &cmd.open_files);
-  // A mount namespace of its own, for the seal and /dev/shm. Mounts made
-  // here must not propagate back to the host (MS_SLAVE: the host's still
-  // reach us).
-  bool own_mounts = (cmd.private_shm || placement.seal) && ::unshare(CLONE_NEWNS) == 0 &&
-                    ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0;
+  if (cmd.hugepages_off) ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+  // A mount namespace of its own, for the seal, /dev/shm and the sockets.
+  bool hiding = a.hidden[0] != nullptr;
+  int mounts = cmd.private_shm || placement.seal || hiding ? own_mount_namespace(a) : -1;
+  if (mounts == -2) die(report_fd, kShieldStage);
   // A test memrun was asked to seal never runs unsealed: it would see the
   // host's hierarchies, which as root it could write.
-  if (placement.seal && (!own_mounts || cgroup::seal(*placement.seal) != 0)) die(report_fd, kSealStage);
+  if (placement.seal && (mounts != 0 || cgroup::seal(*placement.seal) != 0)) die(report_fd, kSealStage);
   // A fresh tmpfs over /dev/shm: its pages are charged to the test's cgroup
   // like any shmem, and it is unmounted when the namespace dies with the
   // test's last process.
-  if (cmd.private_shm && own_mounts)
+  if (cmd.private_shm && mounts == 0)
     ::mount("memrun-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  // connect(2) to a path that is not a socket is refused (ECONNREFUSED):
+  // /dev/null bound over the socket closes the route without touching it.
+  // A socket gone since memrun looked (ENOENT) needs no cover.
+  for (char* const* s = a.hidden; *s; ++s)
+    if (mounts != 0 || (::mount("/dev/null", *s, nullptr, MS_BIND, nullptr) != 0 && errno != ENOENT))
+      die(report_fd, kShieldStage);
   // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
   // with the defaults, as from a shell.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
-  ::execve(cmd.path.c_str(), argv, envp);
+  ::execve(cmd.path.c_str(), a.argv, a.envp);
   die(report_fd, kExecStage);
 }
+
+std::string id_map(unsigned id) { return std::to_string(id) + " " + std::to_string(id) + " 1"; }
 
 std::vector<char*> c_strings(const std::vector<std::string>& v) {
   std::vector<char*> out;
@@ -101,19 +166,7 @@ pid_t clone_into(int dir_fd, int* pidfd) {
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
 }
 
-struct ChildArgs {
-  const Command* cmd;
-  const cgroup::Placement* placement;
-  char* const* argv;
-  char* const* envp;
-  int report_fd;
-  pid_t parent;
-};
-
-int child_entry(void* p) {
-  auto* a = static_cast<ChildArgs*>(p);
-  child(*a->cmd, *a->placement, a->argv, a->envp, a->report_fd, a->parent);
-}
+int child_entry(void* p) { child(*static_cast<ChildArgs*>(p)); }
 
 // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: the child borrows
 // memrun's address space until it execs, so no page table is copied; this is
@@ -125,6 +178,23 @@ pid_t spawn_vfork(ChildArgs& args) {
 }
 
 }  // namespace
+
+bool user_namespaces_work() {
+  static const bool works = [] {
+    Command probe;
+    probe.user_namespace = true;
+    const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());
+    char* none[] = {nullptr};
+    ChildArgs args{&probe, nullptr, none, none, none, uid_map.c_str(), gid_map.c_str(), -1, ::getpid()};
+    pid_t pid = ::fork();
+    if (pid == 0) ::_exit(own_mount_namespace(args) == 0 ? 0 : 1);
+    int status = 0;
+    while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return works;
+}
 
 std::string find_executable(const std::string& name, const std::vector<std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
@@ -146,9 +216,12 @@ std::string find_executable(const std::string& name, const std::vector<std::stri
 Child launch(const Command& cmd, const cgroup::Placement& placement) {
   auto argv = c_strings(cmd.argv);
   auto envp = c_strings(cmd.env);
+  auto hidden = c_strings(cmd.hidden_sockets);
+  const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(1, "pipe");
-  pid_t parent = ::getpid();
+  ChildArgs args{&cmd, &placement, argv.data(), envp.data(), hidden.data(),
+                 uid_map.c_str(), gid_map.c_str(), report[1], ::getpid()};
   Child c;
   c.pid = -1;
   if (placement.dir_fd >= 0) {
@@ -157,11 +230,11 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     if (c.pid == 0) {
       cgroup::Placement inside;  // born in the group: nothing to join, but
       inside.seal = placement.seal;  // still to be sealed there
-      child(cmd, inside, argv.data(), envp.data(), report[1], parent);
+      args.placement = &inside;
+      child(args);
     }
   }
   if (c.pid < 0) {
-    ChildArgs args{&cmd, &placement, argv.data(), envp.data(), report[1], parent};
     c.pid = spawn_vfork(args);
     if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
   }
@@ -188,6 +261,9 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     if (f.stage == kSealStage)
       what += "; to run tests with the host's cgroup hierarchies in view (and writable, as root), "
               "use --host-cgroups";
+    if (f.stage == kShieldStage)
+      what += "; a test that must reach the service manager (systemd-run, systemctl) says so with "
+              "'service_manager: true' in its spec";
     throw Error(1, what);
   }
   if (c.pidfd < 0) {

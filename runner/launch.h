@@ -28,9 +28,24 @@ struct Command {
   /// Give the child a /dev/shm of its own (a fresh tmpfs in a mount
   /// namespace of its own), gone with the test's last process: what a test
   /// leaves there cannot outlive it, uncharged, beside the next test. Best
-  /// effort: without CAP_SYS_ADMIN (a user's systemd backend) the child
+  /// effort: without CAP_SYS_ADMIN and without `user_namespace` the child
   /// keeps the shared one, and the report says what it left there.
   bool private_shm = false;
+  /// Sockets to cover in the child's mount namespace, a bind mount of
+  /// /dev/null over each (connect() is then refused): the service managers'
+  /// (see shield.h). Not empty: the child never runs with them in reach.
+  std::vector<std::string> hidden_sockets;
+  /// Make that mount namespace inside a user namespace of the child's own,
+  /// its uid and gid mapped to themselves: how a process without
+  /// CAP_SYS_ADMIN gets one (only where user_namespaces_work()).
+  bool user_namespace = false;
+  /// No transparent huge pages for the child and what it starts
+  /// (PR_SET_THP_DISABLE, 3.15+: inherited by fork, kept across exec), so
+  /// that its figures do not depend on the host's THP policy: with
+  /// "always" (Debian's default) a runtime's heap is backed by 2 MiB pages
+  /// and its anonymous memory grows by a third (DuckDB under Node.js,
+  /// specs/parquet.yaml); with "madvise" (Ubuntu's) only what asks.
+  bool hugepages_off = false;
 };
 
 /// A started process.
@@ -50,6 +65,12 @@ struct Child {
 /// with the reason when the command cannot start (exec failed, cgroup refused
 /// the process); no process is left behind then.
 Child launch(const Command& cmd, const cgroup::Placement& placement);
+
+/// Whether a process without CAP_SYS_ADMIN may make a user namespace and a
+/// mount namespace of its own here, as Command::user_namespace asks: tried
+/// once, in a short-lived child (Debian's kernel.unprivileged_userns_clone
+/// and Ubuntu's AppArmor restriction can forbid it).
+bool user_namespaces_work();
 
 /// Finds `name` in the PATH of `env` the way execvp would; names with a
 /// slash are taken as they are. Returns "" when nothing executable is found.

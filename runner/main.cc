@@ -140,6 +140,9 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_option("--expect", c.exec_options.expect, "pass (default), oom, fail, or an exit code");
   exec->add_option("--timeout", c.exec_options.timeout, "kill it after this long (default 10m)");
   exec->add_option("--min-headroom", c.exec_options.min_headroom, "a size or a percentage of the limit that must stay free");
+  exec->add_flag("--service-manager", c.exec_options.service_manager,
+                 "let the command reach the service manager (systemd-run, systemctl), which would start what it "
+                 "asks outside the limit; without it the manager's sockets are covered for the command");
   exec->add_option("--name", c.exec_options.name, "its name in the reports (default: the program's)");
   exec->add_option("--json", c.o.json, "write the JSON report here");
   exec->add_option("--junit", c.o.ci.junit, "write JUnit XML here");

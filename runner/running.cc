@@ -8,6 +8,7 @@
 #include "cgroup/error.h"
 #include "runner/error.h"
 #include "runner/files.h"
+#include "runner/shield.h"
 
 extern char** environ;
 
@@ -20,12 +21,10 @@ std::vector<std::string> environment(const TestSpec& t) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
     // memrun's own variables are set below, once: a nested run's outer
-    // values must not come first (getenv takes the first). The user's
-    // service-manager bus is no test's unless its spec passes it on: a
-    // test that reached it could start units outside its cgroup
-    // (systemd-run --user) and so outside its limit.
+    // values must not come first (getenv takes the first). The user's bus
+    // is no test's unless its spec says so (shield.h).
     if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT") continue;
-    if (key == "DBUS_SESSION_BUS_ADDRESS" || key == "XDG_RUNTIME_DIR") continue;
+    if (!t.service_manager && names_the_users_bus(key)) continue;
     env.push_back(kv);
   }
   for (const auto& [k, v] : t.env) env.push_back(k + "=" + v);
@@ -81,6 +80,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   cmd.oom_score_adj = context.oom_score_adj;
   cmd.open_files = context.open_files;
   cmd.private_shm = true;
+  cmd.hugepages_off = t.hugepages_off;
+  if (!t.service_manager) keep_from_service_managers(cmd);
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -101,6 +102,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   try {
     group_ = ahead ? std::move(ahead) : make_group(p, context);
     child_ = launch(cmd, group_->placement());
+    seen_.insert(child_.pid);
     group_->started(child_.pid);
   } catch (const cgroup::Failure& e) {
     return failed(e.what());
@@ -249,6 +251,7 @@ void RunningTest::find_escapes() {
     auto [pid, parent] = todo.back();
     todo.pop_back();
     for (int c : child_processes(pid)) todo.push_back({c, pid});
+    if (seen_.size() < 4096) seen_.insert(pid);
     check_escaped(pid, parent);
   }
 }
@@ -344,7 +347,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // the loop) for its victims, for up to 200 ms; without them the kill
       // is still counted.
       if (phase_ == Phase::awaiting_victims && kernel_log.readable()) {
-        observed_.oom_victims = kernel_log.oom_kills(log_name_);
+        observed_.oom_victims = kernel_log.oom_kills(log_name_, seen_, t0_);
         if (observed_.oom_victims.empty() && now < give_up_) {
           next_settle_ = now + std::chrono::milliseconds(10);
           return false;
@@ -371,7 +374,7 @@ void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
   o.kernel.escaped += escaped_.size();
   if (o.kernel.oom_kills > 0) {
     log_name_ = group_->kernel_path();
-    o.oom_victims = kernel_log.oom_kills(log_name_);
+    o.oom_victims = kernel_log.oom_kills(log_name_, seen_, t0_);
   }
   if (o.samples == 0) o.at_peak = o.kernel.breakdown;
 }

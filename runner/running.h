@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "cgroup/cgroup.h"
@@ -134,6 +135,10 @@ class RunningTest {
   /// a pidfd each, so that they are killed with the rest and never a
   /// process that reused the pid (see find_escapes).
   std::map<int, int> escaped_;
+  /// The test's processes memrun has seen (its main process, what the
+  /// walks found): who an OOM kill hit when the kernel's log leaves out
+  /// the group (see KernelLog::oom_kills).
+  std::set<int> seen_;
   std::optional<clock::time_point> shm_drain_until_;  ///< see settle()
   Child child_;
   int status_ = 0;

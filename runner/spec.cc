@@ -24,18 +24,21 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {"env", "setup", "defaults", "tests", "suites"};
 const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "swap", "timeout",
-                                             "env", "cwd", "pids", "inputs", "outputs"};
+                                             "env", "cwd", "pids", "inputs", "outputs", "service_manager",
+                                             "transparent_hugepages"};
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
-                                            "min_headroom", "tags", "pids", "max_increase", "inputs"};
+                                            "min_headroom", "tags", "pids", "max_increase", "inputs",
+                                            "service_manager", "transparent_hugepages"};
 // A suite: its source, and what every case gets unless a rule says otherwise.
 const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases",
                                              "memory", "memory_high", "swap", "timeout", "env", "cwd",
                                              "expect", "min_headroom", "tags", "pids", "max_increase",
-                                             "inputs"};
+                                             "inputs", "service_manager", "transparent_hugepages"};
 // A rule of a suite's `cases:`; the keys a marker may set are a subset.
 const std::vector<std::string> kRuleKeys = {"match", "memory", "memory_high", "swap", "timeout", "env",
-                                            "expect", "min_headroom", "tags", "pids", "max_increase"};
+                                            "expect", "min_headroom", "tags", "pids", "max_increase",
+                                            "service_manager", "transparent_hugepages"};
 
 // Optimal string alignment distance: edits plus adjacent swaps, so that
 // "memroy" and "tset" are one step from what was meant.
@@ -66,6 +69,8 @@ struct Fields {
   std::optional<std::vector<std::string>> tags;
   std::optional<std::optional<uint64_t>> pids;
   std::optional<MaxIncrease> max_increase;
+  std::optional<bool> service_manager;
+  std::optional<bool> hugepages_off;
 };
 
 class Parser {
@@ -194,6 +199,18 @@ class Parser {
         if (!f.max_increase) fail(v, "'max_increase': " + why);
       } else if (key == "inputs" && is_defaults) {
         fail(kv.first, "'inputs' belongs to each test (the files it reads), not to defaults");
+      } else if (key == "service_manager") {
+        bool b = false;
+        if (!YAML::convert<bool>::decode(v, b))
+          fail(v, "'service_manager' must be true (the test may reach the service manager: systemd-run, "
+                  "systemctl) or false (the default), not " + std::string(v.IsScalar() ? "'" + v.Scalar() + "'" : kind_of(v)));
+        f.service_manager = b;
+      } else if (key == "transparent_hugepages") {
+        std::string t = scalar(v, key, "never or system");
+        if (t != "never" && t != "system")
+          fail(v, "'transparent_hugepages' must be never (no transparent huge pages for the test, whatever the "
+                  "host's policy) or system (the host's policy, the default), not '" + t + "'");
+        f.hugepages_off = t == "never";
       } else if (key == "pids") {
         std::string s = scalar(v, key, "a number or 'max'");
         if (s == "max") f.pids = std::optional<uint64_t>{};
@@ -323,6 +340,8 @@ class Parser {
     t.tags = f.tags.value_or(std::vector<std::string>{});
     t.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
     t.max_increase = f.max_increase;
+    t.service_manager = f.service_manager.value_or(false);
+    t.hugepages_off = f.hugepages_off.value_or(false);
     if (!is_setup && node["inputs"]) t.inputs = read_paths(node["inputs"], "inputs", t);
     return t;
   }
@@ -520,6 +539,7 @@ class Parser {
     s.cwd = suite.cwd.value_or(dir_);
     s.env = suite.env;
     s.memory = suite.memory.value_or(0);
+    s.service_manager = suite.service_manager.value_or(false);
     int given = 0;
     auto path = [&](const char* key) {
       std::filesystem::path p(expand(node[key], scalar(node[key], key, "a path"), suite.env));

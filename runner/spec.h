@@ -79,6 +79,12 @@ struct TestSpec {
   /// Files the test reads (absolute): memrun evicts their page cache before
   /// every run of the test, so that each run pays the same (see run.cc).
   std::vector<std::string> inputs;
+  /// The test may reach the service managers (shield.h): it inherits the
+  /// user's bus variables and their sockets stay in its mount namespace.
+  bool service_manager = false;
+  /// `transparent_hugepages: never`: the test runs with transparent huge
+  /// pages disabled (PR_SET_THP_DISABLE), whatever the host's policy.
+  bool hugepages_off = false;
   /// A suite's case: where its limit and expectation came from ("suite
   /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
   /// written in `tests:`.

@@ -409,6 +409,31 @@ TEST(KernelLog, AVictimInASubGroupIsTheTests) {
   EXPECT_TRUE(parse_oom_kills(log, "/x/memrun-r/001-a/test/s").empty());
 }
 
+TEST(KernelLog, ARateLimitedReportStillNamesAKnownVictim) {
+  // Past ten OOM reports in five seconds the kernel leaves out the line
+  // that names the group ("oom_kill_process: 6 callbacks suppressed"); the
+  // "Killed process" line always comes. A pid memrun saw in the group
+  // stands in, unless a line names it as another group's.
+  std::vector<std::string> log = {
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/002-b,task_memcg=/x/memrun-r/002-b,task=other,pid=42,uid=0",
+      "Memory cgroup out of memory: Killed process 42 (other) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+      "Memory cgroup out of memory: Killed process 43 (third) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+  };
+  EXPECT_TRUE(parse_oom_kills(log, "memrun-r/001-a").empty()) << "a kill taken without anything naming it ours";
+  auto kills = parse_oom_kills(log, "memrun-r/001-a", {41, 42});
+  ASSERT_EQ(kills.size(), 1u) << "42 is another group's, by its own line";
+  EXPECT_EQ(kills[0].pid, 41);
+  EXPECT_EQ(kills[0].name, "big");
+  // With a line naming the group, that is the kill: with memory.oom.group
+  // the kernel logs every member it kills with it, and those are not it.
+  log.insert(log.begin(), "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a,"
+                          "task_memcg=/x/memrun-r/001-a,task=third,pid=43,uid=0");
+  kills = parse_oom_kills(log, "memrun-r/001-a", {41, 43});
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].pid, 43);
+}
+
 TEST(Report, LogTail) {
   std::string path = tmp() + "/memrun-tail-" + std::to_string(::getpid());
   std::ofstream(path) << "1\n2\n3\n4\n";

@@ -170,34 +170,89 @@ TEST_F(Systemd, SigtermToMemrunCleansUpTheScope) {
 }
 
 TEST_F(Systemd, ATestCannotEscapeThroughTheUsersServiceManager) {
-  // The user's manager would start a scope or a service of its own,
-  // outside the test's group and limit. Tests get no route to its bus.
+  // A manager starts a scope or a service of its own, outside the test's
+  // group and limit; a service is not even the test's descendant. Tests get
+  // no route to a manager: not by the variables (not inherited), not by the
+  // well-known paths (covered in the test's mount namespace; as a user, in
+  // a user namespace of its own), as the user and as root.
   ensure_user("memrun-user", 1500);
-  std::string yaml =
+  const std::string bus =
+      "XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus";
+  const std::string user_yaml =
       "tests:\n"
       "  - {name: scope, memory: 64MiB, run: 'systemd-run --user --scope -q {W} --touch 200MiB'}\n"
-      "  - {name: service, memory: 64MiB, run: 'systemd-run --user --unit=escaped-$$ sleep 600'}\n";
-  auto run = run_spec_with(dir, yaml, as_user("memrun-user", 1500));
-  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  for (const char* name : {"scope", "service"}) EXPECT_FALSE(test_named(run, name)["passed"]) << name << run.out;
-  auto units = run_program({"sh", "-c", "runuser -u memrun-user -- env XDG_RUNTIME_DIR=/run/user/1500 "
-                                        "systemctl --user list-units --all --no-legend 'escaped-*'"});
-  EXPECT_EQ(units.out, "") << "a test started a unit outside its group";
+      "  - {name: service, memory: 64MiB, run: 'systemd-run --user --unit=escaped-$$ sleep 600'}\n"
+      "  - {name: rebuilt-scope, memory: 64MiB, run: '" + bus + " systemd-run --user --scope -q {W} --touch 200MiB'}\n"
+      "  - {name: rebuilt-service, memory: 64MiB, run: '" + bus + " systemd-run --user --unit=escaped-r$$ sleep 600'}\n"
+      "  - {name: manager, memory: 64MiB, run: 'XDG_RUNTIME_DIR=/run/user/$(id -u) systemctl --user show -p Version'}\n"
+      // Around the cover: unmounted from a namespace of the test's own
+      // (the kernel copies it there locked), or seen through another
+      // process's root (refused across user namespaces).
+      "  - {name: unmounted, memory: 64MiB, run: 'u=$(id -u); unshare -Urm sh -c \"umount /run/user/$u/bus; "
+      "umount /run/user/$u/systemd/private; XDG_RUNTIME_DIR=/run/user/$u systemctl --user show -p Version\"'}\n"
+      "  - {name: through-proc, memory: 64MiB, run: 'for p in /proc/[0-9]*; do [ -S $p/root/run/user/$(id -u)/bus ] "
+      "&& exit 0; done; exit 1'}\n"
+      "  - {name: allowed, memory: 64MiB, service_manager: true, run: 'systemctl --user show -p Version'}\n";
+  const std::string root_yaml =
+      "tests:\n"
+      "  - {name: scope, memory: 64MiB, run: 'systemd-run --scope -q {W} --touch 200MiB'}\n"
+      "  - {name: service, memory: 64MiB, run: 'systemd-run --unit=escaped-$$ sleep 600'}\n"
+      "  - {name: manager, memory: 64MiB, run: 'systemctl show -p Version'}\n"
+      "  - {name: allowed, memory: 64MiB, service_manager: true, run: 'systemctl show -p Version'}\n";
+  for (bool as_root : {false, true}) {
+    SCOPED_TRACE(as_root ? "root" : "user");
+    auto run = as_root ? run_spec(dir, root_yaml) : run_spec_with(dir, user_yaml, as_user("memrun-user", 1500));
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    EXPECT_EQ(run.report["tests"].size(), as_root ? 4u : 8u) << run.out << run.err;
+    // The route is there (the spec asked for it): what the others show is
+    // its absence, not a manager that was never up.
+    EXPECT_TRUE(test_named(run, "allowed")["passed"]) << run.out;
+    for (const auto& t : run.report["tests"]) {
+      if (t["name"] == "allowed") continue;
+      EXPECT_FALSE(t["passed"]) << t["name"] << run.out;
+      // Refused at the door: the manager was never reached, so nothing
+      // was moved or started (an escape found later would say so).
+      EXPECT_EQ(t["escaped_processes"], 0) << t["name"] << run.out;
+    }
+    std::string systemctl = as_root ? "systemctl" : "runuser -u memrun-user -- env XDG_RUNTIME_DIR=/run/user/1500 systemctl --user";
+    auto units = run_program({"sh", "-c", systemctl + " list-units --all --no-legend 'escaped-*' 'run-*.scope'"});
+    EXPECT_EQ(units.out, "") << "a test had the manager start a unit outside its group";
+  }
+  EXPECT_EQ(run_program({"pgrep", "-f", "memrun-workload --touch 200MiB"}).exit_code, 1);
 }
 
-// A test that finds the user's bus by itself (the path is well known) gets
-// the manager to move it into a scope of its own, outside its limit: memrun
-// finds it outside its group while it runs, fails the test, and kills it
-// with the rest. As root, the system's manager does the same for
-// `systemd-run --scope`.
+// Without root, the mount namespace that keeps a test from the manager is
+// also where it gets a /dev/shm of its own: what it writes there is charged
+// to it and goes with it, and the host's is out of its sight.
+TEST_F(Systemd, AUsersTestGetsADevShmOfItsOwn) {
+  ensure_user("memrun-user", 1500);
+  const std::string marker = "/dev/shm/memrun-host-" + std::to_string(::getpid());
+  sh("touch " + marker);
+  const std::string name = "memrun-user-" + std::to_string(::getpid());
+  auto run = run_spec_with(dir,
+                           "tests:\n  - {name: shm, memory: 64MiB, run: '[ ! -e " + marker +
+                               " ] && head -c 40000000 /dev/zero > /dev/shm/" + name + "'}\n",
+                           as_user("memrun-user", 1500));
+  std::filesystem::remove(marker);
+  const auto& t = test_named(run, "shm");
+  EXPECT_TRUE(t["passed"]) << "the test saw the host's /dev/shm, or could not write its own:\n" << run.out << run.err;
+  EXPECT_GE(t["peak_bytes"].get<uint64_t>(), 40000000u) << "the test's shmem was not charged to it";
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name)) << "the test's /dev/shm file outlived it";
+  EXPECT_EQ(t["tmpfs_left_bytes"], 0u) << run.out;
+}
+
+// A test allowed to reach the manager (service_manager: true) that gets it
+// to move it into a scope of its own, outside its limit: memrun finds it
+// outside its group while it runs, fails the test, and kills it with the
+// rest. As root, the system's manager does the same for `systemd-run --scope`.
 TEST_F(Systemd, ATestTheServiceManagerMovedOutOfItsGroupDoesNotPass) {
   ensure_user("memrun-user", 1500);
   const std::string bus =
       "XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus";
-  const std::string moved = "{name: moved, memory: 64MiB, run: '" + bus +
+  const std::string moved = "{name: moved, memory: 64MiB, service_manager: true, run: '" + bus +
                             " systemd-run --user --scope -q {W} --touch 200MiB --hold 3s'}";
   // The same, left running in its scope while the test exits at once.
-  const std::string left = "{name: left, memory: 64MiB, run: '" + bus +
+  const std::string left = "{name: left, memory: 64MiB, service_manager: true, run: '" + bus +
                            " systemd-run --user --scope -q {W} --touch 200MiB --hold 60s & "
                            "for i in $(seq 200); do grep -q /run- /proc/$!/cgroup && break; sleep 0.05; done; exit 0'}";
   struct Case {
@@ -207,7 +262,8 @@ TEST_F(Systemd, ATestTheServiceManagerMovedOutOfItsGroupDoesNotPass) {
   };
   for (const auto& c : std::vector<Case>{
            {"user", "tests:\n  - " + moved + "\n  - " + left + "\n", as_user("memrun-user", 1500), 2},
-           {"root", "tests:\n  - {name: moved, memory: 64MiB, run: 'systemd-run --scope -q {W} --touch 200MiB --hold 3s'}\n",
+           {"root", "tests:\n  - {name: moved, memory: 64MiB, service_manager: true, run: 'systemd-run --scope -q {W} "
+                    "--touch 200MiB --hold 3s'}\n",
             {memrun_bin()}, 1},
        }) {
     SCOPED_TRACE(c.who);
