@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -37,7 +38,8 @@ std::vector<std::string> unix_paths(const std::string& address) {
       if (kv.rfind("path=", 0) != 0) continue;
       std::string path;
       for (size_t i = 5; i < kv.size(); ++i) {
-        if (kv[i] == '%' && i + 2 < kv.size()) {
+        if (kv[i] == '%' && i + 2 < kv.size() && std::isxdigit(static_cast<unsigned char>(kv[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(kv[i + 2]))) {
           path += static_cast<char>(std::stoi(kv.substr(i + 1, 2), nullptr, 16));
           i += 2;
         } else {

@@ -50,7 +50,10 @@ TEST_F(Exec, TheSameFiguresAsTheSameCommandInASpec) {
   auto spec = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 128MiB, min_headroom: 20%}\n");
   ASSERT_EQ(spec.exit_code, 0) << spec.out;
   double a = one.report["tests"][0]["peak_bytes"].get<double>(), b = test_named(spec, "t")["peak_bytes"].get<double>();
-  EXPECT_NEAR(a, b, 2.0 * MiB);
+  // The program's and its libraries' page cache (~9 MiB of files here) is
+  // charged to whichever run faults it in after the host evicted it, as it
+  // may under load (a VM beside the tests): a 2 MiB bound failed once so.
+  EXPECT_NEAR(a, b, 10.0 * MiB);
   EXPECT_GE(a, 40.0 * MiB);
   // Headroom is held to --min-headroom as to a spec's.
   auto tight = exec({"--memory", "48MiB", "--min-headroom", "20%"}, {workload(), "--touch", "40MiB"});

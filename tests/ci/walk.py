@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs a GitHub Actions workflow's jobs the way a hosted runner would, on
+"""Runs a GitHub Actions workflow's jobs the way a hosted runner would (or,
+with --gitlab, a GitLab CI pipeline's: see GitLab below), on
 this machine, as the user that runs it: the jobs in the order of their
 `needs`, each matrix combination in turn, every `run:` step with bash, a
 local composite action's steps (`uses: ./path`) with its inputs filled in.
@@ -12,6 +13,7 @@ names into ARTIFACTS/NAME, `actions/download-artifact` copies them back.
 Any other `uses:` is an error: nothing is skipped unseen.
 
     walk.py WORKFLOW --workspace DIR --artifacts DIR [--event push]
+    walk.py --gitlab .gitlab-ci.yml --workspace DIR --artifacts DIR
 
 Exit 0 when every job that ran passed; each step's output is shown.
 """
@@ -405,6 +407,71 @@ class Walk:
         return all(r in ("success", "skipped") for r in self.results.values())
 
 
+class GitLab:
+    """A GitLab CI pipeline, as a shell or Docker executor runs it: stages
+    in order, a job's `parallel: N` as N jobs with CI_NODE_INDEX and
+    CI_NODE_TOTAL, its `script:` lines in one bash with errexit, artifacts
+    (`paths:` globs) of every earlier job copied into the workspace first."""
+
+    KEYWORDS = {"stages", "variables", "default", "workflow", "include", "image", "services", "cache"}
+
+    def __init__(self, pipeline, workspace, artifacts):
+        self.pipeline = yaml.safe_load(open(pipeline))
+        self.workspace = os.path.abspath(workspace)
+        self.artifacts = os.path.abspath(artifacts)
+
+    def jobs(self):
+        stages = self.stages = self.pipeline.get("stages") or ["build", "test", "deploy"]
+        jobs = [(n, j) for n, j in self.pipeline.items() if n not in self.KEYWORDS and not n.startswith(".")]
+        for name, job in jobs:
+            if job.get("stage", "test") not in stages:
+                raise WalkError(f"job {name}: stage {job.get('stage')} is not in stages:")
+        return sorted(jobs, key=lambda nj: stages.index(nj[1].get("stage", "test")))
+
+    def run(self):
+        results, failed_before = {}, False
+        for name, job in self.jobs():
+            when = job.get("when", "on_success")
+            if failed_before and when != "always":
+                print(f"\n=== job {name}: skipped (an earlier stage failed)")
+                results[name] = "skipped"
+                continue
+            n = int(job.get("parallel", 1))
+            ok = True
+            for index in range(1, n + 1):
+                label = name + (f" {index}/{n}" if n > 1 else "")
+                node = {"CI_NODE_INDEX": str(index), "CI_NODE_TOTAL": str(n)} if n > 1 else {}
+                ok = self.job(label, job, node) and ok
+            results[name] = "success" if ok else "failure"
+            failed_before = failed_before or not ok
+        print("\nwalk: " + ", ".join(f"{n} {r}" for n, r in results.items()))
+        return all(r != "failure" for r in results.values())
+
+    def job(self, label, job, node):
+        print(f"\n=== job {label}", flush=True)
+        # Artifacts of the earlier stages' jobs, as GitLab restores them.
+        stage = job.get("stage", "test")
+        for earlier in self.stages[:self.stages.index(stage)]:
+            if os.path.isdir(os.path.join(self.artifacts, earlier)):
+                shutil.copytree(os.path.join(self.artifacts, earlier), self.workspace, dirs_exist_ok=True)
+        env = dict(os.environ, CI="true", GITLAB_CI="true", CI_PROJECT_DIR=self.workspace, **node)
+        env.update({k: str(v) for k, v in (self.pipeline.get("variables") or {}).items()})
+        env.update({k: str(v) for k, v in (job.get("variables") or {}).items()})
+        script = "\n".join(job.get("script") or [])
+        started = time.monotonic()
+        rc = subprocess.call(["bash", "-eo", "pipefail", "-c", script], cwd=self.workspace, env=env)
+        print(f"=== job {label}: {'success' if rc == 0 else f'failure (exit {rc})'} ({time.monotonic() - started:.1f} s)")
+        art = job.get("artifacts") or {}
+        if rc == 0 or art.get("when") in ("always", "on_failure"):
+            for pattern in art.get("paths") or []:
+                for f in glob.glob(os.path.join(self.workspace, pattern)):
+                    target = os.path.join(self.artifacts, stage, os.path.relpath(f, self.workspace))
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    shutil.copy2(f, target)
+                    print(f"artifact: {os.path.relpath(f, self.workspace)}")
+        return rc == 0
+
+
 def combinations(matrix):
     if not matrix:
         return [{}]
@@ -421,9 +488,13 @@ def main():
     p.add_argument("--workspace", required=True)
     p.add_argument("--artifacts", required=True)
     p.add_argument("--event", default="push")
+    p.add_argument("--gitlab", action="store_true", help="the file is a .gitlab-ci.yml")
     a = p.parse_args()
     try:
-        ok = Walk(a.workflow, a.workspace, a.artifacts, a.event).run()
+        if a.gitlab:
+            ok = GitLab(a.workflow, a.workspace, a.artifacts).run()
+        else:
+            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event).run()
     except WalkError as e:
         print(f"walk: {e}", file=sys.stderr)
         return 2
