@@ -2,12 +2,14 @@
 # Set-up for a fresh Debian 12 machine. Two commands:
 #   ./setup.sh run    install, build, and run the main job
 #   ./setup.sh test   install, build, and run every test (host and VMs)
-# and, for CI jobs: ./setup.sh build (the binary only, e.g. to merge
-# reports), ./setup.sh specs (the binary and what the example specs run:
-# Node.js and DuckDB) and ./setup.sh install (built, then installed in
-# /usr/local with cmake --install: memrun on PATH, its man page and CMake
-# package; what the GitHub Action does without a release). As root it installs packages itself; as another user
-# (a hosted CI runner's, with passwordless sudo) through sudo, and says so.
+# and, for CI jobs (none compiles the test suite): ./setup.sh build (memrun
+# only, e.g. to merge reports), ./setup.sh specs (memrun and what the
+# example specs run: the workload binary, Node.js and DuckDB) and
+# ./setup.sh install (memrun built, then installed in /usr/local with cmake
+# --install: memrun on PATH, its man page and CMake package; what the GitHub
+# Action does without a release). As root it installs packages itself; as
+# another user (a hosted CI runner's, with passwordless sudo) through sudo,
+# and says so.
 set -euo pipefail
 cd "$(dirname "$0")"
 
