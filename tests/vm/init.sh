@@ -25,6 +25,15 @@ if [ -n "$SCRATCH" ]; then
   mkdir -p "/newroot$SCRATCH"
   mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,msize=512000 scratch "/newroot$SCRATCH" || fail "scratch"
 fi
+# The VMs' unprivileged users (tests run as a plain user, the CI walk's
+# runner) must reach the checkout where a host folder above it is 0700
+# (/root, mktemp -d): 9p shows the host's modes, so each such folder gets
+# o+x in the VM's overlay (a copy-up: the host's folder is not touched).
+d=$CHECKOUT
+while [ -n "$d" ] && [ "$d" != / ]; do
+  case $(stat -c %A "/newroot$d") in *x|*t) ;; *) chmod o+x "/newroot$d" || fail "chmod $d" ;; esac
+  d=${d%/*}
+done
 cp /command.sh /newroot/memrun-vm-command.sh
 for s in 1 2 3; do stty -F /dev/ttyS$s raw -echo 2>/dev/null; done
 
