@@ -251,6 +251,9 @@ const std::vector<CgroupMount>& seal_mounts(const std::string& fstype);
 
 /// What doctor says of sealing, for a backend that does (or does not) seal.
 std::string sealed_sentence(bool sealing);
+/// Whether libsystemd, which the systemd backend loads when it is used,
+/// can be loaded here; if not, why and what to install.
+std::string libsystemd_sentence();
 
 /// Seals the calling process in its current cgroups, for a test's child
 /// before exec (in a mount namespace of its own, a slave of the host's): a

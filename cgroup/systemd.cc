@@ -19,7 +19,6 @@
 //   leaves no unit behind, whether it exits or is killed.
 // - JobRemoved may arrive before the reply to StartTransientUnit, so every
 //   removed job is recorded and the one of our job looked up after.
-#include <systemd/sd-bus.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,11 +30,15 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 #include "cgroup/fs.h"
+#include "cgroup/libsystemd.h"
 
 namespace memrun::cgroup {
 namespace {
 
 bool root() { return ::geteuid() == 0; }
+
+// libsystemd's functions; called only after connect_manager found them.
+const SdBus& sd() { return *sd_bus_library(nullptr); }
 
 std::string runtime_dir() {
   const char* x = std::getenv("XDG_RUNTIME_DIR");
@@ -65,12 +68,13 @@ std::string delegate_fix() {
 // Connects to the manager: the bus first, then its private socket (which
 // works without a D-Bus daemon, as systemctl does).
 sd_bus* connect_manager(std::string* why) {
+  if (!sd_bus_library(why)) return nullptr;
   sd_bus* bus = nullptr;
-  int r = root() ? sd_bus_open_system(&bus) : sd_bus_open_user(&bus);
+  int r = root() ? sd().open_system(&bus) : sd().open_user(&bus);
   if (r >= 0) return bus;
   std::string address = "unix:path=" + (root() ? std::string("/run/systemd") : runtime_dir() + "/systemd") + "/private";
-  if (sd_bus_new(&bus) >= 0 && sd_bus_set_address(bus, address.c_str()) >= 0 && sd_bus_start(bus) >= 0) return bus;
-  sd_bus_unref(bus);
+  if (sd().new_bus(&bus) >= 0 && sd().set_address(bus, address.c_str()) >= 0 && sd().start(bus) >= 0) return bus;
+  sd().unref(bus);
   *why = std::string("cannot reach the systemd ") + (root() ? "system" : "user") + " manager (" +
          std::strerror(-r) + ")";
   // The usual cause without root is the environment, not lingering.
@@ -104,7 +108,7 @@ struct Jobs {
 int on_job_removed(sd_bus_message* m, void* userdata, sd_bus_error*) {
   uint32_t id;
   const char *path, *unit, *result;
-  if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) >= 0)
+  if (sd().message_read(m, "uoss", &id, &path, &unit, &result) >= 0)
     static_cast<Jobs*>(userdata)->removed[path] = result;
   return 0;
 }
@@ -137,43 +141,43 @@ class SystemdBackend : public Backend {
     Jobs jobs;
     sd_bus_slot* slot = nullptr;
     sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_match_signal(bus_, &slot, nullptr, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+    sd().match_signal(bus_, &slot, nullptr, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
                         "JobRemoved", on_job_removed, &jobs);
-    sd_bus_call_method(bus_, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+    sd().call_method(bus_, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                        "org.freedesktop.systemd1.Manager", "Subscribe", &error, nullptr, "");
-    sd_bus_error_free(&error);
+    sd().error_free(&error);
 
     sd_bus_message *m = nullptr, *reply = nullptr;
-    int r = sd_bus_message_new_method_call(bus_, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+    int r = sd().message_new_method_call(bus_, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                            "org.freedesktop.systemd1.Manager", "StartTransientUnit");
     std::string description = "memrun run " + run_name;
-    if (r >= 0) r = sd_bus_message_append(m, "ss", unit_.c_str(), "fail");
-    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(sv)");
-    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Description", "s", description.c_str());
-    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "PIDs", "au", 1, static_cast<uint32_t>(::getpid()));
-    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Delegate", "b", 1);
-    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "OOMPolicy", "s", "continue");
-    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "CollectMode", "s", "inactive-or-failed");
-    if (r >= 0) r = sd_bus_message_close_container(m);
-    if (r >= 0) r = sd_bus_message_append(m, "a(sa(sv))", 0);
-    if (r >= 0) r = sd_bus_call(bus_, m, 0, &error, &reply);
-    sd_bus_message_unref(m);
+    if (r >= 0) r = sd().message_append(m, "ss", unit_.c_str(), "fail");
+    if (r >= 0) r = sd().message_open_container(m, 'a', "(sv)");
+    if (r >= 0) r = sd().message_append(m, "(sv)", "Description", "s", description.c_str());
+    if (r >= 0) r = sd().message_append(m, "(sv)", "PIDs", "au", 1, static_cast<uint32_t>(::getpid()));
+    if (r >= 0) r = sd().message_append(m, "(sv)", "Delegate", "b", 1);
+    if (r >= 0) r = sd().message_append(m, "(sv)", "OOMPolicy", "s", "continue");
+    if (r >= 0) r = sd().message_append(m, "(sv)", "CollectMode", "s", "inactive-or-failed");
+    if (r >= 0) r = sd().message_close_container(m);
+    if (r >= 0) r = sd().message_append(m, "a(sa(sv))", 0);
+    if (r >= 0) r = sd().call(bus_, m, 0, &error, &reply);
+    sd().message_unref(m);
     if (r < 0) {
       std::string msg = bus_error(error, r);
-      sd_bus_error_free(&error);
-      sd_bus_slot_unref(slot);
+      sd().error_free(&error);
+      sd().slot_unref(slot);
       throw Failure(Failure::Kind::cannot_enforce, "systemd refused the scope " + unit_ + ": " + msg);
     }
     const char* job = nullptr;
-    sd_bus_message_read(reply, "o", &job);
+    sd().message_read(reply, "o", &job);
     std::string job_path = job ? job : "";
-    sd_bus_message_unref(reply);
+    sd().message_unref(reply);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (!jobs.removed.count(job_path) && std::chrono::steady_clock::now() < deadline) {
-      if (sd_bus_process(bus_, nullptr) > 0) continue;
-      sd_bus_wait(bus_, 100000);
+      if (sd().process(bus_, nullptr) > 0) continue;
+      sd().wait(bus_, 100000);
     }
-    sd_bus_slot_unref(slot);
+    sd().slot_unref(slot);
     auto it = jobs.removed.find(job_path);
     if (it == jobs.removed.end() || it->second != "done")
       throw Failure(Failure::Kind::cannot_enforce, "systemd did not start the scope " + unit_ + ": " +
@@ -182,7 +186,7 @@ class SystemdBackend : public Backend {
 
   ~SystemdBackend() override {
     v2_.reset();
-    sd_bus_flush_close_unref(bus_);
+    if (bus_) sd().flush_close_unref(bus_);
   }
 
   std::string name() const override { return "systemd"; }
@@ -215,6 +219,11 @@ Verdict check_systemd() {
     return v;
   }
   std::string why;
+  if (!sd_bus_library(&why)) {
+    v.problem = why;
+    v.fix = "install systemd's library (apt-get install libsystemd0)";
+    return v;
+  }
   sd_bus* bus = connect_manager(&why);
   if (!bus) {
     v.problem = why;
@@ -223,7 +232,7 @@ Verdict check_systemd() {
                          std::to_string(::getuid());
     return v;
   }
-  sd_bus_flush_close_unref(bus);
+  sd().flush_close_unref(bus);
   auto delegated = fs::read_file(manager_cgroup() + "/cgroup.controllers");
   if (delegated && delegated->find("memory") == std::string::npos) {
     v.problem = "the memory controller is not delegated to the " + std::string(root() ? "system" : "user") +

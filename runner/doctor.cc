@@ -46,6 +46,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     if (auto it = h.v1_self.find(c); it != h.v1_self.end()) row(std::string("cgroup v1 ") + c, it->second);
   row("PID 1", h.systemd_pid1 ? "systemd" : "not systemd");
   row("service manager", shield_sentence());
+  row("libsystemd", cgroup::libsystemd_sentence());
   row("swap", has_swap() ? "active (memrun sets swap limits to the spec's swap, default 0)" : "none");
 
   cgroup::Verdict v = cgroup::check(options);
