@@ -59,14 +59,16 @@ TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
     auto got = outcomes(run);
     // Every case the binary lists, typed and parameterized ones under
-    // their real names; the DISABLED_ one skipped as GoogleTest skips it.
+    // their real names; the DISABLED_ one never run, counted as disabled.
     std::set<std::string> names;
     for (const auto& [name, outcome] : got) names.insert(name);
     EXPECT_EQ(names, (std::set<std::string>{"engine/Small.Fits", "engine/Big.LoadsEverything",
                                             "engine/Child.HoldsMemoryInAChild", "engine/Sizes/Touch.Mib/0",
                                             "engine/Sizes/Touch.Mib/1", "engine/Typed/0.Works",
-                                            "engine/Typed/1.Works"}))
+                                            "engine/Typed/1.Works", "engine/Small.DISABLED_NeverRuns"}))
         << run.out;
+    EXPECT_TRUE(test_named(run, "engine/Small.DISABLED_NeverRuns")["disabled"]);
+    EXPECT_EQ(run.report["summary"]["disabled"], 1);
     // The OOM-killed case is named exactly, and nobody else was touched.
     const auto& big = test_named(run, "engine/Big.LoadsEverything");
     EXPECT_EQ(big["outcome"], "oom") << big;
@@ -74,7 +76,7 @@ TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
     EXPECT_EQ(big["oom_kills"], 1) << big;
     EXPECT_EQ(big["limit_bytes"], 64u << 20);
     for (const auto& [name, outcome] : got) {
-      if (name == "engine/Big.LoadsEverything") continue;
+      if (name == "engine/Big.LoadsEverything" || name == "engine/Small.DISABLED_NeverRuns") continue;
       EXPECT_EQ(outcome, "pass") << name << "\n" << run.out;
     }
     EXPECT_EQ(test_named(run, "engine/Sizes/Touch.Mib/1")["limit_bytes"], 48u << 20);
