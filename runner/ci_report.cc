@@ -182,12 +182,19 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
     tally.add(v);
+    if (v.outcome == Outcome::skipped && v.passed) {  // no run, no figures
+      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(t.test.name),
+                         v.disabled ? "disabled" : "skipped");
+      return;
+    }
     out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
                        markdown_literal(t.test.name), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
                        format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
   });
-  out += fmt::format("\n**memrun**: {} passed, {} failed ({} backend, kernel {})\n", tally.passed, tally.failed(),
-                     info.backend, info.kernel);
+  std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
+  if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
+  out += fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
+                     skipped, info.backend, info.kernel);
   return out;
 }
 
