@@ -228,12 +228,14 @@ TEST_F(Suites, PytestCasesGetPytestsOwnVerdictsWithEveryArgumentOfTheSuite) {
   if (auto why = pytest_missing(); !why.empty())
     GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
   // Below the rootdir (pytest.ini is one folder up), with a -p plugin, -W
-  // error, an -o ini value and doctests; and beside it, with --runxfail.
+  // error, an -o ini value and doctests; and beside it, with --runxfail,
+  // -c, --rootdir and --import-mode.
   std::string below = kProject + "/tests", beside = std::string(SOURCE_DIR) + "/tests/suites/pytest";
   std::vector<std::string> args = {"-p", "project_plugin", "-W", "error", "-o", "python_files=test_*.py check_*.py",
                                    "--doctest-modules", "../pkg", "."};
   std::vector<std::string> runxfail = {"--runxfail", "-o", "python_files=test_*.py check_*.py",
-                                       "../pytest-project/tests"};
+                                       "-c", "../pytest-project/pytest.ini", "--rootdir", "../pytest-project",
+                                       "--import-mode=importlib", "../pytest-project/tests"};
   auto suite = [&](const std::string& name, const std::vector<std::string>& a, const std::string& cwd) {
     return "  - name: " + name + "\n    pytest: " + yaml_list(a) + "\n    cwd: " + cwd + "\n    python: " + kPython +
            "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n";
