@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <fnmatch.h>
 #include <re2/re2.h>
 
@@ -25,6 +26,7 @@
 #include "runner/shield.h"
 #include "runner/spec.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 extern char** environ;
 
@@ -383,6 +385,22 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
   return cases;
 }
 
+std::string usable_name(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    auto c = static_cast<unsigned char>(name[i]);
+    size_t len = utf8_length(name, i);
+    if (len == 0 || c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+      i += 1;
+    } else {
+      out.append(name, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) {
   std::vector<Case> cases;
   switch (source.kind) {
@@ -390,6 +408,10 @@ std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) 
     case SuiteSource::ctest: cases = ctest_cases(source, backend); break;
     case SuiteSource::pytest: cases = pytest_cases(source, backend); break;
   }
+  // A name that is no UTF-8 text, or holds control characters, cannot be
+  // written to a report, JUnit or a terminal as it is: the case runs under
+  // its name with those bytes as \xNN (its command keeps the real name).
+  for (auto& c : cases) c.name = usable_name(c.name);
   if (std::all_of(cases.begin(), cases.end(), [](const Case& c) { return c.disabled; }))
     throw Error(kExitUsage, "suite '" + source.suite + "' has no cases to run (all disabled, excluded, or none found)");
   return cases;

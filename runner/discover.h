@@ -115,6 +115,11 @@ std::vector<GtestName> parse_gtest_list(const std::string& text);
 /// cannot find not runnable). Throws Error when it is not that JSON.
 std::vector<Case> parse_ctest_json(const std::string& text);
 
+/// `name` with every byte that is not UTF-8 text, and every control
+/// character, as \xNN: the name a case runs under when its tool's name
+/// cannot be written as it is (a report, JUnit, a terminal).
+std::string usable_name(const std::string& name);
+
 /// The pytest plugin memrun ships (runner/memrun_pytest.py), embedded.
 const std::string& pytest_plugin();
 

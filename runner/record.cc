@@ -67,7 +67,8 @@ std::string log_head(const std::string& path, size_t limit) {
 // Matches a suite's case's output against its tool's expressions, as ctest
 // matches a test's output (stdout and stderr, here one after the other).
 // RE2: linear in the output, never a stall; an expression RE2 cannot take
-// matches nothing.
+// matches nothing. Byte by byte (Latin-1), as ctest's own expressions
+// match: output and names need not be UTF-8.
 void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) {
   if (!rules.reads_output() || o.ending != Ending::exited) return;
   // The logs are capped (--max-log, 64 MiB); this bound only keeps memrun's own
@@ -77,6 +78,7 @@ void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) 
   text += log_head(p.stderr_path, kMaxMatched);
   RE2::Options options;
   options.set_log_errors(false);
+  options.set_encoding(RE2::Options::EncodingLatin1);
   auto any = [&](const std::vector<std::string>& list) {
     for (const auto& e : list) {
       RE2 re(e, options);

@@ -256,6 +256,12 @@ TEST(Suites, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
   EXPECT_THROW(parse_ctest_json("not json"), Error);
 }
 
+TEST(Suites, ANameThatIsNoTextIsEscaped) {
+  EXPECT_EQ(usable_name("Suite.Case/1"), "Suite.Case/1");
+  EXPECT_EQ(usable_name("tests/t.py::test[\xc3\xa9 x]"), "tests/t.py::test[\xc3\xa9 x]");
+  EXPECT_EQ(usable_name("A.B\033[31m\xff\r"), "A.B\\x1b[31m\\xff\\x0d");
+}
+
 // A spec with one suite whose tool "lists" `cases`.
 Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
   return parse_spec(yaml, "spec.yaml", "/project/specs", [&](const SuiteSource& s) {

@@ -421,6 +421,26 @@ TEST_F(Suites, GoogletestsOwnProgramsGetTheirOwnVerdictsCaseByCase) {
   for (const auto& t : excluded.report["tests"]) EXPECT_EQ(t["name"].get<std::string>().find("MixedUp"), std::string::npos);
 }
 
+TEST_F(Suites, ANameThatIsNoTextRunsUnderAnEscapedName) {
+  // A "GoogleTest binary" listing names with an ESC and a byte that is no
+  // UTF-8: each case runs (under its real name) and is reported as
+  // NAME\xNN; the report and JUnit stay readable.
+  std::string lister = dir.write("odd.sh",
+                                 "#!/bin/sh\ncase \"$1\" in\n"
+                                 "--gtest_list_tests) printf 'Odd.\\n  Esc\\033Name\\n  Bad\\377Byte\\n  Fine\\n';;\n"
+                                 "--gtest_filter=*) printf '[       OK ] %s (0 ms)\\n' \"${1#--gtest_filter=}\";;\n"
+                                 "esac\n");
+  ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
+  auto run = run_spec(dir, "suites:\n  - {name: odd, gtest: odd.sh, memory: 64MiB}\n",
+                      {"--junit", dir.path() + "/junit.xml"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(memrun_verdicts(run, "odd"), (Verdicts{{"Odd.Esc\\x1bName", "pass"}, {"Odd.Bad\\xffByte", "pass"},
+                                                  {"Odd.Fine", "pass"}}))
+      << run.out;
+  EXPECT_EQ(run.out.find('\033'), std::string::npos);
+  EXPECT_EQ(run_program({"xmllint", "--noout", dir.path() + "/junit.xml"}).exit_code, 0);
+}
+
 TEST_F(Suites, ABadSuiteIsAClearErrorBeforeAnythingRuns) {
   struct Case {
     std::string yaml, message;
