@@ -271,6 +271,12 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
                                 missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   std::vector<Case> cases;
   std::vector<std::string> options = s.args;
+  // The plugin ends its answer with the options line: without it, what ran
+  // was not a Python with pytest (python: /bin/true).
+  if (l.cases.find("{\"options\"") == std::string::npos)
+    throw Error(kExitUsage, "suite '" + s.suite + "': " + s.python + " ran memrun's pytest plugin, which never answered: " +
+                                "is " + s.python + " a Python interpreter with pytest? (the suite's `python:`)" +
+                                tail(l.out + l.err));
   std::istringstream lines(l.cases);
   for (std::string line; std::getline(lines, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
