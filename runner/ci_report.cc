@@ -120,7 +120,7 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
   pugi::xml_document doc;
   auto suites = junit_root(doc, "memrun");
   std::map<std::string, pugi::xml_node> suite_of;
-  size_t tests = 0, failures = 0, errors = 0;
+  size_t tests = 0, failures = 0, errors = 0, skipped = 0, disabled = 0;
   double total_time = 0;
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
@@ -135,7 +135,11 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
     c.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
     auto props = c.append_child("properties");
     for (const auto& [name, value] : junit_properties(t)) add_property(props, name.c_str(), value);
-    if (!v.passed) {
+    if (v.outcome == Outcome::skipped && v.passed) {
+      ++skipped;
+      disabled += v.disabled;
+      c.append_child("skipped").append_attribute("message") = v.reason.c_str();
+    } else if (!v.passed) {
       bool error = is_error(t);
       (error ? errors : failures)++;
       auto f = c.append_child(error ? "error" : "failure");
@@ -146,23 +150,28 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
     if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
   });
   for (auto s : suites.children("testsuite")) {
-    size_t n = 0, f = 0, e = 0;
+    size_t n = 0, f = 0, e = 0, k = 0, d = 0;
     double time = 0;
     for (auto c : s.children("testcase")) {
       ++n;
       f += !c.child("failure").empty();
       e += !c.child("error").empty();
+      k += !c.child("skipped").empty();
+      d += std::string(c.child("skipped").attribute("message").as_string()).rfind("disabled:", 0) == 0;
       time += c.attribute("time").as_double();
     }
     s.append_attribute("tests") = n;
     s.append_attribute("failures") = f;
     s.append_attribute("errors") = e;
-    s.append_attribute("skipped") = 0;
+    s.append_attribute("skipped") = k;
+    s.append_attribute("disabled") = d;
     s.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
   }
   suites.append_attribute("tests") = tests;
   suites.append_attribute("failures") = failures;
   suites.append_attribute("errors") = errors;
+  suites.append_attribute("skipped") = skipped;
+  suites.append_attribute("disabled") = disabled;
   suites.append_attribute("time") = fmt::format("{:.3f}", total_time).c_str();
   return xml_text(doc);
 }
@@ -173,12 +182,19 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
     tally.add(v);
+    if (v.outcome == Outcome::skipped && v.passed) {  // no run, no figures
+      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(t.test.name),
+                         v.disabled ? "disabled" : "skipped");
+      return;
+    }
     out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
                        markdown_literal(t.test.name), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
                        format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
   });
-  out += fmt::format("\n**memrun**: {} passed, {} failed ({} backend, kernel {})\n", tally.passed, tally.failed(),
-                     info.backend, info.kernel);
+  std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
+  if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
+  out += fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
+                     skipped, info.backend, info.kernel);
   return out;
 }
 

@@ -8,17 +8,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fnmatch.h>
+#include <re2/re2.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cgroup/error.h"
+#include "runner/command.h"
 #include "runner/error.h"
 #include "runner/launch.h"
 #include "runner/shield.h"
 #include "runner/spec.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 extern char** environ;
 
@@ -149,6 +157,33 @@ std::string how_it_ended(int status) {
   return "exited with " + std::to_string(WEXITSTATUS(status));
 }
 
+// A line of GoogleTest's own output about the case named `name`, as
+// `--gtest_filter=NAME` prints it: "[       OK ] NAME (3 ms)" (no time with
+// --gtest_print_time=0), "[  FAILED  ] NAME, where GetParam() = 4 (0 ms)".
+std::string gtest_line(const char* tag, const std::string& name) {
+  return "(?m)^\\[" + RE2::QuoteMeta(tag) + "\\] " + RE2::QuoteMeta(name) + "(,| \\(|$)";
+}
+
+// A word of a command for a POSIX shell: as it is when nothing in it is
+// special, else quoted.
+std::string shell_word(const std::string& word) {
+  bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                       "0123456789_@%+=:,./-") == std::string::npos;
+  return plain ? word : shell_quote(word);
+}
+
+std::string shell_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_word(a);
+  return out;
+}
+
+bool excluded(const SuiteSource& s, const std::string& name) {
+  for (const auto& glob : s.exclude)
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
 std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (::access(s.path.c_str(), X_OK) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': gtest: " + s.path +
@@ -158,9 +193,35 @@ std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
     throw Error(kExitUsage, "suite '" + s.suite + "': " + s.path + " --gtest_list_tests " + how_it_ended(l.status) +
                                 "; is it a GoogleTest binary?" + tail(l.out + l.err));
+  auto names = parse_gtest_list(l.out);
+  std::map<std::string, int> count, seen;
+  for (const auto& n : names) count[n.name] += !n.disabled;
   std::vector<Case> cases;
-  for (const auto& name : parse_gtest_list(l.out))
-    cases.push_back({name, {s.path, "--gtest_filter=" + name}, s.path + " --gtest_filter=" + name, "", {}, {}});
+  for (const auto& n : names) {
+    Case c{n.name, {s.path, "--gtest_filter=" + n.name}, "", "", {}, {}};
+    c.disabled = n.disabled;
+    // A name GoogleTest lists twice (two fixtures of one name, which it
+    // fails on purpose) selects both: the sharding variables pick the k-th
+    // of those the filter selects, so each runs alone, the second and
+    // later under "NAME#k".
+    if (!n.disabled && count[n.name] > 1) {
+      int k = seen[n.name]++;
+      if (k > 0) c.name += "#" + std::to_string(k + 1);
+      c.env = {{"GTEST_TOTAL_SHARDS", std::to_string(count[n.name])}, {"GTEST_SHARD_INDEX", std::to_string(k)}};
+    }
+    if (excluded(s, c.name)) continue;
+    std::string env;
+    for (const auto& [k, v] : c.env) env += k + "=" + v + " ";
+    c.command = env + shell_line(c.argv);
+    // GoogleTest's own word on the case, as its per-case results say it: a
+    // failure outside every test (an environment's, an ad hoc one) makes
+    // the program exit 1 but fails no case.
+    c.rules.tool = "GoogleTest";
+    c.rules.pass_regex = {gtest_line("       OK ", n.name)};
+    c.rules.fail_regex = {gtest_line("  FAILED  ", n.name)};
+    c.rules.skip_regex = {gtest_line("  SKIPPED ", n.name)};
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 
@@ -174,9 +235,26 @@ std::vector<Case> ctest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     throw Error(kExitUsage, "suite '" + s.suite + "': ctest --show-only=json-v1 " + how_it_ended(l.status) +
                                 tail(l.out + l.err));
   auto cases = parse_ctest_json(l.out);
-  for (auto& c : cases)
+  std::vector<Case> kept;
+  for (auto& c : cases) {
     if (c.cwd.empty()) c.cwd = s.path;  // ctest runs a test in its build folder
-  return cases;
+    if (!excluded(s, c.name)) kept.push_back(std::move(c));
+  }
+  return kept;
+}
+
+// What a failed listing's "No module named 'X'" means: pytest itself is
+// missing, or a module the tests or a plugin import.
+std::string missing_module_hint(const SuiteSource& s, const std::string& err) {
+  const std::string marker = "No module named '";
+  auto at = err.rfind(marker);
+  if (at == std::string::npos) return "; pytest says why above (a collection error, a bad argument)";
+  auto end = err.find('\'', at + marker.size());
+  std::string module = err.substr(at + marker.size(), end == std::string::npos ? 0 : end - at - marker.size());
+  if (module == "pytest" || module.rfind("pytest.", 0) == 0 || module == "_pytest")
+    return "; pytest is not installed for " + s.python + " (the suite's `python:` names the interpreter that has it)";
+  return "; " + s.python + " cannot import the module '" + module +
+         "' (a dependency of the tests, a conftest or a -p plugin): install it for " + s.python;
 }
 
 std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
@@ -188,25 +266,47 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5)
     throw Error(kExitUsage, "suite '" + s.suite + "': pytest collected no tests (" + what +
                                 "); check its paths and -m/-k selection" + tail(l.out + l.err));
-  if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0) {
-    std::string hint = l.err.find("No module named") != std::string::npos
-                           ? "; is pytest installed for " + s.python + "? (the suite's `python:` names another)"
-                           : "; pytest says why above (a collection error, a bad argument)";
-    throw Error(kExitUsage, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) + hint +
-                                tail(l.out + l.err));
-  }
+  if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
+    throw Error(kExitUsage, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
+                                missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   std::vector<Case> cases;
+  std::vector<std::string> options = s.args;
+  // The plugin ends its answer with the options line: without it, what ran
+  // was not a Python with pytest (python: /bin/true).
+  if (l.cases.find("{\"options\"") == std::string::npos)
+    throw Error(kExitUsage, "suite '" + s.suite + "': " + s.python + " ran memrun's pytest plugin, which never answered: " +
+                                "is " + s.python + " a Python interpreter with pytest? (the suite's `python:`)" +
+                                tail(l.out + l.err));
   std::istringstream lines(l.cases);
   for (std::string line; std::getline(lines, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("options") && j["options"].is_array()) {
+      options = j["options"].get<std::vector<std::string>>();
+      continue;
+    }
     if (j.is_discarded() || !j.contains("nodeid"))
       throw Error(kExitUsage, "suite '" + s.suite + "': memrun's pytest plugin wrote something else: " + line);
     std::string id = j["nodeid"];
     if (j.contains("error"))
       throw Error(kExitUsage, "suite '" + s.suite + "': " + id + ": " + j["error"].get<std::string>());
-    Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, s.python + " -m pytest " + id, "", {}, {}};
+    if (excluded(s, id)) continue;
+    // Every argument of the suite, as pytest alone gets them (its paths
+    // too: they decide the rootdir, ini file and conftests); the plugin
+    // collects only the case.
+    Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, j.value("arg", id), "", {}, {}};
+    c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
     for (const auto& [k, v] : j["memrun"].items()) c.marks[k] = v.get<std::string>();
+    c.rules.tool = "pytest";
+    c.rules.skip_exit_code = kPytestSkipped;
     cases.push_back(std::move(c));
+  }
+  // Shown, and rerun by hand: pytest with the suite's options and the case
+  // as a path from the suite's folder.
+  for (auto& c : cases) {
+    std::vector<std::string> shown = {s.python, "-m", "pytest"};
+    shown.insert(shown.end(), options.begin(), options.end());
+    shown.push_back(c.command);
+    c.command = shell_line(shown);
   }
   return cases;
 }
@@ -217,10 +317,12 @@ bool disabled(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> parse_gtest_list(const std::string& text) {
+std::vector<GtestName> parse_gtest_list(const std::string& text) {
   // Suite lines end in '.', case lines are indented by two spaces; either
   // may end in a comment ("  # GetParam() = 3", "  # TypeParam = int").
-  std::vector<std::string> names;
+  // Anything else (a program that prints failures before its listing) is
+  // no suite: the lines under it are not cases.
+  std::vector<GtestName> names;
   std::string suite;
   bool suite_disabled = false;
   std::istringstream in(text);
@@ -229,13 +331,15 @@ std::vector<std::string> parse_gtest_list(const std::string& text) {
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
     if (line.empty()) continue;
     if (line[0] != ' ') {
-      suite = line;
-      suite_disabled = disabled(suite);
+      bool is_suite = line.back() == '.' && line.find(' ') == std::string::npos;
+      suite = is_suite ? line : "";
+      suite_disabled = is_suite && disabled(suite);
       continue;
     }
-    std::string name = line.substr(line.find_first_not_of(' '));
-    if (suite.empty() || suite_disabled || disabled(name)) continue;
-    names.push_back(suite + name);
+    if (suite.empty() || line.rfind("  ", 0) != 0 || line[2] == ' ') continue;
+    std::string name = line.substr(2);
+    if (name.find(' ') != std::string::npos) continue;
+    names.push_back({suite + name, suite_disabled || disabled(name)});
   }
   return names;
 }
@@ -248,26 +352,59 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
   for (const auto& t : j["tests"]) {
     Case c;
     c.name = t.value("name", "");
+    c.rules.tool = "ctest";
+    // ctest lists a test whose executable it cannot find without a
+    // command, runs the others, and reports it "Not Run" (a failure).
     if (!t.contains("command") || !t["command"].is_array() || t["command"].empty())
-      throw Error(kExitUsage, "ctest test '" + c.name + "' has no command (its executable was not built?)");
-    for (const auto& a : t["command"]) c.argv.push_back(a.get<std::string>());
-    for (const auto& a : c.argv) c.command += (c.command.empty() ? "" : " ") + a;
-    bool skip = false;
+      c.not_runnable = "not run: ctest finds no executable for it (was its target built?); ctest reports it Not Run";
+    else
+      for (const auto& a : t["command"]) c.argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+    c.command = shell_line(c.argv);
+    auto strings = [](const nlohmann::json& v) {
+      std::vector<std::string> out;
+      if (v.is_string()) out.push_back(v.get<std::string>());
+      if (v.is_array())
+        for (const auto& e : v)
+          if (e.is_string()) out.push_back(e.get<std::string>());
+      return out;
+    };
     for (const auto& p : t.value("properties", nlohmann::json::array())) {
       std::string key = p.value("name", "");
+      if (!p.contains("value")) continue;
       const auto& v = p["value"];
       if (key == "WORKING_DIRECTORY" && v.is_string()) c.cwd = v.get<std::string>();
-      if (key == "DISABLED" && v.is_boolean()) skip = v.get<bool>();
-      if (key == "WILL_FAIL" && v.is_boolean() && v.get<bool>()) c.marks["expect"] = "fail";
-      if (key == "ENVIRONMENT" && v.is_array())
-        for (const auto& kv : v) {
-          std::string s = kv.get<std::string>();
+      if (key == "DISABLED" && v.is_boolean()) c.disabled = v.get<bool>();
+      if (key == "WILL_FAIL" && v.is_boolean()) c.rules.will_fail = v.get<bool>();
+      if (key == "SKIP_RETURN_CODE" && v.is_number_integer()) c.rules.skip_exit_code = v.get<int>();
+      if (key == "PASS_REGULAR_EXPRESSION") c.rules.pass_regex = strings(v);
+      if (key == "FAIL_REGULAR_EXPRESSION") c.rules.fail_regex = strings(v);
+      if (key == "SKIP_REGULAR_EXPRESSION") c.rules.skip_regex = strings(v);
+      // ctest kills a test at TIMEOUT seconds and fails it; 0 is none.
+      if (key == "TIMEOUT" && v.is_number() && v.get<double>() > 0)
+        c.marks["timeout"] = std::to_string(static_cast<long long>(std::ceil(v.get<double>() * 1000))) + "ms";
+      if (key == "ENVIRONMENT")
+        for (const auto& s : strings(v))
           if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
-        }
     }
-    if (!skip) cases.push_back(std::move(c));
+    cases.push_back(std::move(c));
   }
   return cases;
+}
+
+std::string usable_name(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    auto c = static_cast<unsigned char>(name[i]);
+    size_t len = utf8_length(name, i);
+    if (len == 0 || c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+      i += 1;
+    } else {
+      out.append(name, i, len);
+      i += len;
+    }
+  }
+  return out;
 }
 
 std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) {
@@ -277,8 +414,12 @@ std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) 
     case SuiteSource::ctest: cases = ctest_cases(source, backend); break;
     case SuiteSource::pytest: cases = pytest_cases(source, backend); break;
   }
-  if (cases.empty())
-    throw Error(kExitUsage, "suite '" + source.suite + "' has no cases to run (all disabled, or none found)");
+  // A name that is no UTF-8 text, or holds control characters, cannot be
+  // written to a report, JUnit or a terminal as it is: the case runs under
+  // its name with those bytes as \xNN (its command keeps the real name).
+  for (auto& c : cases) c.name = usable_name(c.name);
+  if (std::all_of(cases.begin(), cases.end(), [](const Case& c) { return c.disabled; }))
+    throw Error(kExitUsage, "suite '" + source.suite + "' has no cases to run (all disabled, excluded, or none found)");
   return cases;
 }
 

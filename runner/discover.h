@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,34 @@ struct SuiteSource {
   std::vector<std::string> args;  ///< pytest: its own arguments (paths, -m, -k ...)
   std::string python = "python3"; ///< pytest: the interpreter that has pytest
   std::string cwd;                ///< where the tool runs (absolute)
+  std::vector<std::string> exclude;  ///< globs over case names: cases not run at all
   std::map<std::string, std::string> env;  ///< on top of memrun's environment
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  ///< for listing
   uint64_t memory = 0;            ///< the suite's memory limit; the listing runs under it
   bool service_manager = false;   ///< the listing may reach the service managers (shield.h)
 };
+
+/// How a suite's own tool judges how a case ended, memory aside; memrun's
+/// verdict follows it (verdict.cc). Empty for a test written in `tests:`.
+struct ToolRules {
+  /// An exit with this code is a skip (ctest's SKIP_RETURN_CODE; memrun's
+  /// pytest plugin exits kPytestSkipped for a skipped or xfailed case).
+  std::optional<int> skip_exit_code;
+  /// ctest's PASS_, FAIL_ and SKIP_REGULAR_EXPRESSION, matched against the
+  /// case's output (stdout then stderr); GoogleTest's "[  SKIPPED ] NAME"
+  /// line is a skip_regex.
+  std::vector<std::string> pass_regex, fail_regex, skip_regex;
+  /// ctest's WILL_FAIL: an exit that ctest calls failed passes and the
+  /// other way round (a signal still fails: ctest's "Exception").
+  bool will_fail = false;
+  std::string tool;  ///< "ctest", "pytest", "GoogleTest" for reasons; empty: none
+  bool any() const { return !tool.empty(); }
+  bool reads_output() const { return !pass_regex.empty() || !fail_regex.empty() || !skip_regex.empty(); }
+};
+
+/// The exit code memrun's pytest plugin gives a case pytest skipped or
+/// xfailed (pytest itself exits 0 then): that of automake and meson's skips.
+inline constexpr int kPytestSkipped = 77;
 
 /// One case, ready to run as a test.
 struct Case {
@@ -38,6 +62,13 @@ struct Case {
   /// @pytest.mark.memrun(memory=..., expect=...), ctest's WILL_FAIL
   /// (expect: fail).
   std::map<std::string, std::string> marks;
+  ToolRules rules;                ///< how its tool judges its end
+  /// Why it cannot run, when it cannot (ctest: its executable does not
+  /// exist): reported as not run, alone; the others run.
+  std::string not_runnable;
+  /// Its tool does not run it (GoogleTest's DISABLED_, ctest's DISABLED):
+  /// counted and shown, never run.
+  bool disabled = false;
 };
 
 /// Lists the cases of `source` by running its tool once, in a group of
@@ -68,13 +99,26 @@ class SuiteLister {
   std::unique_ptr<cgroup::Backend> backend_;
 };
 
-/// Parses `--gtest_list_tests` output into full case names, without the
-/// DISABLED_ ones (GoogleTest skips them too). The seam for tests.
-std::vector<std::string> parse_gtest_list(const std::string& text);
+/// A case named by `--gtest_list_tests`.
+struct GtestName {
+  std::string name;       ///< "Suite.Case", "Inst/Suite.Case/3"
+  bool disabled = false;  ///< DISABLED_ in its suite's or its own name: GoogleTest does not run it
+};
 
-/// Parses `ctest --show-only=json-v1` output into cases (DISABLED ones
-/// left out). Throws Error when it is not that JSON.
+/// Parses `--gtest_list_tests` output into full case names, in order (a
+/// name may come twice: GoogleTest lists what it was given). The seam for
+/// tests.
+std::vector<GtestName> parse_gtest_list(const std::string& text);
+
+/// Parses `ctest --show-only=json-v1` output into cases, with ctest's rules
+/// for judging them (DISABLED ones disabled; one whose executable ctest
+/// cannot find not runnable). Throws Error when it is not that JSON.
 std::vector<Case> parse_ctest_json(const std::string& text);
+
+/// `name` with every byte that is not UTF-8 text, and every control
+/// character, as \xNN: the name a case runs under when its tool's name
+/// cannot be written as it is (a report, JUnit, a terminal).
+std::string usable_name(const std::string& name);
 
 /// The pytest plugin memrun ships (runner/memrun_pytest.py), embedded.
 const std::string& pytest_plugin();

@@ -3,9 +3,16 @@ installed and no conftest.py changes:
 
   collect ARGS...  pytest's own collection of ARGS; one JSON line per case
                    goes to the file descriptor $MEMRUN_PYTEST_FD:
-                   {"nodeid": ..., "memrun": {marker keywords}}
-  run NODEID       runs that one case (memrun starts one process per case,
-                   each in a cgroup of its own)
+                   {"nodeid": ..., "memrun": {marker keywords},
+                    "arg": the case as an argument from the current folder},
+                   then {"options": ARGS without their paths}
+  run NODEID ARGS...
+                   runs that one case as pytest ARGS would (memrun starts one
+                   process per case, each in a cgroup of its own): every
+                   option of ARGS applies, and pytest finds its rootdir, ini
+                   file and conftests from ARGS' paths as it would alone;
+                   only the case is collected. A case pytest skipped or
+                   xfailed exits 77 (pytest itself exits 0 then)
 
 Both register the `memrun` marker, so that --strict-markers accepts it:
 
@@ -22,16 +29,55 @@ MARKER = ("memrun(memory=None, memory_high=None, expect=None, min_headroom=None,
           "the memory limit (and expectation) memrun runs this test under")
 
 
+SKIPPED = 77
+
+
+def options_only(config, args):
+    """ARGS without the paths pytest took from them: each positional
+    argument found by parsing ARGS without it (an option's value, such as
+    -m's, is not one)."""
+    paths = list(config.known_args_namespace.file_or_dir or [])
+    out = list(args)
+    for i in reversed(range(len(out))):
+        if out[i] not in paths:
+            continue
+        rest = out[:i] + out[i + 1:]
+        left = list(config._parser.parse_known_args(rest).file_or_dir or [])
+        expected = list(paths)
+        expected.remove(out[i])
+        if left == expected:
+            paths = expected
+            out = rest
+    return out
+
+
 class Plugin:
-    def __init__(self, out=None):
-        self.out = out
+    def __init__(self, out=None, args=(), case=None):
+        self.out, self.args, self.case = out, list(args), case
+        self.outcome = None  # of the case, in run mode
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", MARKER)
+        if self.case is not None:
+            # The case alone, from the rootdir pytest found for ARGS (a node
+            # id is relative to it, not to the current folder).
+            path, sep, rest = self.case.partition("::")
+            config.args = [str(config.rootpath / path) + sep + rest]
+
+    def pytest_runtest_logreport(self, report):
+        # The worst phase wins: a failed setup or teardown is pytest's
+        # "error"; a skip or xfail (wasxfail) in setup or call a skip.
+        if report.failed:
+            self.outcome = "failed"
+        elif report.skipped and self.outcome != "failed":
+            self.outcome = "skipped"
+        elif report.passed and report.when == "call" and self.outcome is None:
+            self.outcome = "passed"
 
     def pytest_collection_finish(self, session):
         if self.out is None:
             return
+        here = session.config.invocation_params.dir
         for item in session.items:
             marks, error = {}, None
             # Closest last, so that a function's marker wins over its class's
@@ -43,10 +89,13 @@ class Plugin:
                     if key not in KEYS:
                         error = f"@pytest.mark.memrun has no keyword '{key}' (it takes {', '.join(KEYS)})"
                     marks[key] = str(value)
-            line = {"nodeid": item.nodeid, "memrun": marks}
+            path, sep, rest = item.nodeid.partition("::")
+            arg = os.path.relpath(session.config.rootpath / path, here) + sep + rest
+            line = {"nodeid": item.nodeid, "memrun": marks, "arg": arg}
             if error:
                 line["error"] = error
             self.out.write(json.dumps(line) + "\n")
+        self.out.write(json.dumps({"options": options_only(session.config, self.args)}) + "\n")
         self.out.flush()
 
 
@@ -54,8 +103,12 @@ def main(argv):
     mode, args = argv[0], argv[1:]
     if mode == "collect":
         out = os.fdopen(int(os.environ["MEMRUN_PYTEST_FD"]), "w")
-        return pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[Plugin(out)])
-    return pytest.main(["-q", "-p", "no:cacheprovider", *args], plugins=[Plugin()])
+        return pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[Plugin(out, args)])
+    plugin = Plugin(case=args[0])
+    code = pytest.main(["-q", "-p", "no:cacheprovider", *args[1:]], plugins=[plugin])
+    if code == 0 and plugin.outcome == "skipped":
+        return SKIPPED
+    return code
 
 
 sys.exit(main(sys.argv[1:]))

@@ -166,7 +166,9 @@ void html_report(const RunInfo& info, const EachRecord& records, const Sink& sin
     std::string name = esc(t.test.name);
     sink(fmt::format("<tr><td class=\"{}\">{}</td><td><a href=\"#t-{}\">{}</a></td><td>{}</td><td class=\"num\">{}"
                      "</td><td class=\"num\">{}</td><td class=\"num\">{} ({:.0f}%)</td><td class=\"num\">{}</td></tr>\n",
-                     v.passed ? "pass" : "fail", v.passed ? "PASS" : "FAIL", name, name, to_string(v.outcome),
+                     v.passed ? "pass" : "fail",
+                     v.outcome == Outcome::skipped && v.passed ? "SKIP" : v.passed ? "PASS" : "FAIL", name, name,
+                     v.disabled ? "disabled" : to_string(v.outcome),
                      format_size(v.peak), format_size(v.limit), format_signed_size(v.headroom),
                      std::round(v.headroom_pct * 100) / 100, format_duration(t.observed.duration_s)));
   });

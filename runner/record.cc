@@ -2,7 +2,12 @@
 // observation (verdict.cc), the tail of its logs when it did not pass.
 #include "runner/record.h"
 
+#include <re2/re2.h>
+
+#include <fstream>
+
 #include "runner/files.h"
+#include "runner/spec.h"
 #include "runner/plan.h"
 #include "runner/utf8.h"
 
@@ -46,7 +51,58 @@ TestIdentity identity_of(const PlannedTest& p) {
   return id;
 }
 
+namespace {
+
+// The first `limit` bytes of a log (none when it was never written).
+std::string log_head(const std::string& path, size_t limit) {
+  std::string text;
+  std::ifstream in(path, std::ios::binary);
+  char chunk[65536];
+  while (text.size() < limit && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  if (text.size() > limit) text.resize(limit);
+  return text;
+}
+
+// Matches a suite's case's output against its tool's expressions, as ctest
+// matches a test's output (stdout and stderr, here one after the other).
+// RE2: linear in the output, never a stall; an expression RE2 cannot take
+// matches nothing. Byte by byte (Latin-1), as ctest's own expressions
+// match: output and names need not be UTF-8.
+void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) {
+  if (!rules.reads_output() || o.ending != Ending::exited) return;
+  // The logs are capped (--max-log, 64 MiB); this bound only keeps memrun's own
+  // memory flat under a run without a cap.
+  constexpr size_t kMaxMatched = 64u << 20;
+  std::string text = log_head(p.stdout_path, kMaxMatched);
+  text += log_head(p.stderr_path, kMaxMatched);
+  RE2::Options options;
+  options.set_log_errors(false);
+  options.set_encoding(RE2::Options::EncodingLatin1);
+  auto any = [&](const std::vector<std::string>& list) {
+    for (const auto& e : list) {
+      RE2 re(e, options);
+      if (re.ok() && RE2::PartialMatch(text, re)) return true;
+    }
+    return false;
+  };
+  o.pass_matched = any(rules.pass_regex);
+  o.fail_matched = any(rules.fail_regex);
+  o.skip_matched = any(rules.skip_regex);
+}
+
+}  // namespace
+
 TestRecord make_record(const PlannedTest& p, Observation observed) {
+  match_output(p.test->rules, p, observed);
+  // An OOM kill within one sample interval: the group's figures, read after
+  // the kill, no longer hold the victim's memory; the kernel's figures at
+  // the kill (its log) do.
+  if (observed.samples == 0 && !observed.oom_victims.empty()) {
+    cgroup::Breakdown& b = observed.at_peak;
+    b.anon = b.file = b.shmem = 0;
+    for (const auto& k : observed.oom_victims) b.anon += k.anon_rss, b.file += k.file_rss, b.shmem += k.shmem_rss;
+  }
   TestRecord r{identity_of(p), {}, decide(*p.test, observed), {}};
   // A lost log does not change the verdict, but the report says so.
   if (!observed.log_error.empty())

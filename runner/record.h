@@ -43,9 +43,10 @@ enum class Outcome {
   thrash,       ///< memrun ended it: its working set did not fit, it only refaulted (see Observation)
   error,        ///< could not start (no cgroup, no executable)
   interrupted,  ///< memrun was interrupted by a signal before it finished
+  skipped,      ///< the suite's own tool skipped it (pytest skip/xfail, GTEST_SKIP, CTest SKIP_*)
 };
 
-/// "pass", "fail", "oom", "timeout", "thrash", "error", "interrupted".
+/// "pass", "fail", "oom", "timeout", "thrash", "error", "interrupted", "skipped".
 const char* to_string(Outcome outcome);
 /// The Outcome named `text`, or nullopt.
 std::optional<Outcome> outcome_named(const std::string& text);
@@ -100,6 +101,9 @@ struct Observation {
   uint64_t stdout_bytes = 0, stderr_bytes = 0, log_discarded_bytes = 0;
   double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
   std::chrono::system_clock::time_point started, ended;
+  /// A suite's case whose tool reads its output (ToolRules): which of the
+  /// pass, fail and skip expressions matched it (stdout, then stderr).
+  bool pass_matched = false, fail_matched = false, skip_matched = false;
   /// The last lines of stderr, then of stdout, of a test that did not pass
   /// (so that outputs made elsewhere, `memrun merge`, can show them).
   std::string log_tail;
@@ -132,6 +136,9 @@ struct Verdict {
   /// did not allow is 0 unless the kernel cannot limit it (no swap
   /// accounting), where it is reported all the same.
   uint64_t swap_peak = 0, swap_at_end = 0;
+  /// Skipped because its tool disables it (GoogleTest's DISABLED_, ctest's
+  /// DISABLED): never started.
+  bool disabled = false;
 };
 
 /// What the spec asked of a test, as the outputs name it (a copy: a record
@@ -194,11 +201,16 @@ struct SetupRecord {
   std::optional<TestRecord> result;
 };
 
-/// Tests passed and failed among some records.
+/// Tests passed, failed and skipped among some records (a skipped test,
+/// disabled ones among them, neither passed nor failed).
 struct Tally {
-  size_t total = 0, passed = 0;
-  size_t failed() const { return total - passed; }
-  void add(const Verdict& v) { ++total, passed += v.passed; }
+  size_t total = 0, passed = 0, skipped = 0, disabled = 0;
+  size_t failed() const { return total - passed - skipped; }
+  void add(const Verdict& v) {
+    ++total;
+    bool skip = v.outcome == Outcome::skipped && v.passed;
+    skipped += skip, disabled += skip && v.disabled, passed += v.passed && !skip;
+  }
 };
 
 }  // namespace memrun

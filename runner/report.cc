@@ -49,10 +49,14 @@ void Console::setup(const SetupRecord& s) const {
 void Console::test(const TestRecord& r) const {
   const Verdict& v = r.verdict;
   const Observation& o = r.observed;
-  std::string verdict = v.passed ? paint("32", "PASS") : paint("1;31", "FAIL");
-  std::string outcome = to_string(v.outcome);
-  if (v.passed && v.outcome != Outcome::pass) outcome += " (expected)";
-  std::string memory = v.outcome == Outcome::error || (v.outcome == Outcome::interrupted && o.duration_s == 0)
+  bool skipped = v.outcome == Outcome::skipped && v.passed;
+  std::string verdict = skipped ? paint("33", "SKIP") : v.passed ? paint("32", "PASS") : paint("1;31", "FAIL");
+  std::string outcome = v.disabled ? "disabled" : to_string(v.outcome);
+  if (v.passed && v.outcome != Outcome::pass && !skipped) outcome += " (expected)";
+  // A skipped case ran no test: its figures (an interpreter's start) are
+  // no measurement.
+  std::string memory = v.outcome == Outcome::error || skipped ||
+                               (v.outcome == Outcome::interrupted && o.duration_s == 0)
                            ? "-"
                            : fmt::format("peak {} / {}", format_size(v.peak), format_size(v.limit));
   // Swap, where the test had any: its peak against what the spec allows.
@@ -83,6 +87,7 @@ void Console::test(const TestRecord& r) const {
                format_size(peaks.back()), v.passed ? "highest" : "first that failed");
   }
   if (!v.passed) details(r);
+  if (skipped && !v.disabled) fmt::print(out_, "      {}\n", one_line(v.reason));
   if (!o.cleanup_error.empty()) fmt::print(out_, "      cleanup: {}\n", one_line(o.cleanup_error));
   if (o.kernel.breakdown.shmem > 0 && v.outcome != Outcome::error)
     fmt::print(out_, "      left {} in files of a shared tmpfs (/run, a tmpfs /tmp; /dev/shm where memrun could not give "
@@ -94,7 +99,16 @@ void Console::details(const TestRecord& r) const {
   const Verdict& v = r.verdict;
   fmt::print(out_, "      {}\n", one_line(v.reason));
   if (v.outcome == Outcome::oom) {
-    fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.observed.at_peak));
+    // Without a sample (a test killed within one interval) the only figures
+    // of the group are read after the kill, when the victim's memory is
+    // gone: the kernel's own, of the victims, say what it held.
+    if (r.observed.samples > 0)
+      fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.observed.at_peak));
+    else
+      fmt::print(out_, "      no sample: it was killed within one sample interval ({}); the kernel's figures{}\n",
+                 format_duration(r.observed.duration_s),
+                 r.observed.oom_victims.empty() ? ": peak " + format_size(v.peak) + " (the kernel log was not readable)"
+                                                : " at the kill:");
     for (const auto& k : r.observed.oom_victims)
       fmt::print(out_, "      the kernel killed {} (pid {}): anon-rss {}, file-rss {}, shmem-rss {}\n", one_line(k.name), k.pid,
                  format_size(k.anon_rss), format_size(k.file_rss), format_size(k.shmem_rss));
@@ -118,6 +132,8 @@ void Console::details(const TestRecord& r) const {
 void Console::summary(const Tally& tally, size_t planned, const std::string& interrupted_by) const {
   size_t not_run = planned - tally.total;
   std::string line = fmt::format("{} passed, {} failed", tally.passed, tally.failed());
+  if (tally.skipped > tally.disabled) line += fmt::format(", {} skipped", tally.skipped - tally.disabled);
+  if (tally.disabled) line += fmt::format(", {} disabled", tally.disabled);
   if (not_run) line += fmt::format(", {} not run (--fail-fast)", not_run);
   fmt::print(out_, "\n{}\n", tally.failed() ? paint("1;31", line) : paint("32", line));
   if (!interrupted_by.empty()) fmt::print(out_, "memrun was interrupted by {}\n", interrupted_by);

@@ -166,7 +166,7 @@ Json head_json(const RunInfo& info, const Tally& tally) {
       {"shard", null_or(info.shard_count == 0, {{"index", info.shard_index}, {"count", info.shard_count}})},
       {"jobs", info.jobs},
       {"memory_budget_bytes", null_or(!info.budget, info.budget.value_or(0))},
-      {"summary", {{"total", tally.total}, {"passed", tally.passed}, {"failed", tally.failed()}}},
+      {"summary", {{"total", tally.total}, {"passed", tally.passed}, {"failed", tally.failed()}, {"skipped", tally.skipped}, {"disabled", tally.disabled}}},
       {"cleanup_error", null_or(info.cleanup_error.empty(), info.cleanup_error)},
   };
   if (!info.merged_from.empty()) head["merged_from"] = info.merged_from;
@@ -266,6 +266,7 @@ Json to_json(const TestRecord& r) {
       {"outcome", to_string(v.outcome)},
       {"expected", t.expected},
       {"passed", v.passed},
+      {"disabled", v.disabled},
       {"reason", v.reason},
       {"requested_limit_bytes", t.requested_limit},
       {"swap_limit_bytes", t.swap_limit},
@@ -340,9 +341,10 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
 
   Verdict& v = r.verdict;
   auto outcome = outcome_named(f.get<std::string>("outcome"));
-  if (!outcome) throw Error(kExitUsage, where + ": field 'outcome' is not one of pass, fail, oom, timeout, error, interrupted");
+  if (!outcome) throw Error(kExitUsage, where + ": field 'outcome' is not one of pass, fail, oom, timeout, thrash, error, interrupted, skipped");
   v.outcome = *outcome;
   v.passed = f.get<bool>("passed");
+  v.disabled = f.get<bool>("disabled", false);
   v.reason = f.get<std::string>("reason");
   v.limit = f.get<uint64_t>("limit_bytes");
   v.peak = f.get<uint64_t>("peak_bytes");

@@ -154,8 +154,16 @@ class Loop {
            bool fail_fast, const Done& done) {
     std::deque<size_t> queue;
     for (size_t i : order) {
-      // A test that can never fit is reported at once, not after the rest.
-      std::string refusal = admission.refusal(tests[i]->test->memory);
+      // A test that can never fit is reported at once, not after the rest;
+      // so is a suite's case its tool would not run (disabled) or cannot
+      // (not runnable).
+      const TestSpec& spec = *tests[i]->test;
+      std::string refusal = spec.disabled || !spec.not_runnable.empty() ? spec.not_runnable
+                                                                        : admission.refusal(spec.memory);
+      if (spec.disabled) {
+        done(i, unstarted(*tests[i], Ending::not_started));
+        continue;
+      }
       if (refusal.empty()) queue.push_back(i);
       else done(i, unstarted(*tests[i], Ending::not_started, refusal));
     }

@@ -31,7 +31,7 @@ const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_hig
                                             "min_headroom", "tags", "pids", "max_increase", "inputs",
                                             "service_manager", "transparent_hugepages"};
 // A suite: its source, and what every case gets unless a rule says otherwise.
-const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases",
+const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases", "exclude",
                                              "memory", "memory_high", "swap", "timeout", "env", "cwd",
                                              "expect", "min_headroom", "tags", "pids", "max_increase",
                                              "inputs", "service_manager", "transparent_hugepages"};
@@ -500,9 +500,13 @@ class Parser {
       fail(node, e.what());
     }
     std::vector<TestSpec> out;
+    std::map<std::string, int> seen;
     for (const auto& c : found) {
       Fields f = suite;
       f.name = source.suite + "/" + c.name;
+      // Two cases of one name (ctest tests of two folders) run apart, the
+      // second as NAME#2.
+      if (int n = ++seen[*f.name]; n > 1) f.name = *f.name + "#" + std::to_string(n);
       f.argv = c.argv;
       f.command = c.command;
       if (!c.cwd.empty()) f.cwd = c.cwd;
@@ -527,6 +531,9 @@ class Parser {
       }
       TestSpec t = finish(node, f);
       t.origin = origin;
+      t.rules = c.rules;
+      t.not_runnable = c.not_runnable;
+      t.disabled = c.disabled;
       out.push_back(std::move(t));
     }
     return out;
@@ -555,6 +562,13 @@ class Parser {
       else if (py.IsSequence())
         for (const auto& a : py) s.args.push_back(expand(a, scalar(a, "pytest", "a string"), suite.env));
       else fail(py, "'pytest' takes pytest's own arguments: a path, or a list such as [tests/memory, -m, memory]");
+    }
+    if (auto ex = node["exclude"]) {
+      auto glob = [&](const YAML::Node& g) { return scalar(g, "exclude", "a glob over case names, e.g. \"Slow.*\""); };
+      if (ex.IsScalar()) s.exclude = {glob(ex)};
+      else if (ex.IsSequence())
+        for (const auto& g : ex) s.exclude.push_back(glob(g));
+      else fail(ex, "'exclude' takes globs over the case names: one, or a list such as [\"Slow.*\", \"*Flaky*\"]");
     }
     if (auto py = node["python"]) {
       if (!node["pytest"]) fail(py, "'python' names the interpreter of a pytest suite; this suite has no 'pytest'");

@@ -89,6 +89,13 @@ struct TestSpec {
   /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
   /// written in `tests:`.
   std::string origin;
+  /// A suite's case: how its own tool judges its end (discover.h).
+  ToolRules rules;
+  /// Why it cannot run (ctest found no executable): reported, never started.
+  std::string not_runnable;
+  /// Its tool does not run it (DISABLED_, ctest's DISABLED): counted as
+  /// disabled, never started.
+  bool disabled = false;
 };
 
 /// A command run once before a spec's tests, e.g. to generate fixtures. It

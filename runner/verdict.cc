@@ -17,13 +17,14 @@ const char* to_string(Outcome outcome) {
     case Outcome::thrash: return "thrash";
     case Outcome::error: return "error";
     case Outcome::interrupted: return "interrupted";
+    case Outcome::skipped: return "skipped";
   }
   return "error";
 }
 
 std::optional<Outcome> outcome_named(const std::string& text) {
   for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::thrash, Outcome::error,
-                    Outcome::interrupted})
+                    Outcome::interrupted, Outcome::skipped})
     if (text == to_string(o)) return o;
   return std::nullopt;
 }
@@ -49,6 +50,32 @@ Outcome outcome_of(const Observation& o) {
   bool went_on = o.exit_code == 0 && o.signal == 0 && !o.kernel.limit_reached;
   if (killed && !went_on) return Outcome::oom;
   return o.exit_code == 0 && o.signal == 0 ? Outcome::pass : Outcome::fail;
+}
+
+// A suite's case that exited, as its own tool judges it (ctest's
+// cmCTestRunTest::EndTest, which the others fit): a signal fails; a
+// required expression missing or a failing one found fails; else the exit
+// code decides, unless a required expression is set. A skip (its exit code
+// or expression) wins over all that; WILL_FAIL then turns pass and fail
+// round. `why` says what decided, when it was not the exit code alone.
+Outcome tool_outcome(const ToolRules& rules, const Observation& o, std::string* why) {
+  if (o.signal) return Outcome::fail;
+  bool required = !rules.pass_regex.empty();
+  if ((rules.skip_exit_code && o.exit_code == *rules.skip_exit_code) || o.skip_matched) {
+    *why = rules.tool + " skipped it" +
+           (o.skip_matched ? " (its output matched the skip expression)" : " (exit " + std::to_string(o.exit_code) + ")");
+    return Outcome::skipped;
+  }
+  bool ok = o.exit_code == 0 || required;
+  if (required && !o.pass_matched) ok = false, *why = rules.tool + ": the pass expression is not in its output";
+  if (o.fail_matched) ok = false, *why = rules.tool + ": the fail expression is in its output";
+  if (required && o.pass_matched && !o.fail_matched && o.exit_code != 0)
+    *why = rules.tool + ": the pass expression is in its output (exit " + std::to_string(o.exit_code) + " aside)";
+  if (rules.will_fail) {
+    ok = !ok;
+    *why = rules.tool + ": WILL_FAIL, and it " + (ok ? "failed" : "passed") + (why->empty() ? "" : " (" + *why + ")");
+  }
+  return ok ? Outcome::pass : Outcome::fail;
 }
 
 // The figures: effective limit, peak, working set and headroom.
@@ -122,6 +149,12 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
   }
 
   const Expectation& e = t.expect;
+  // What the suite's tool skipped is neither a pass nor a failure, whatever
+  // the spec expects.
+  if (r.outcome == Outcome::skipped) {
+    r.passed = true;
+    return;
+  }
   switch (e.kind) {
     case Expectation::pass: r.passed = r.outcome == Outcome::pass; break;
     // A test that must not fit its limit may be OOM-killed, or thrash until
@@ -186,7 +219,8 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
     r.passed = false;
     r.reason = "the test defeated its memory limit: " + defeated + "; its figures do not hold";
   }
-  bool headroom_applies = e.kind == Expectation::pass || e.kind == Expectation::exit_code;
+  bool headroom_applies =
+      (e.kind == Expectation::pass || e.kind == Expectation::exit_code) && r.outcome != Outcome::skipped;
   if (r.passed && headroom_applies && t.min_headroom) {
     // A percentage is of the allowance, as headroom_pct is: the limit, and
     // the swap allowed on top.
@@ -204,7 +238,17 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
 
 Verdict decide(const TestSpec& t, const Observation& o) {
   Verdict r;
+  if (t.disabled) {
+    r.outcome = Outcome::skipped;
+    r.passed = r.disabled = true;
+    r.limit = t.memory;
+    r.reason = "disabled: " + (t.rules.tool.empty() ? std::string("its tool") : t.rules.tool) + " does not run it";
+    return r;
+  }
   r.outcome = outcome_of(o);
+  std::string why;
+  if (r.outcome == Outcome::pass || r.outcome == Outcome::fail)
+    if (t.rules.any() && o.ending == Ending::exited) r.outcome = tool_outcome(t.rules, o, &why);
   if (o.ending == Ending::not_started || o.ending == Ending::not_run) {
     r.limit = t.memory;
     r.reason = o.ending == Ending::not_run ? "not run: memrun was interrupted" : o.start_error;
@@ -212,6 +256,7 @@ Verdict decide(const TestSpec& t, const Observation& o) {
   }
   measure(t, o, r);
   judge(t, o, r);
+  if (!why.empty()) r.reason = r.reason.empty() || r.outcome == Outcome::skipped ? why : r.reason + "; " + why;
   guard(t, o, r);
   return r;
 }

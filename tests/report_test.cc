@@ -444,3 +444,88 @@ TEST(Report, LogTail) {
 
 }  // namespace
 }  // namespace memrun
+
+namespace memrun {
+namespace {
+
+// A suite's case exited with `code` (or `signal`), its output matching as
+// given, under `rules`: the outcome memrun decides.
+Outcome tool_says(const ToolRules& rules, int code, int signal = 0, bool pass = false, bool fail = false,
+                  bool skip = false) {
+  Fixture f;
+  f.spec.tests[0].rules = rules;
+  f.spec.tests[0].min_headroom.reset();
+  Observation o = Fixture::exited(code, 1 << 20);
+  o.signal = signal;
+  o.pass_matched = pass, o.fail_matched = fail, o.skip_matched = skip;
+  return decide(f.spec.tests[0], o).outcome;
+}
+
+TEST(Decide, CtestRulesDecideAsCtestDoes) {
+  ToolRules ctest;
+  ctest.tool = "ctest";
+  EXPECT_EQ(tool_says(ctest, 0), Outcome::pass);
+  EXPECT_EQ(tool_says(ctest, 2), Outcome::fail);
+  ToolRules will_fail = ctest;
+  will_fail.will_fail = true;
+  EXPECT_EQ(tool_says(will_fail, 1), Outcome::pass);
+  EXPECT_EQ(tool_says(will_fail, 0), Outcome::fail);
+  EXPECT_EQ(tool_says(will_fail, -1, 11), Outcome::fail) << "a signal is ctest's Exception";
+  ToolRules skip = ctest;
+  skip.skip_exit_code = 77;
+  EXPECT_EQ(tool_says(skip, 77), Outcome::skipped);
+  EXPECT_EQ(tool_says(skip, 3), Outcome::fail);
+  ToolRules required = ctest;
+  required.pass_regex = {"ok"};
+  required.fail_regex = {"bad"};
+  EXPECT_EQ(tool_says(required, 1, 0, true), Outcome::pass) << "the exit code aside";
+  EXPECT_EQ(tool_says(required, 0, 0, false), Outcome::fail);
+  EXPECT_EQ(tool_says(required, 0, 0, true, true), Outcome::fail);
+  EXPECT_EQ(tool_says(ctest, 1, 0, false, false, true), Outcome::skipped) << "a skip expression wins";
+  EXPECT_EQ(tool_says(ctest, -1, 15, false, false, true), Outcome::fail) << "but not over a signal";
+}
+
+TEST(Decide, ASkippedOrDisabledCaseIsNeitherPassedNorFailed) {
+  Fixture f;
+  f.spec.tests[0].rules.tool = "pytest";
+  f.spec.tests[0].rules.skip_exit_code = kPytestSkipped;
+  Verdict v = decide(f.spec.tests[0], Fixture::exited(kPytestSkipped, 60 << 20));
+  EXPECT_EQ(v.outcome, Outcome::skipped);
+  EXPECT_TRUE(v.passed) << "min_headroom does not apply to what did not run: " << v.reason;
+  f.spec.tests[0].disabled = true;
+  Verdict d = decide(f.spec.tests[0], Observation{});
+  EXPECT_TRUE(d.disabled && d.passed && d.outcome == Outcome::skipped);
+  Tally t;
+  t.add(v), t.add(d);
+  EXPECT_EQ(t.passed, 0u);
+  EXPECT_EQ(t.failed(), 0u);
+  EXPECT_EQ(t.skipped, 2u);
+  EXPECT_EQ(t.disabled, 1u);
+  EXPECT_EQ(outcome_named("skipped"), Outcome::skipped);
+}
+
+TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
+  Fixture f;
+  f.spec.tests[0].min_headroom.reset();
+  Observation o = Fixture::exited(-1, 4 << 20);
+  o.signal = 9;
+  o.kernel.oom_kills = 1;
+  o.samples = 0;
+  o.duration_s = 0.01;
+  o.oom_victims = {{123, "eater", 3977 << 10, 1 << 20, 0}};
+  TestRecord r = make_record(f.planned, o);
+  EXPECT_EQ(r.observed.at_peak.anon, 3977u << 10) << "the victims' figures, not the emptied group's";
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  Console(out, false, 4).test(r);
+  std::fclose(out);
+  std::string text(buf, len);
+  free(buf);
+  EXPECT_EQ(text.find("anon 0 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("no sample"), std::string::npos) << text;
+  EXPECT_NE(text.find("anon-rss 3.88 MiB"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace memrun

@@ -213,29 +213,53 @@ TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
 }
 
 
-TEST(Suites, GtestListingGivesFullNamesWithoutDisabledOnes) {
-  // --gtest_list_tests of GoogleTest 1.12, as memrun-example-gtest prints it.
+TEST(Suites, GtestListingGivesFullNamesAndMarksDisabledOnes) {
+  // --gtest_list_tests of GoogleTest 1.12, as memrun-example-gtest prints it,
+  // after two failures a program printed before its listing (googletest's
+  // own output test does): they are no suite.
   auto names = parse_gtest_list(
+      "/src/x.cc:344: Failure\nValue of: false\n  Actual: false\nExpected equality of these values:\n  2\n"
       "Small.\n  Fits\n  DISABLED_NeverRuns\nBig.\n  LoadsEverything\n"
       "Typed/0.  # TypeParam = int\n  Works\n"
       "Sizes/Touch.\n  Mib/0  # GetParam() = 4\n  Mib/1  # GetParam() = 16\n"
-      "DISABLED_Off.\n  Anything\nInst/DISABLED_P.\n  Case/0  # GetParam() = 1\n");
-  EXPECT_EQ(names, (std::vector<std::string>{"Small.Fits", "Big.LoadsEverything", "Typed/0.Works", "Sizes/Touch.Mib/0",
-                                             "Sizes/Touch.Mib/1"}));
+      "DISABLED_Off.\n  Anything\nInst/DISABLED_P.\n  Case/0  # GetParam() = 1\nSmall.\n  Fits\n");
+  std::vector<std::string> got, off;
+  for (const auto& n : names) (n.disabled ? off : got).push_back(n.name);
+  EXPECT_EQ(got, (std::vector<std::string>{"Small.Fits", "Big.LoadsEverything", "Typed/0.Works", "Sizes/Touch.Mib/0",
+                                           "Sizes/Touch.Mib/1", "Small.Fits"}));
+  EXPECT_EQ(off, (std::vector<std::string>{"Small.DISABLED_NeverRuns", "DISABLED_Off.Anything", "Inst/DISABLED_P.Case/0"}));
 }
 
-TEST(Suites, CtestJsonGivesCommandsDirectoriesAndEnvironments) {
+TEST(Suites, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
   auto cases = parse_ctest_json(R"({"kind":"ctestInfo","version":{"major":1,"minor":0},"tests":[
     {"name":"a","command":["/b/t","--gtest_filter=A.B"],"properties":[{"name":"WORKING_DIRECTORY","value":"/w"}]},
-    {"name":"e","command":["sh","-c","x"],"properties":[{"name":"ENVIRONMENT","value":["K=v=w","L="]},
+    {"name":"e","command":["sh","-c","x y"],"properties":[{"name":"ENVIRONMENT","value":["K=v=w","L="]},
                                                        {"name":"WILL_FAIL","value":true}]},
-    {"name":"off","command":["false"],"properties":[{"name":"DISABLED","value":true}]}]})");
-  ASSERT_EQ(cases.size(), 2u);
+    {"name":"off","command":["false"],"properties":[{"name":"DISABLED","value":true}]},
+    {"name":"r","command":["t"],"properties":[{"name":"PASS_REGULAR_EXPRESSION","value":["hel+o","z"]},
+      {"name":"FAIL_REGULAR_EXPRESSION","value":["bad"]},{"name":"SKIP_REGULAR_EXPRESSION","value":["skp"]},
+      {"name":"SKIP_RETURN_CODE","value":77},{"name":"TIMEOUT","value":1.5}]},
+    {"name":"unbuilt","properties":[{"name":"WORKING_DIRECTORY","value":"/w"}]}]})");
+  ASSERT_EQ(cases.size(), 5u);
   EXPECT_EQ(cases[0].argv, (std::vector<std::string>{"/b/t", "--gtest_filter=A.B"}));
   EXPECT_EQ(cases[0].cwd, "/w");
   EXPECT_EQ(cases[1].env, (std::map<std::string, std::string>{{"K", "v=w"}, {"L", ""}}));
-  EXPECT_EQ(cases[1].marks.at("expect"), "fail");
+  EXPECT_TRUE(cases[1].rules.will_fail);
+  EXPECT_EQ(cases[1].command, "sh -c 'x y'");
+  EXPECT_TRUE(cases[2].disabled);
+  EXPECT_EQ(cases[3].rules.pass_regex, (std::vector<std::string>{"hel+o", "z"}));
+  EXPECT_EQ(cases[3].rules.fail_regex, (std::vector<std::string>{"bad"}));
+  EXPECT_EQ(cases[3].rules.skip_regex, (std::vector<std::string>{"skp"}));
+  EXPECT_EQ(cases[3].rules.skip_exit_code, 77);
+  EXPECT_EQ(cases[3].marks.at("timeout"), "1500ms");
+  EXPECT_NE(cases[4].not_runnable.find("not run"), std::string::npos);
   EXPECT_THROW(parse_ctest_json("not json"), Error);
+}
+
+TEST(Suites, ANameThatIsNoTextIsEscaped) {
+  EXPECT_EQ(usable_name("Suite.Case/1"), "Suite.Case/1");
+  EXPECT_EQ(usable_name("tests/t.py::test[\xc3\xa9 x]"), "tests/t.py::test[\xc3\xa9 x]");
+  EXPECT_EQ(usable_name("A.B\033[31m\xff\r"), "A.B\\x1b[31m\\xff\\x0d");
 }
 
 // A spec with one suite whose tool "lists" `cases`.

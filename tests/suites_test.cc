@@ -6,9 +6,16 @@
 
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
+
+#include <pugixml.hpp>
 
 #include "harness.h"
 #include "runner/units.h"
@@ -52,14 +59,16 @@ TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
     auto got = outcomes(run);
     // Every case the binary lists, typed and parameterized ones under
-    // their real names; the DISABLED_ one skipped as GoogleTest skips it.
+    // their real names; the DISABLED_ one never run, counted as disabled.
     std::set<std::string> names;
     for (const auto& [name, outcome] : got) names.insert(name);
     EXPECT_EQ(names, (std::set<std::string>{"engine/Small.Fits", "engine/Big.LoadsEverything",
                                             "engine/Child.HoldsMemoryInAChild", "engine/Sizes/Touch.Mib/0",
                                             "engine/Sizes/Touch.Mib/1", "engine/Typed/0.Works",
-                                            "engine/Typed/1.Works"}))
+                                            "engine/Typed/1.Works", "engine/Small.DISABLED_NeverRuns"}))
         << run.out;
+    EXPECT_TRUE(test_named(run, "engine/Small.DISABLED_NeverRuns")["disabled"]);
+    EXPECT_EQ(run.report["summary"]["disabled"], 1);
     // The OOM-killed case is named exactly, and nobody else was touched.
     const auto& big = test_named(run, "engine/Big.LoadsEverything");
     EXPECT_EQ(big["outcome"], "oom") << big;
@@ -67,7 +76,7 @@ TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
     EXPECT_EQ(big["oom_kills"], 1) << big;
     EXPECT_EQ(big["limit_bytes"], 64u << 20);
     for (const auto& [name, outcome] : got) {
-      if (name == "engine/Big.LoadsEverything") continue;
+      if (name == "engine/Big.LoadsEverything" || name == "engine/Small.DISABLED_NeverRuns") continue;
       EXPECT_EQ(outcome, "pass") << name << "\n" << run.out;
     }
     EXPECT_EQ(test_named(run, "engine/Sizes/Touch.Mib/1")["limit_bytes"], 48u << 20);
@@ -146,9 +155,290 @@ TEST_F(Suites, CtestTestsRunWithTheirEnvironmentDirectoryAndWillFail) {
                                "\n    memory: 128MiB\n    cases: [{match: big, memory: 64MiB, expect: oom}]\n");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(outcomes(run), (std::map<std::string, std::string>{
-                               {"cm/small", "pass"}, {"cm/big", "oom"}, {"cm/env", "pass"}, {"cm/fails-on-purpose", "fail"}}))
+                               {"cm/small", "pass"}, {"cm/big", "oom"}, {"cm/env", "pass"}, {"cm/fails-on-purpose", "pass"},
+                               {"cm/off", "skipped"}}))
       << run.out;
-  EXPECT_TRUE(test_named(run, "cm/fails-on-purpose")["passed"]) << "WILL_FAIL is expect: fail";
+  // WILL_FAIL: ctest passes a test that exits non-zero; DISABLED: never run.
+  EXPECT_TRUE(test_named(run, "cm/fails-on-purpose")["passed"]);
+  EXPECT_TRUE(test_named(run, "cm/off")["disabled"]);
+}
+
+// What a tool said of each case: "pass", "fail", "skipped" or "disabled".
+using Verdicts = std::map<std::string, std::string>;
+
+// memrun's verdicts in the tool's words, names without the suite's prefix.
+Verdicts memrun_verdicts(const RunOutput& run, const std::string& suite) {
+  Verdicts out;
+  for (const auto& t : run.report["tests"]) {
+    std::string name = t["name"];
+    if (name.rfind(suite + "/", 0) != 0) continue;
+    std::string v = t["outcome"] == "skipped" ? (t["disabled"].get<bool>() ? "disabled" : "skipped")
+                                              : t["passed"].get<bool>() ? "pass" : "fail";
+    out[name.substr(suite.size() + 1)] = v;
+  }
+  return out;
+}
+
+// Where two tools' verdicts differ, one line each.
+std::string differences(const Verdicts& tool, const Verdicts& memrun) {
+  std::string out;
+  for (const auto& [name, v] : tool) {
+    auto it = memrun.find(name);
+    std::string m = it == memrun.end() ? "(absent)" : it->second;
+    if (m != v) out += "  " + name + ": the tool " + v + ", memrun " + m + "\n";
+  }
+  for (const auto& [name, v] : memrun)
+    if (!tool.count(name)) out += "  " + name + ": memrun " + v + ", unknown to the tool\n";
+  return out;
+}
+
+const std::string kProject = std::string(SOURCE_DIR) + "/tests/suites/pytest-project";
+
+// pytest's own verdict on each case of a run of pytest alone: a plugin that
+// logs each report (a failed phase fails the case, pytest's "error" too; a
+// skip, xfail included, skips it).
+Verdicts pytest_alone(const Scratch& dir, const std::vector<std::string>& args, const std::string& cwd) {
+  dir.write("outcome_log.py",
+            "import json, os\n"
+            "seen = {}\n"
+            "def pytest_runtest_logreport(report):\n"
+            "    v = 'fail' if report.failed else 'skipped' if report.skipped else 'pass'\n"
+            "    if seen.get(report.nodeid) in (None, 'pass') or v == 'fail':\n"
+            "        seen[report.nodeid] = v\n"
+            "def pytest_unconfigure(config):\n"
+            "    json.dump(seen, open(os.environ['OUTCOME_LOG'], 'w'))\n");
+  std::vector<std::string> argv = {"env", "TMPDIR=/tmp", "PYTHONPATH=" + dir.path(), "OUTCOME_LOG=" + dir.path() + "/alone.json",
+                                   kPython, "-m", "pytest", "-p", "outcome_log", "-p", "no:cacheprovider"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = run_program(argv, cwd);
+  EXPECT_EQ(r.exit_code, 1) << "pytest alone fails some cases on purpose\n" << r.out << r.err;
+  std::ifstream in(dir.path() + "/alone.json");
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+  return j.is_discarded() ? Verdicts{} : j.get<Verdicts>();
+}
+
+std::string yaml_list(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : ", ") + nlohmann::json(a).dump();
+  return "[" + out + "]";
+}
+
+TEST_F(Suites, PytestCasesGetPytestsOwnVerdictsWithEveryArgumentOfTheSuite) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  // Below the rootdir (pytest.ini is one folder up), with a -p plugin, -W
+  // error, an -o ini value and doctests; and beside it, with --runxfail,
+  // -c, --rootdir and --import-mode.
+  std::string below = kProject + "/tests", beside = std::string(SOURCE_DIR) + "/tests/suites/pytest";
+  std::vector<std::string> args = {"-p", "project_plugin", "-W", "error", "-o", "python_files=test_*.py check_*.py",
+                                   "--doctest-modules", "../pkg", "."};
+  std::vector<std::string> runxfail = {"--runxfail", "-o", "python_files=test_*.py check_*.py",
+                                       "-c", "../pytest-project/pytest.ini", "--rootdir", "../pytest-project",
+                                       "--import-mode=importlib", "../pytest-project/tests"};
+  auto suite = [&](const std::string& name, const std::vector<std::string>& a, const std::string& cwd) {
+    return "  - name: " + name + "\n    pytest: " + yaml_list(a) + "\n    cwd: " + cwd + "\n    python: " + kPython +
+           "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n";
+  };
+  auto run = run_spec(dir, "suites:\n" + suite("py", args, below) + suite("rx", runxfail, beside),
+                      {"-j", "2", "--junit", dir.path() + "/junit.xml"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  // Node ids are the rootdir's, as pytest names them.
+  auto alone = pytest_alone(dir, args, below);
+  auto py = memrun_verdicts(run, "py");
+  EXPECT_EQ(differences(alone, py), "") << run.out;
+  auto alone_rx = pytest_alone(dir, runxfail, beside);
+  EXPECT_EQ(differences(alone_rx, memrun_verdicts(run, "rx")), "") << run.out;
+  // What each argument decides, said outright: not only "the same as".
+  Verdicts want = {{"pkg/numbers.py::pkg.numbers.double", "pass"},       // --doctest-modules
+                   {"pkg/numbers.py::pkg.numbers.skipped", "skipped"},   // a doctest's +SKIP
+                   {"pkg/numbers.py::pkg.numbers.wrong", "fail"},
+                   {"tests/test_outcomes.py::test_warns", "fail"},       // -W error
+                   {"tests/test_outcomes.py::test_plugin_fixture", "pass"},  // -p
+                   {"tests/test_outcomes.py::test_ini_option", "pass"},  // -o
+                   {"tests/test_outcomes.py::test_skips", "skipped"},
+                   {"tests/test_outcomes.py::test_xfails", "skipped"},
+                   {"tests/test_outcomes.py::test_xpasses", "pass"},
+                   {"tests/test_outcomes.py::test_xpasses_strict", "fail"},
+                   {"tests/test_outcomes.py::test_error", "fail"},       // a fixture's error
+                   {"tests/test_outcomes.py::test_awkward_ids[it's]", "pass"}};
+  for (const auto& [name, v] : want) EXPECT_EQ(py[name], v) << name;
+  EXPECT_EQ(memrun_verdicts(run, "rx")["tests/test_outcomes.py::test_xfails"], "fail") << "--runxfail";
+  EXPECT_EQ(test_named(run, "py/tests/test_outcomes.py::test_skips")["outcome"], "skipped");
+  // Skipped in every output: the summary, the console, JUnit.
+  size_t skipped = 0;
+  for (const auto& [name, v] : py) skipped += v == "skipped";
+  for (const auto& [name, v] : memrun_verdicts(run, "rx")) skipped += v == "skipped";
+  EXPECT_EQ(run.report["summary"]["skipped"], skipped);
+  EXPECT_NE(run.out.find("SKIP  py/tests/test_outcomes.py::test_skips"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(std::to_string(skipped) + " skipped"), std::string::npos) << run.out;
+  std::ifstream in(dir.path() + "/junit.xml");
+  std::string xml((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(xml.find("skipped=\"" + std::to_string(skipped) + "\""), std::string::npos) << xml.substr(0, 400);
+  // Each case's command, given to a shell in the suite's folder, reruns
+  // that case alone with the same verdict.
+  for (const std::string name : {"tests/test_outcomes.py::test_awkward_ids[it's]", "pkg/numbers.py::pkg.numbers.wrong",
+                                 "tests/test_outcomes.py::test_warns", "tests/test_outcomes.py::test_skips"}) {
+    std::string command = test_named(run, "py/" + name)["command"];
+    auto again = run_program({"env", "TMPDIR=/tmp", "sh", "-c", command}, below);
+    EXPECT_EQ(again.exit_code, py[name] == "fail" ? 1 : 0) << command << "\n" << again.out << again.err;
+    EXPECT_NE(again.out.find(py[name] == "fail" ? "1 failed" : py[name] == "pass" ? "1 passed" : "1 skipped"),
+              std::string::npos)
+        << command << "\n" << again.out;
+  }
+}
+
+TEST_F(Suites, AMissingModuleIsNamed) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest: " << why;
+  auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [-p, no_such_plugin_module, " + kProject +
+                               "/tests]\n    python: " + kPython + "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n");
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("cannot import the module 'no_such_plugin_module'"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("is pytest installed"), std::string::npos) << run.err;
+}
+
+// ctest's own verdicts, from its console: "Passed", "***Skipped",
+// "***Not Run (Disabled)"; anything else (Failed, Exception, Timeout, Not
+// Run) fails.
+Verdicts ctest_alone(const std::string& build) {
+  auto r = run_program({"ctest", "--test-dir", build, "-j", "2"});
+  EXPECT_NE(r.exit_code, 0) << "some tests fail on purpose\n" << r.out;
+  Verdicts out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find(": ");
+    if (line.find("Test ") == std::string::npos || line.find(" Test ") == std::string::npos || at == std::string::npos)
+      continue;
+    std::string rest = line.substr(at + 2);
+    std::string name = rest.substr(0, rest.find(' '));
+    out[name] = rest.find(" Passed ") != std::string::npos                ? "pass"
+                : rest.find("Not Run (Disabled)") != std::string::npos   ? "disabled"
+                : rest.find("***Skipped") != std::string::npos           ? "skipped"
+                                                                         : "fail";
+  }
+  return out;
+}
+
+TEST_F(Suites, CtestTestsGetCtestsOwnVerdictsAndAnUnbuiltOneIsNotRunAlone) {
+  std::string build = dir.path() + "/rules-build";
+  auto configured = run_program({"cmake", "-S", std::string(SOURCE_DIR) + "/tests/suites/ctest-rules", "-B", build});
+  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  auto alone = ctest_alone(build);
+  ASSERT_EQ(alone.size(), 23u) << "every test of the tree";
+  auto run = run_spec(dir, "suites:\n  - {name: cm, ctest: " + build + ", memory: 64MiB}\n", {"-j", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(differences(alone, memrun_verdicts(run, "cm")), "") << run.out;
+  // Said outright, each property's verdict.
+  Verdicts want = {{"will-fail-exits-1", "pass"}, {"will-fail-signal", "fail"}, {"skip-code", "skipped"},
+                   {"pass-re-found", "pass"},     {"pass-re-missing", "fail"},  {"fail-re-stderr", "fail"},
+                   {"skip-re", "skipped"},        {"timeout", "fail"},          {"in-time", "pass"},
+                   {"env", "pass"},               {"workdir", "pass"},          {"disabled", "disabled"},
+                   {"not-built", "fail"}};
+  auto got = memrun_verdicts(run, "cm");
+  for (const auto& [name, v] : want) EXPECT_EQ(got[name], v) << name;
+  // The unbuilt test is not run, and said so; the others ran.
+  const auto& unbuilt = test_named(run, "cm/not-built");
+  EXPECT_EQ(unbuilt["outcome"], "error");
+  EXPECT_NE(unbuilt["reason"].get<std::string>().find("not run: ctest finds no executable"), std::string::npos);
+  EXPECT_EQ(test_named(run, "cm/timeout")["outcome"], "timeout");
+  EXPECT_EQ(run.report["summary"]["disabled"], 1);
+  EXPECT_NE(run.out.find("1 disabled"), std::string::npos) << run.out;
+}
+
+// A googletest test program of googletest's own, built by tests/CMakeLists.txt.
+std::string googletest_program(const std::string& name) { return std::string(GOOGLETEST_PROGRAMS) + "/" + name; }
+
+// The program's own verdict on each case of one run of it, from its XML
+// output (its JSON is not valid JSON after a failure outside every test);
+// a name listed twice is NAME, then NAME#2, as memrun names them. The
+// pseudo-case googletest adds for failures outside every test is no case.
+Verdicts gtest_alone(const Scratch& dir, const std::string& program, size_t* disabled) {
+  std::string xml = dir.path() + "/" + std::filesystem::path(program).filename().string() + ".xml";
+  run_program({program, "--gtest_output=xml:" + xml});
+  pugi::xml_document doc;
+  EXPECT_TRUE(doc.load_file(xml.c_str())) << program;
+  *disabled = doc.child("testsuites").attribute("disabled").as_ullong();
+  Verdicts out;
+  std::map<std::string, int> seen;
+  for (auto t : doc.select_nodes("//testcase")) {
+    auto c = t.node();
+    std::string suite = c.attribute("classname").as_string();
+    if (suite.empty() || suite == "NonTestSuiteFailure") continue;
+    std::string name = suite + "." + c.attribute("name").as_string();
+    if (int n = ++seen[name]; n > 1) name += "#" + std::to_string(n);
+    out[name] = std::string(c.attribute("status").as_string()) == "notrun" ? "disabled"
+                : c.child("failure")                                     ? "fail"
+                : std::string(c.attribute("result").as_string()) == "skipped" ? "skipped"
+                                                                              : "pass";
+  }
+  return out;
+}
+
+TEST_F(Suites, GoogletestsOwnProgramsGetTheirOwnVerdictsCaseByCase) {
+  std::vector<std::string> programs = {"googletest-output-test_", "googletest-filter-unittest_", "gtest_skip_test"};
+  for (const auto& p : programs)
+    ASSERT_EQ(::access(googletest_program(p).c_str(), X_OK), 0)
+        << googletest_program(p) << ": not built (libgtest-dev ships googletest's source in /usr/src/googletest)";
+  std::string yaml = "suites:\n";
+  for (const auto& p : programs) yaml += "  - {name: " + p + ", gtest: " + googletest_program(p) + ", memory: 64MiB}\n";
+  auto run = run_spec(dir, yaml, {"-j", "2", "--junit", dir.path() + "/junit.xml"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  size_t disabled_total = 0;
+  for (const auto& p : programs) {
+    SCOPED_TRACE(p);
+    size_t disabled = 0;
+    auto alone = gtest_alone(dir, googletest_program(p), &disabled);
+    disabled_total += disabled;
+    EXPECT_GT(alone.size(), 1u);
+    EXPECT_EQ(differences(alone, memrun_verdicts(run, p)), "") << run.out;
+  }
+  // The name listed twice: both run, each alone; the second fails as
+  // googletest fails it (two fixtures of one name).
+  auto out = memrun_verdicts(run, "googletest-output-test_");
+  EXPECT_EQ(out["MixedUpTestSuiteWithSameTestNameTest.TheSecondTestWithThisNameShouldFail"], "pass");
+  EXPECT_EQ(out["MixedUpTestSuiteWithSameTestNameTest.TheSecondTestWithThisNameShouldFail#2"], "fail");
+  EXPECT_EQ(memrun_verdicts(run, "gtest_skip_test")["SkipTest.DoesSkip"], "skipped");
+  // Disabled cases counted: the report, the console, JUnit.
+  EXPECT_GT(disabled_total, 0u);
+  EXPECT_EQ(run.report["summary"]["disabled"], disabled_total);
+  EXPECT_NE(run.out.find(std::to_string(disabled_total) + " disabled"), std::string::npos) << run.out;
+  std::ifstream in(dir.path() + "/junit.xml");
+  std::string xml((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(xml.find("disabled=\"" + std::to_string(disabled_total) + "\""), std::string::npos) << xml.substr(0, 400);
+  EXPECT_EQ(run_program({"xmllint", "--noout", "--schema", std::string(SOURCE_DIR) + "/tests/junit.xsd",
+                         dir.path() + "/junit.xml"}).exit_code, 0);
+
+  // A --filter aimed elsewhere runs, the name listed twice notwithstanding;
+  // `exclude:` leaves cases out.
+  auto skip_only = run_spec(dir, yaml, {"--filter", "^gtest_skip_test/"});
+  EXPECT_EQ(skip_only.exit_code, 0) << skip_only.out << skip_only.err;
+  EXPECT_EQ(skip_only.report["summary"]["skipped"], skip_only.report["summary"]["total"]);
+  auto excluded = run_spec(dir, "suites:\n  - {name: out, gtest: " + googletest_program("googletest-output-test_") +
+                                    ", memory: 64MiB, exclude: ['MixedUp*', '*Failure*', '*Death*']}\n",
+                           {"--filter", "PassingTest"});
+  EXPECT_EQ(excluded.exit_code, 0) << excluded.out << excluded.err;
+  for (const auto& t : excluded.report["tests"]) EXPECT_EQ(t["name"].get<std::string>().find("MixedUp"), std::string::npos);
+}
+
+TEST_F(Suites, ANameThatIsNoTextRunsUnderAnEscapedName) {
+  // A "GoogleTest binary" listing names with an ESC and a byte that is no
+  // UTF-8: each case runs (under its real name) and is reported as
+  // NAME\xNN; the report and JUnit stay readable.
+  std::string lister = dir.write("odd.sh",
+                                 "#!/bin/sh\ncase \"$1\" in\n"
+                                 "--gtest_list_tests) printf 'Odd.\\n  Esc\\033Name\\n  Bad\\377Byte\\n  Fine\\n';;\n"
+                                 "--gtest_filter=*) printf '[       OK ] %s (0 ms)\\n' \"${1#--gtest_filter=}\";;\n"
+                                 "esac\n");
+  ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
+  auto run = run_spec(dir, "suites:\n  - {name: odd, gtest: odd.sh, memory: 64MiB}\n",
+                      {"--junit", dir.path() + "/junit.xml"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(memrun_verdicts(run, "odd"), (Verdicts{{"Odd.Esc\\x1bName", "pass"}, {"Odd.Bad\\xffByte", "pass"},
+                                                  {"Odd.Fine", "pass"}}))
+      << run.out;
+  EXPECT_EQ(run.out.find('\033'), std::string::npos);
+  EXPECT_EQ(run_program({"xmllint", "--noout", dir.path() + "/junit.xml"}).exit_code, 0);
 }
 
 TEST_F(Suites, ABadSuiteIsAClearErrorBeforeAnythingRuns) {
