@@ -181,7 +181,7 @@ class Session:
         os.close(ready_fd)
         if holder is None:
             os.close(done_fd)
-            return self.error_reports(item, f"memrun could not start the case (exit {proc.returncode}):\n"
+            return self.error_reports(item, f"could not start the case (exit {proc.returncode}):\n"
                                             + _tail(console))
         reports, status = self.fork_case(item, holder, marks)
         os.write(done_fd, f"{status}\n".encode())
@@ -191,7 +191,7 @@ class Session:
             with open(report_path) as f:
                 record = json.load(f)["tests"][0]
         except (OSError, ValueError, KeyError, IndexError):
-            return self.error_reports(item, f"memrun ended (exit {proc.returncode}) without a report:\n" + _tail(console))
+            return self.error_reports(item, f"ended (exit {proc.returncode}) without a report:\n" + _tail(console))
         out = err = ""
         if capman is not None and not reports:
             out, err = capman.read_global_capture()
