@@ -10,8 +10,7 @@
 import os
 import re
 import shutil
-import threading
-import time
+import select
 
 from . import _cgroup
 
@@ -76,8 +75,8 @@ class Peak:
     - "memory.max_usage_in_bytes": cgroup v1, in a group of the test's own
       (memrun's test leaf: $MEMRUN_TEST is set), whose mark a write resets;
     - "sampled every 1 ms": elsewhere (v2 before 6.12, or a group shared with
-      others, whose mark is not this block's to reset): a thread reads usage,
-      so a peak shorter than the interval can be missed.
+      others, whose mark is not this block's to reset): a forked process
+      reads usage, so a peak shorter than the interval can be missed.
     """
 
     def __init__(self, max=None, retained_max=None, interval=0.001):
@@ -87,7 +86,7 @@ class Peak:
         self.peak = self.retained = self.baseline = self.high_water = None
         self.source = None
         self._fd = None
-        self._thread = None
+        self._sampler = None
 
     # --- reading the group -------------------------------------------------
     def _usage(self):
@@ -115,25 +114,60 @@ class Peak:
                 self.source = "memory.max_usage_in_bytes"
             except OSError:
                 pass
-        self.baseline = self._usage()
         if self.source is None:
             self.source = f"sampled every {self.interval * 1000:g} ms"
-            self._high = self.baseline
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._sample, name="memrun.peak", daemon=True)
-            self._thread.start()
+            self._start_sampler()
+        self.baseline = self._usage()
         return self
 
-    def _sample(self):
-        while not self._stop.is_set():
-            self._high = max(self._high, self._usage())
-            time.sleep(self.interval)
+    def _start_sampler(self):
+        # A process, not a thread: a thread needs the GIL, which a block
+        # busy in C (numpy filling an array) holds until it is over. Forked,
+        # it shares the test's pages; the few it writes are charged to the
+        # group, inside the baseline. It has sampled once before the block.
+        path = os.path.join(self._dir, "memory.current" if self._version == 2 else "memory.usage_in_bytes")
+        results_r, results_w = os.pipe()
+        stop_r, stop_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(results_r)
+                os.close(stop_w)
+                fd = os.open(path, os.O_RDONLY)
+                high, said = 0, False
+                while True:
+                    high = max(high, int(os.pread(fd, 64, 0)))
+                    if not said:
+                        os.write(results_w, b"R")
+                        said = True
+                    if select.select([stop_r], [], [], self.interval)[0]:
+                        break
+                high = max(high, int(os.pread(fd, 64, 0)))
+                os.write(results_w, str(high).encode())
+            finally:
+                os._exit(0)
+        os.close(results_w)
+        os.close(stop_r)
+        self._sampler = (pid, results_r, stop_w)
+        os.read(results_r, 1)
+
+    def _stop_sampler(self):
+        pid, results_r, stop_w = self._sampler
+        os.write(stop_w, b"x")
+        os.close(stop_w)
+        data = b""
+        while True:
+            chunk = os.read(results_r, 64)
+            if not chunk:
+                break
+            data += chunk
+        os.close(results_r)
+        os.waitpid(pid, 0)
+        return int(data) if data else 0
 
     def __exit__(self, exc_type, exc, tb):
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            high = max(self._high, self._usage())
+        if self._sampler is not None:
+            high = max(self._stop_sampler(), self._usage())
         elif self._fd is not None:
             os.lseek(self._fd, 0, os.SEEK_SET)
             high = int(os.read(self._fd, 64))

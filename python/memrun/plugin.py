@@ -15,8 +15,8 @@ import json
 import os
 import pickle
 import select
+import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -333,3 +333,15 @@ def write_session_report(memrun, parts, path):
                           stderr=subprocess.PIPE, text=True)
     if done.returncode not in (0, 1) or not os.path.exists(path):
         raise pytest.UsageError(f"--memrun-json {path}: memrun merge failed: {done.stderr.strip()}")
+    # Each case ran as the holder shell; its command in the report is the
+    # one that reruns it (a FILE like /dev/stdout is left as merge wrote it).
+    if not os.path.isfile(path):
+        return
+    with open(path) as f:
+        report = json.load(f)
+    for t in report.get("tests", []):
+        t["command"] = shlex.join(["python", "-m", "pytest", "--memrun", t["name"]])
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(tmp, path)
