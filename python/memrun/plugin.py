@@ -267,7 +267,7 @@ class Session:
             reports = [TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "passed", None, when, [], 0.0)
                        for when in ("setup", "call", "teardown")]
             if not passed or record.get("outcome") != "oom":
-                why = summary if not passed else f"{self.crash}\n{summary}"
+                why = f"{self.crash}\n{summary}" if self.crash else summary
                 if captured.strip():
                     why += "\n--- the case's output (last lines) ---\n" + "\n".join(captured.splitlines()[-20:])
                 reports[1].outcome, reports[1].longrepr = "failed", why
