@@ -73,3 +73,48 @@ def join(pid_from, pid="0"):
         moved += 1
     if not moved:
         raise RuntimeError(f"process {pid_from} is in no cgroup of its own to join")
+
+
+def memory_line(pid):
+    """The raw path of `pid`'s memory cgroup as /proc/PID/cgroup says it (the
+    v1 memory hierarchy's line, else v2's "0::"), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    unified = None
+    for line in lines:
+        hid, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return path
+        if hid == "0":
+            unified = path
+    return unified
+
+
+def descendants(pid):
+    """`pid` and every process below it (each thread's children)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def exiting(pid):
+    """`pid` is exiting or gone: the kernel moves an exiting task to the root
+    cgroup (cgroup_exit), so where it is says nothing then. PF_EXITING is
+    0x4 in the flags field of /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True
+    return fields[0] in ("Z", "X", "x") or int(fields[6]) & 0x4 != 0

@@ -17,6 +17,7 @@ import pickle
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -195,7 +196,14 @@ class Session:
         out = err = ""
         if capman is not None and not reports:
             out, err = capman.read_global_capture()
-        return self.judge(item, record, reports, out + err)
+        judged = self.judge(item, record, reports, out + err)
+        if self.escaped:  # the session's report says so too
+            with open(report_path) as f:
+                whole = json.load(f)
+            whole["tests"][0] = record
+            with open(report_path, "w") as f:
+                json.dump(whole, f)
+        return judged
 
     def fork_case(self, item, holder, marks):
         """Runs the case in a forked child inside the holder's cgroups; its
@@ -207,6 +215,8 @@ class Session:
             code = 0
             try:
                 _cgroup.join(holder)
+                joined = _cgroup.memory_line("self")
+                os.write(w, b"J")  # joined: from here the parent watches for escapes
                 os.environ["MEMRUN_TEST"] = item.nodeid
                 os.environ["MEMRUN_MEMORY_LIMIT"] = str(parse_size(marks["memory"]))
                 from _pytest.runner import runtestprotocol
@@ -215,7 +225,8 @@ class Session:
                         for rep in reports]
                 # pickle keeps what JSON would not (a skip's longrepr tuple);
                 # both ends are the same interpreter.
-                payload = pickle.dumps({"reports": data})
+                now = _cgroup.memory_line("self")
+                payload = pickle.dumps({"reports": data, "left_for": None if now == joined else now})
             except BaseException:
                 payload = pickle.dumps({"error": traceback.format_exc()})
                 code = 1
@@ -227,14 +238,20 @@ class Session:
             finally:
                 os._exit(code)
         os.close(w)
-        chunks = []
-        with os.fdopen(r, "rb") as f:
-            while True:
-                chunk = f.read(1 << 16)
+        chunks, self.escaped = [], {}
+        group = _cgroup.memory_line(holder)
+        while True:
+            if select.select([r], [], [], 0.05)[0]:
+                chunk = os.read(r, 1 << 16)
                 if not chunk:
                     break
                 chunks.append(chunk)
+            if group is not None and chunks and chunks[0].startswith(b"J"):
+                self.watch(pid, group)
+        os.close(r)
         _, wstatus = os.waitpid(pid, 0)
+        if chunks and chunks[0].startswith(b"J"):
+            chunks[0] = chunks[0][1:]
         status = os.waitstatus_to_exitcode(wstatus)
         status = 128 - status if status < 0 else status  # as a shell says a signal
         self.crash = None
@@ -242,6 +259,8 @@ class Session:
             data = pickle.loads(b"".join(chunks)) if chunks else {}
         except Exception:
             data = {}
+        if data.get("left_for"):
+            self.escaped[pid] = ("the case's own process", data["left_for"])
         if "error" in data:
             self.crash = "the case's process failed before its test ran:\n" + data["error"]
         elif "reports" not in data:
@@ -251,9 +270,39 @@ class Session:
                    for d in data.get("reports", [])]
         return reports, status
 
+    def watch(self, pid, group):
+        """memrun's escape walk cannot see the forked case (it is no child of
+        the holder): the parent walks the case's tree itself. A process of
+        it found outside the case's memory cgroup (or a group below it) is
+        killed through a pidfd, and the case fails, as memrun fails a test
+        whose process escapes."""
+        for p in _cgroup.descendants(pid):
+            where = _cgroup.memory_line(p)
+            if where is None or where == group or where.startswith(group.rstrip("/") + "/") or _cgroup.exiting(p):
+                continue
+            try:
+                fd = os.pidfd_open(p)
+            except OSError:
+                continue
+            try:
+                # Still below the case (not a reused pid) once the pidfd holds it.
+                if p in _cgroup.descendants(pid) and not _cgroup.exiting(p):
+                    with open(f"/proc/{p}/comm") as f:
+                        self.escaped[p] = (f.read().strip(), where)
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
     # --- memrun's verdict as pytest's outcome -------------------------------
     def judge(self, item, record, reports, captured):
         from _pytest.reports import TestReport
+        if self.escaped:
+            record["passed"] = False
+            record["escaped_processes"] = record.get("escaped_processes", 0) + len(self.escaped)
+            record["reason"] = "; ".join(f"{name} (pid {p}) left the case's cgroup for {where}: killed"
+                                         for p, (name, where) in self.escaped.items())
         passed = bool(record.get("passed"))
         props = [("memrun_outcome", record.get("outcome")),
                  ("memrun_peak_bytes", record.get("peak_bytes")),
