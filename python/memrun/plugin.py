@@ -125,15 +125,24 @@ class Session:
     # --- one case ------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        marks = marker_of(item)
+        problem = None
+        try:
+            marks = marker_of(item)
+        except pytest.UsageError as e:
+            marks, problem = {"memory": "-"}, str(e)
         if not marks.get("memory"):
             if self.default_memory is None:
-                if marks:
-                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.memrun needs memory=, e.g. memory=\"64MiB\"")
-                return None
+                if not marks:
+                    return None
+                problem = f"{item.nodeid}: @pytest.mark.memrun needs memory=, e.g. memory=\"64MiB\""
             marks["memory"] = self.default_memory
+        if "memory_high" in marks:
+            problem = (f"{item.nodeid}: memrun(memory_high=...) is for memrun SPEC only (suites: pytest); "
+                       "pytest --memrun takes memory, expect, min_headroom and timeout")
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        for report in self.run(item, marks):
+        # A marker memrun cannot use errors its case alone, as pytest errors
+        # a case whose fixture is wrong.
+        for report in (self.error_reports(item, problem) if problem else self.run(item, marks)):
             item.ihook.pytest_runtest_logreport(report=report)
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
@@ -163,9 +172,6 @@ class Session:
         for key in ("expect", "timeout", "min_headroom"):
             if key in marks:
                 argv += ["--" + key.replace("_", "-"), marks[key]]
-        if "memory_high" in marks:
-            raise pytest.UsageError(f"{item.nodeid}: memrun(memory_high=...) is for memrun SPEC only (suites: pytest); "
-                                    "pytest --memrun takes memory, expect, min_headroom and timeout")
         argv += ["--", "/bin/sh", "-c", HOLDER]
         console = os.path.join(case_dir, "console.txt")
         with open(console, "wb") as out:
