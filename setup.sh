@@ -80,6 +80,20 @@ install_python() {
   done
 }
 
+# What the Python wheel's test (tests/python/check) installs beside the wheel,
+# and scikit-build-core that builds it: python/test.lock's packages, fetched
+# into .venv/wheelhouse so that the test installs from there offline.
+install_wheelhouse() {
+  local stamp
+  stamp=$(sha256sum python/test.lock | cut -d' ' -f1)
+  [ "$(cat .venv/wheelhouse/.lock-sha256 2>/dev/null)" = "$stamp" ] && return
+  echo "setup: Python wheelhouse .venv/wheelhouse from python/test.lock"
+  rm -rf .venv/wheelhouse
+  python3 -m pip download -q --disable-pip-version-check --no-deps --require-hashes -r python/test.lock \
+    -d .venv/wheelhouse
+  echo "$stamp" > .venv/wheelhouse/.lock-sha256
+}
+
 # The targets named (a CI job need not compile the test suite: memrun, and
 # for the example specs the workload specs/parquet.yaml runs), or everything.
 build() {
@@ -116,6 +130,7 @@ case "${1:-}" in
     build
     install_duckdb
     install_python
+    install_wheelhouse
     cd build
     exec ctest --output-on-failure -j2
     ;;

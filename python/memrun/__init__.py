@@ -1,0 +1,205 @@
+"""memrun: memory tests with the kernel as the judge.
+
+- `pytest --memrun`: each case marked `@pytest.mark.memrun(memory="64MiB")`
+  runs in a cgroup of its own under that limit, judged by memrun (plugin.py).
+- `with memrun.peak(max="24MiB") as p:` the kernel's peak of the block's
+  memory (the whole cgroup the test is in: native allocations and child
+  processes included), and what the block still holds after it.
+- `memrun.binary()`: the path of the memrun program this wheel carries.
+"""
+import os
+import re
+import shutil
+import select
+
+from . import _cgroup
+
+__all__ = ["binary", "peak", "Peak", "PeakExceeded", "parse_size", "format_size"]
+__version__ = "0.1.0"
+
+_UNITS = {"": 1, "B": 1, "K": 1024, "KiB": 1024, "kB": 1000, "M": 1024**2, "MiB": 1024**2, "MB": 1000**2,
+          "G": 1024**3, "GiB": 1024**3, "GB": 1000**3, "T": 1024**4, "TiB": 1024**4, "TB": 1000**4}
+
+
+def binary():
+    """The memrun program: the one in this package, else $MEMRUN, else memrun on PATH."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "memrun")
+    for path in (here, os.environ.get("MEMRUN"), shutil.which("memrun")):
+        if path and os.access(path, os.X_OK) and os.path.realpath(path) != os.path.realpath(__file__):
+            if path != here and _is_wrapper(path):
+                continue
+            return path
+    raise FileNotFoundError("memrun: no memrun program in this package or on PATH (reinstall the wheel, or set $MEMRUN)")
+
+
+def _is_wrapper(path):
+    # pip's console script for memrun is a Python file: not the program.
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return True
+
+
+def parse_size(value):
+    """Bytes of an int or of a size as memrun writes it: 512MiB, 2GiB, 100MB, 64M."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(value))
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"'{value}' is not a size (write e.g. 512MiB, 2GiB, 100MB)")
+    return round(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def format_size(n):
+    sign, n = ("-" if n < 0 else ""), abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{sign}{n} B" if unit == "B" else f"{sign}{n:.1f} {unit}"
+        n /= 1024
+
+
+class PeakExceeded(AssertionError):
+    """A block's peak or retained memory was above what memrun.peak() allowed."""
+
+
+class Peak:
+    """The kernel's high-water mark of this process's memory cgroup during a
+    block, less the usage when the block began (`baseline`): `peak`; and the
+    usage after it less the baseline: `retained`. Everything the group holds
+    counts: native allocations, child processes, page cache, kernel memory.
+
+    How (`source`):
+    - "memory.peak": cgroup v2 from 6.12, where a write to memory.peak resets
+      the high-water mark for the writing file descriptor only;
+    - "memory.max_usage_in_bytes": cgroup v1, in a group of the test's own
+      (memrun's test leaf: $MEMRUN_TEST is set), whose mark a write resets;
+    - "sampled every 1 ms": elsewhere (v2 before 6.12, or a group shared with
+      others, whose mark is not this block's to reset): a forked process
+      reads usage, so a peak shorter than the interval can be missed.
+    """
+
+    def __init__(self, max=None, retained_max=None, interval=0.001):
+        self.max = None if max is None else parse_size(max)
+        self.retained_max = None if retained_max is None else parse_size(retained_max)
+        self.interval = interval
+        self.peak = self.retained = self.baseline = self.high_water = None
+        self.source = None
+        self._fd = None
+        self._sampler = None
+
+    # --- reading the group -------------------------------------------------
+    def _usage(self):
+        return _read_int(self._dir, "memory.current" if self._version == 2 else "memory.usage_in_bytes")
+
+    def __enter__(self):
+        self._version, self._dir = _cgroup.memory_group()
+        if self._version is None:
+            raise RuntimeError("memrun.peak(): this process is in no memory cgroup it can read "
+                               "(run it under pytest --memrun or memrun SPEC)")
+        if self._version == 2:
+            try:
+                fd = os.open(os.path.join(self._dir, "memory.peak"), os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    os.write(fd, b"reset\n")  # 6.12+: this fd's own mark
+                    self._fd, self.source = fd, "memory.peak"
+                except OSError:
+                    os.close(fd)
+            except OSError:
+                pass
+        elif os.environ.get("MEMRUN_TEST") is not None:
+            try:
+                with open(os.path.join(self._dir, "memory.max_usage_in_bytes"), "w") as f:
+                    f.write("0")  # v1: the mark starts again from usage now
+                self.source = "memory.max_usage_in_bytes"
+            except OSError:
+                pass
+        if self.source is None:
+            self.source = f"sampled every {self.interval * 1000:g} ms"
+            self._start_sampler()
+        self.baseline = self._usage()
+        return self
+
+    def _start_sampler(self):
+        # A process, not a thread: a thread needs the GIL, which a block
+        # busy in C (numpy filling an array) holds until it is over. Forked,
+        # it shares the test's pages; the few it writes are charged to the
+        # group, inside the baseline. It has sampled once before the block.
+        path = os.path.join(self._dir, "memory.current" if self._version == 2 else "memory.usage_in_bytes")
+        results_r, results_w = os.pipe()
+        stop_r, stop_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(results_r)
+                os.close(stop_w)
+                fd = os.open(path, os.O_RDONLY)
+                high, said = 0, False
+                while True:
+                    high = max(high, int(os.pread(fd, 64, 0)))
+                    if not said:
+                        os.write(results_w, b"R")
+                        said = True
+                    if select.select([stop_r], [], [], self.interval)[0]:
+                        break
+                high = max(high, int(os.pread(fd, 64, 0)))
+                os.write(results_w, str(high).encode())
+            finally:
+                os._exit(0)
+        os.close(results_w)
+        os.close(stop_r)
+        self._sampler = (pid, results_r, stop_w)
+        os.read(results_r, 1)
+
+    def _stop_sampler(self):
+        pid, results_r, stop_w = self._sampler
+        os.write(stop_w, b"x")
+        os.close(stop_w)
+        data = b""
+        while True:
+            chunk = os.read(results_r, 64)
+            if not chunk:
+                break
+            data += chunk
+        os.close(results_r)
+        os.waitpid(pid, 0)
+        return int(data) if data else 0
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._sampler is not None:
+            high = max(self._stop_sampler(), self._usage())
+        elif self._fd is not None:
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            high = int(os.read(self._fd, 64))
+            os.close(self._fd)
+        else:
+            high = _read_int(self._dir, "memory.max_usage_in_bytes")
+        now = self._usage()
+        self.high_water = high
+        self.peak = max(0, high - self.baseline)
+        self.retained = now - self.baseline
+        if exc_type is not None:
+            return False
+        if self.max is not None and self.peak > self.max:
+            raise PeakExceeded(f"the block's peak was {format_size(self.peak)}, above its max {format_size(self.max)} "
+                               f"({self.source}; baseline {format_size(self.baseline)})")
+        if self.retained_max is not None and self.retained > self.retained_max:
+            raise PeakExceeded(f"the block retained {format_size(self.retained)}, above its retained_max "
+                               f"{format_size(self.retained_max)} ({self.source}; baseline {format_size(self.baseline)})")
+        return False
+
+    def __repr__(self):
+        if self.peak is None:
+            return "<memrun.Peak (not measured yet)>"
+        return (f"<memrun.Peak peak={format_size(self.peak)} retained={format_size(self.retained)} "
+                f"baseline={format_size(self.baseline)} source={self.source!r}>")
+
+
+def _read_int(directory, name):
+    with open(os.path.join(directory, name)) as f:
+        return int(f.read())
+
+
+def peak(max=None, retained_max=None):
+    """`with memrun.peak(max="24MiB", retained_max="2MiB") as p:` — see Peak."""
+    return Peak(max=max, retained_max=retained_max)
