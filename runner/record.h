@@ -43,9 +43,10 @@ enum class Outcome {
   thrash,       ///< memrun ended it: its working set did not fit, it only refaulted (see Observation)
   error,        ///< could not start (no cgroup, no executable)
   interrupted,  ///< memrun was interrupted by a signal before it finished
+  skipped,      ///< the suite's own tool skipped it (pytest skip/xfail, GTEST_SKIP, CTest SKIP_*)
 };
 
-/// "pass", "fail", "oom", "timeout", "thrash", "error", "interrupted".
+/// "pass", "fail", "oom", "timeout", "thrash", "error", "interrupted", "skipped".
 const char* to_string(Outcome outcome);
 /// The Outcome named `text`, or nullopt.
 std::optional<Outcome> outcome_named(const std::string& text);

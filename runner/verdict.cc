@@ -17,13 +17,14 @@ const char* to_string(Outcome outcome) {
     case Outcome::thrash: return "thrash";
     case Outcome::error: return "error";
     case Outcome::interrupted: return "interrupted";
+    case Outcome::skipped: return "skipped";
   }
   return "error";
 }
 
 std::optional<Outcome> outcome_named(const std::string& text) {
   for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::thrash, Outcome::error,
-                    Outcome::interrupted})
+                    Outcome::interrupted, Outcome::skipped})
     if (text == to_string(o)) return o;
   return std::nullopt;
 }
