@@ -5,6 +5,7 @@
 
 #include <re2/re2.h>
 
+#include <cmath>
 #include <optional>
 
 #include "runner/command.h"
@@ -92,8 +93,10 @@ int repro_command(const std::string& report_path, const std::string& name, const
     if (!words)
       throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
                                   t.command + "' is not one memrun exec writes; rerun it by hand");
-    command = fmt::format("{} exec --memory {} --name {} --expect {}{} --", memrun, t.requested_limit,
-                          shell_quote(name), shell_quote(expect_flag(t.expected)), flags);
+    command = fmt::format("{} exec --memory {} --name {} --expect {}{}{} --", memrun, t.requested_limit,
+                          shell_quote(name), shell_quote(expect_flag(t.expected)),
+                          t.timeout_s > 0 ? fmt::format(" --timeout {}ms", std::llround(t.timeout_s * 1e3)) : "",
+                          flags);
     for (const auto& w : *words) command += " " + shell_quote(w);
   } else {
     command = fmt::format("{} {} --filter {} --set {}{}", memrun, shell_quote(t.spec),

@@ -35,14 +35,15 @@ constexpr uint64_t kMaxBytes = INT64_MAX;
 constexpr double kMaxSeconds = 1e9;
 
 // The time point of an iso() text, or nullopt when it is not one (or is
-// outside years 1970..9999, where time_t arithmetic stays exact).
+// outside years 1970..2200: system_clock counts nanoseconds in 64 bits,
+// which end in 2262).
 std::optional<std::chrono::system_clock::time_point> parse_iso(const std::string& text) {
   std::tm tm{};
   int ms = 0;
   char z = 0;
   int got = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                         &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &z);
-  if (got != 8 || z != 'Z' || tm.tm_year < 1970 || tm.tm_year > 9999 || tm.tm_mon < 1 || tm.tm_mon > 12 ||
+  if (got != 8 || z != 'Z' || tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 ||
       tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour < 0 || tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 ||
       tm.tm_sec < 0 || tm.tm_sec > 60 || ms < 0 || ms > 999)
     return std::nullopt;
@@ -475,6 +476,7 @@ Json to_json(const TestRecord& r) {
                                       : Json(nullptr)},
       {"runs", runs_json(r.runs)},
       {"inputs", t.inputs},
+      {"timeout_s", t.timeout_s},
   };
 }
 
@@ -554,6 +556,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     t.max_increase = std::pair{increase.real("percent", 0, 1000), increase.bytes("bytes")};  // as specs allow
   r.runs = runs_from(f, v, o);
   t.inputs = f.get<std::vector<std::string>>("inputs");
+  t.timeout_s = f.seconds("timeout_s");
   return r;
 }
 
