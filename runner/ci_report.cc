@@ -240,7 +240,9 @@ void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOu
       auto root = doc.child("testsuites");
       root.append_copy(extra.child("testsuites").child("testsuite"));
       root.attribute("tests") = root.attribute("tests").as_uint() + comparison->tests.size();
-      root.attribute("failures") = root.attribute("failures").as_uint() + comparison->count(Change::regressed);
+      // As the comparison's own testsuite counts them (comparison_junit).
+      auto counted = extra.child("testsuites").child("testsuite");
+      root.attribute("failures") = root.attribute("failures").as_uint() + counted.attribute("failures").as_uint();
       xml = xml_text(doc);
     }
     write_atomically(outputs.junit, xml);

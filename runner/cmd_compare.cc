@@ -1,6 +1,10 @@
 // memrun compare BASE HEAD, and the comparison at the end of a run with
 // --baseline: the same rule and the same outputs.
 #include <fmt/format.h>
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <set>
 
 #include "runner/command.h"
 #include "runner/compare.h"
@@ -48,6 +52,38 @@ int compare_command(const std::string& base_path, const std::string& head_path, 
 }
 
 void check_comparing(const Comparing& comparing) { options_of(comparing); }
+
+ReportData baseline_in_scope(const ReportData& base, const std::vector<Spec>& specs, const Plan& plan,
+                             const Selection& selection) {
+  auto key = [](const std::string& spec, const std::string& name) { return spec + '\n' + name; };
+  std::set<std::string> planned, known, spec_paths;
+  for (const auto& p : plan.tests) planned.insert(key(p.spec->path, p.test->name));
+  for (const auto& spec : specs) {
+    spec_paths.insert(spec.path);
+    for (const auto& t : spec.tests) known.insert(key(spec.path, t.name));
+  }
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 filter(selection.filter, options);  // checked by make_plan
+  auto selected = [&](const TestIdentity& t) {
+    if (!selection.filter.empty() && !RE2::PartialMatch(t.name, filter)) return false;
+    return selection.tags.empty() || std::any_of(selection.tags.begin(), selection.tags.end(), [&](const std::string& tag) {
+             return std::find(t.tags.begin(), t.tags.end(), tag) != t.tags.end();
+           });
+  };
+  ReportData scoped{base.info, base.setups, {}};
+  for (const auto& r : base.tests) {
+    std::string k = key(r.test.spec, r.test.name);
+    // A test this run did not select (--filter, --tag, another shard), or
+    // of a spec it did not load, is not gone: it was not asked for.
+    if (planned.count(k)) scoped.tests.push_back(r);
+    // A test no longer in its spec is gone if the selection would have
+    // taken it; of shards, the first says so (it belongs to none).
+    else if (!known.count(k) && spec_paths.count(r.test.spec) && selected(r.test) && selection.shard_index <= 1)
+      scoped.tests.push_back(r);
+  }
+  return scoped;
+}
 
 Comparison compare_with_baseline(const ReportData& base, const std::string& base_path, const ReportData& head,
                                  const Comparing& comparing) {

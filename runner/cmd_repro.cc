@@ -1,13 +1,60 @@
-// memrun repro: the shell line that reruns one test of a report alone.
+// memrun repro: the shell line that reruns one test of a report alone, the
+// same way: the same memrun, from the same folder, with the variables the
+// specs' ${...} read, the same limit, backend and sealing.
 #include <fmt/format.h>
 
 #include <re2/re2.h>
 
-#include "runner/error.h"
+#include <cmath>
+#include <optional>
+
 #include "runner/command.h"
+#include "runner/error.h"
 #include "runner/merge.h"
 
 namespace memrun {
+namespace {
+
+// The words of a command as `memrun exec` shows it (cmd_exec.cc): words
+// of plain characters, or quoted as shell_quote() quotes, one space apart.
+// Anything else is refused: a report's text never reaches a shell as it is.
+std::optional<std::vector<std::string>> exec_words(const std::string& command) {
+  static const std::string plain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%";
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < command.size(); ++i) {
+    char c = command[i];
+    if (c == ' ') {
+      if (!in_word) return std::nullopt;
+      words.push_back(word), word.clear(), in_word = false;
+    } else if (c == '\'') {
+      size_t close = command.find('\'', i + 1);
+      if (close == std::string::npos) return std::nullopt;
+      word += command.substr(i + 1, close - i - 1), in_word = true;
+      i = close;
+    } else if (c == '\\' && i + 1 < command.size() && command[i + 1] == '\'') {
+      word += '\'', in_word = true;
+      ++i;
+    } else if (plain.find(c) != std::string::npos) {
+      word += c, in_word = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!in_word) return std::nullopt;
+  words.push_back(word);
+  return words;
+}
+
+// `memrun exec`'s --expect for a report's `expected` ("exit 3" -> "3").
+std::string expect_flag(const std::string& expected) {
+  return expected.rfind("exit ", 0) == 0 ? expected.substr(5) : expected.empty() ? "pass" : expected;
+}
+
+}  // namespace
+
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
   ReportData report = read_report(report_path);
   std::vector<const TestIdentity*> found;
@@ -22,15 +69,41 @@ int repro_command(const std::string& report_path, const std::string& name, const
                                 "\nsay which with --spec SPEC");
   }
   const auto& t = *found[0];
+  const RunInfo& info = report.info;
   // Every word is quoted for the shell, and the filter matches the name
   // literally and whole: the line reruns exactly this test, whatever its
   // name, paths or environment hold.
   std::string env;
+  // The specs read these of memrun's environment (a `python:` built from
+  // ${POLARS_VERSION}): set, or unset, as they were.
+  for (const auto& [k, v] : info.spec_environment) {
+    if (!v) env += "-u " + shell_quote(k) + " ";
+    else if (!t.env.count(k)) env += shell_quote(k + "=" + *v) + " ";
+  }
   for (const auto& [k, v] : t.env) env += shell_quote(k + "=" + v) + " ";
-  const std::string& backend = report.info.backend.empty() ? "auto" : report.info.backend;
-  fmt::print("cd {} && {}{}memrun {} --filter {} --set {} --backend {}\n", shell_quote(report.info.cwd),
-             env.empty() ? "" : "env ", env, shell_quote(t.spec), shell_quote("^" + RE2::QuoteMeta(name) + "$"),
-             shell_quote(name + ".memory=" + std::to_string(t.requested_limit)), shell_quote(backend));
+  // The memrun that made the report (an older report does not say: the
+  // one on PATH).
+  std::string memrun = info.memrun_path.empty() ? "memrun" : shell_quote(info.memrun_path);
+  std::string flags = " --backend " + shell_quote(info.backend.empty() ? "auto" : info.backend);
+  if (info.host_cgroups) flags += " --host-cgroups";
+  std::string command;
+  if (t.spec == "memrun exec") {
+    // A report of `memrun exec`: no spec file, the command itself.
+    auto words = exec_words(t.command);
+    if (!words)
+      throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
+                                  t.command + "' is not one memrun exec writes; rerun it by hand");
+    command = fmt::format("{} exec --memory {} --name {} --expect {}{}{} --", memrun, t.requested_limit,
+                          shell_quote(name), shell_quote(expect_flag(t.expected)),
+                          t.timeout_s > 0 ? fmt::format(" --timeout {}ms", std::llround(t.timeout_s * 1e3)) : "",
+                          flags);
+    for (const auto& w : *words) command += " " + shell_quote(w);
+  } else {
+    command = fmt::format("{} {} --filter {} --set {}{}", memrun, shell_quote(t.spec),
+                          shell_quote("^" + RE2::QuoteMeta(name) + "$"),
+                          shell_quote(name + ".memory=" + std::to_string(t.requested_limit)), flags);
+  }
+  fmt::print("cd {} && {}{}{}\n", shell_quote(info.cwd), env.empty() ? "" : "env ", env, command);
   return kExitOk;
 }
 

@@ -285,6 +285,10 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   if (ec) throw Error(kExitUsage, "cannot create the run folder " + run_dir + ": " + ec.message() + " (choose another with --run-dir)");
   choose_budget(o, *backend, ro);
   RunInfo info = run_info(run_id, run_dir, *backend, selection, ro);
+  // What `memrun repro` needs to run a test again the same way.
+  info.memrun_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  info.host_cgroups = o.host_cgroups;
+  info.spec_environment = environment_read();
 
   // --json /dev/stdout: the report owns stdout, the console goes to stderr.
   std::FILE* con = is_stdout(o.json) ? stderr : stdout;
@@ -320,7 +324,8 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   if (baseline && !run.interrupted_by) {
     ReportData head{info, {}, {}};
     report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
-    comparison = compare_with_baseline(*baseline, o.baseline, head, o.comparing);
+    comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
+                                       o.comparing);
     fmt::print(con, "\n{}", comparison_text(*comparison));
     info.comparison_json = comparison_json(*comparison);
   }

@@ -112,6 +112,13 @@ void check_comparing(const Comparing& comparing);
 Comparison compare_with_baseline(const ReportData& base, const std::string& base_path, const ReportData& head,
                                  const Comparing& comparing);
 
+/// The tests of `base` a run of `plan` answers for: those it ran, and those
+/// gone from a loaded spec that the selection would have taken. Tests left
+/// out by --filter, --tag or --shard, or of specs not loaded, are dropped:
+/// they are not gone.
+ReportData baseline_in_scope(const ReportData& base, const std::vector<Spec>& specs, const Plan& plan,
+                             const Selection& selection);
+
 /// memrun gc: removes what dead runs left.
 int gc_command(const Options& o);
 

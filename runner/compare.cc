@@ -23,16 +23,57 @@ const char* to_string(Change change) {
     case Change::added: return "new";
     case Change::gone: return "gone";
     case Change::not_comparable: return "not comparable";
+    case Change::failed_in_head: return "failed in head";
+    case Change::failed_in_base: return "failed in base";
+    case Change::failed_in_both: return "failed in both";
+    case Change::skipped: return "skipped";
   }
   return "not comparable";
+}
+
+bool outcome_change(Change c) {
+  return c == Change::failed_in_head || c == Change::failed_in_base || c == Change::failed_in_both ||
+         c == Change::skipped;
 }
 
 namespace {
 
 std::string key(const TestRecord& r) { return r.test.spec + '\n' + r.test.name; }
 
-bool ran(const TestRecord& r) {
-  return r.verdict.outcome != Outcome::error && r.verdict.outcome != Outcome::interrupted;
+// Whether one run ended the way the test's spec expects (`expected` as
+// Expectation::describe() writes it; a report older than the field
+// expected a pass). Only such a run is a measurement of the test.
+bool as_expected(const RunFigures& run, const std::string& expected) {
+  if (expected == "oom") return run.outcome == Outcome::oom || run.outcome == Outcome::thrash;
+  if (expected == "fail") return run.outcome == Outcome::fail;
+  // A run's figures do not keep its exit code: its verdict judged it.
+  if (expected.rfind("exit ", 0) == 0) return run.passed;
+  return run.outcome == Outcome::pass;
+}
+
+// How one side's runs of a test ended.
+struct Side {
+  bool failed = false;   ///< a run did not end as expected (nor was skipped)
+  bool skipped = false;  ///< a run was skipped by its suite's tool
+  std::string outcomes;  ///< "oom 3/3", "pass 2/3, fail 1/3"
+};
+
+Side side_of(const TestRecord& r) {
+  std::vector<RunFigures> runs = r.runs;
+  if (runs.empty()) runs.push_back({r.verdict.peak, r.verdict.working_set_peak, r.verdict.outcome, r.verdict.passed, 0});
+  Side s;
+  std::map<Outcome, size_t> counts;
+  for (const auto& run : runs) {
+    ++counts[run.outcome];
+    if (run.outcome == Outcome::skipped) s.skipped = true;
+    else if (!as_expected(run, r.test.expected)) s.failed = true;
+  }
+  // A test that got around its limit ended as expected, but its figures
+  // do not hold (verdict.cc): not a measurement either.
+  if (r.verdict.reason.rfind("the test defeated its memory limit", 0) == 0) s.failed = true;
+  for (const auto& [outcome, n] : counts)
+    s.outcomes += fmt::format("{}{} {}/{}", s.outcomes.empty() ? "" : ", ", to_string(outcome), n, runs.size());
+  return s;
 }
 
 // The gated figure of each run, sorted.
@@ -98,11 +139,24 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   c.head_lo = hf.front(), c.head = median(hf), c.head_hi = hf.back(), c.head_runs = hf.size();
   MaxIncrease threshold = o.threshold;
   if (h.test.max_increase) threshold = {h.test.max_increase->first, h.test.max_increase->second};
-  c.allowed = threshold.for_base(c.base);
-  if (!ran(b) || !ran(h)) {
-    c.change = Change::not_comparable;
-    c.note = fmt::format("it did not run in {} ({})", ran(b) ? "head" : "base",
-                         to_string(ran(b) ? h.verdict.outcome : b.verdict.outcome));
+  // MaxIncrease::for_base, saturated: a report's figures reach 2^63 and
+  // its max_increase 1000%, whose product a uint64_t does not hold.
+  double share = static_cast<double>(c.base) * threshold.percent / 100;
+  c.allowed = std::max(threshold.bytes, share >= 0x1p63 ? uint64_t{INT64_MAX} : static_cast<uint64_t>(share));
+  Side bs = side_of(b), hs = side_of(h);
+  c.base_outcomes = bs.outcomes, c.head_outcomes = hs.outcomes;
+  // A run that crashed, timed out or was killed measured nothing: its peak
+  // is where it died, not what the code needs.
+  if (hs.failed || bs.failed) {
+    c.change = hs.failed ? (bs.failed ? Change::failed_in_both : Change::failed_in_head) : Change::failed_in_base;
+    c.reason = hs.failed ? h.verdict.reason : b.verdict.reason;
+    c.note = hs.failed ? fmt::format("{} in head{}", hs.outcomes,
+                                     bs.failed ? ", and " + bs.outcomes + " in base: it fails on both sides"
+                                               : " (" + bs.outcomes + " in base)")
+                       : fmt::format("{} in base, {} in head: it ends as expected again", bs.outcomes, hs.outcomes);
+  } else if (hs.skipped || bs.skipped) {
+    c.change = Change::skipped;
+    c.note = fmt::format("{} in base, {} in head: a skipped run measured nothing", bs.outcomes, hs.outcomes);
   } else if (b.test.requested_limit != h.test.requested_limit) {
     c.change = Change::not_comparable;
     c.note = fmt::format("its limit changed ({} in base, {} in head): a limit changes what the kernel reclaims",
@@ -127,19 +181,34 @@ TestChange one_side(const TestRecord& r, Change change) {
   (head ? t.head : t.base) = median(f);
   (head ? t.head_hi : t.base_hi) = f.back();
   (head ? t.head_runs : t.base_runs) = f.size();
+  Side s = side_of(r);
+  (head ? t.head_outcomes : t.base_outcomes) = s.outcomes;
+  // A new test that fails in head fails the gate like any other.
+  if (head && s.failed) {
+    t.change = Change::failed_in_head;
+    t.reason = r.verdict.reason;
+    t.note = s.outcomes + " in head; it is new (not in base)";
+  } else if (head && s.skipped) {
+    t.change = Change::skipped;
+    t.note = s.outcomes + " in head; it is new (not in base)";
+  }
   return t;
 }
 
 int rank(Change c) {
   switch (c) {
-    case Change::regressed: return 0;
-    case Change::improved: return 1;
-    case Change::not_comparable: return 2;
-    case Change::added: return 3;
-    case Change::gone: return 4;
-    case Change::unchanged: return 5;
+    case Change::failed_in_head: return 0;
+    case Change::failed_in_both: return 1;
+    case Change::regressed: return 2;
+    case Change::improved: return 3;
+    case Change::failed_in_base: return 4;
+    case Change::not_comparable: return 5;
+    case Change::skipped: return 6;
+    case Change::added: return 7;
+    case Change::gone: return 8;
+    case Change::unchanged: return 9;
   }
-  return 5;
+  return 9;
 }
 
 std::string plural(size_t n, const char* one, const char* many) {
@@ -147,7 +216,7 @@ std::string plural(size_t n, const char* one, const char* many) {
 }
 
 std::string change_text(const TestChange& t) {
-  if (t.change == Change::added || t.change == Change::gone) return "-";
+  if (t.change == Change::added || t.change == Change::gone || outcome_change(t.change)) return "-";
   return fmt::format("{}{} ({:+.1f}%)", t.delta() >= 0 ? "+" : "-", format_size(static_cast<uint64_t>(std::llabs(t.delta()))),
                      t.pct());
 }
@@ -166,8 +235,27 @@ const char* icon(Change c) {
     case Change::added: return "🆕";
     case Change::gone: return "🗑️";
     case Change::not_comparable: return "⚠️";
+    case Change::failed_in_head: return "❌";
+    case Change::failed_in_both: return "❌";
+    case Change::failed_in_base: return "⚠️";
+    case Change::skipped: return "⏭️";
   }
   return "";
+}
+
+// A side as the outputs show it: its figures when they are a measurement,
+// else how its runs ended ("oom 3/3").
+std::string base_text(const TestChange& t) {
+  return outcome_change(t.change) ? (t.base_outcomes.empty() ? "-" : t.base_outcomes)
+                                  : side_text(t.base, t.base_lo, t.base_hi, t.base_runs);
+}
+std::string head_text(const TestChange& t) {
+  return outcome_change(t.change) ? (t.head_outcomes.empty() ? "-" : t.head_outcomes)
+                                  : side_text(t.head, t.head_lo, t.head_hi, t.head_runs);
+}
+
+bool fails_gate(Change c) {
+  return c == Change::regressed || c == Change::failed_in_head || c == Change::failed_in_both;
 }
 
 }  // namespace
@@ -177,12 +265,17 @@ size_t Comparison::count(Change c) const {
 }
 
 std::string Comparison::summary() const {
-  std::string s = plural(count(Change::regressed), "regression", "regressions") + ", " +
+  std::string s;
+  if (size_t n = count(Change::failed_in_head)) s += fmt::format("{} failed in head, ", n);
+  if (size_t n = count(Change::failed_in_both)) s += fmt::format("{} failed in both, ", n);
+  s += plural(count(Change::regressed), "regression", "regressions") + ", " +
                   plural(count(Change::improved), "improvement", "improvements") + ", " +
                   fmt::format("{} unchanged", count(Change::unchanged));
   if (size_t n = count(Change::added)) s += fmt::format(", {} new", n);
   if (size_t n = count(Change::gone)) s += fmt::format(", {} gone", n);
   if (size_t n = count(Change::not_comparable)) s += fmt::format(", {} not comparable", n);
+  if (size_t n = count(Change::failed_in_base)) s += fmt::format(", {} failed in base", n);
+  if (size_t n = count(Change::skipped)) s += fmt::format(", {} skipped", n);
   return s;
 }
 
@@ -199,7 +292,8 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
       continue;
     }
     TestChange t = judge(*it->second, h, o);
-    if (!incomparable.empty()) {
+    // A failure is one on any backend; figures of two backends are not.
+    if (!incomparable.empty() && !outcome_change(t.change)) {
       t.change = Change::not_comparable;
       t.note = incomparable;
     }
@@ -223,12 +317,13 @@ std::string comparison_text(const Comparison& c) {
   for (const auto& t : c.tests) width = std::max(width, t.name.size());
   for (const auto& t : c.tests) {
     out += fmt::format("{:<15} {:<{}}  {:<12} {:>28} -> {:<28} {:>20}  runs {}/{}\n", to_string(t.change),
-                       one_line(t.name), width, t.figure, side_text(t.base, t.base_lo, t.base_hi, t.base_runs),
-                       side_text(t.head, t.head_lo, t.head_hi, t.head_runs), change_text(t), t.base_runs, t.head_runs);
+                       one_line(t.name), width, outcome_change(t.change) ? "outcomes" : t.figure, base_text(t),
+                       head_text(t), change_text(t), t.base_runs, t.head_runs);
     if (t.change == Change::regressed || t.change == Change::improved)
       out += fmt::format("      beyond the other side's every run by more than {} (max_increase)\n",
                          format_size(t.allowed));
     if (!t.note.empty()) out += "      " + one_line(t.note) + "\n";
+    if (!t.reason.empty()) out += "      " + one_line(t.reason) + "\n";
   }
   return out;
 }
@@ -243,8 +338,11 @@ std::string comparison_markdown(const Comparison& c) {
   out += "| | test | figure | base | head | change | runs |\n|---|---|---|---:|---:|---:|---:|\n";
   for (const auto& t : c.tests)
     out += fmt::format("| {} {} | <code>{}</code> | {} | {} | {} | {} | {} / {} |\n", icon(t.change), to_string(t.change),
-                       markdown_literal(t.name), t.figure, side_text(t.base, t.base_lo, t.base_hi, t.base_runs),
-                       side_text(t.head, t.head_lo, t.head_hi, t.head_runs), change_text(t), t.base_runs, t.head_runs);
+                       markdown_literal(t.name), outcome_change(t.change) ? "outcomes" : t.figure,
+                       // Sizes are memrun's own text; outcomes and reasons quote the reports.
+                       outcome_change(t.change) ? markdown_literal(base_text(t)) : base_text(t),
+                       outcome_change(t.change) ? markdown_literal(head_text(t)) : head_text(t),
+                       t.reason.empty() ? change_text(t) : markdown_literal(t.reason), t.base_runs, t.head_runs);
   return out;
 }
 
@@ -256,17 +354,26 @@ std::string comparison_json(const Comparison& c) {
       {"summary",
        {{"regressed", c.count(Change::regressed)}, {"improved", c.count(Change::improved)},
         {"unchanged", c.count(Change::unchanged)}, {"new", c.count(Change::added)}, {"gone", c.count(Change::gone)},
-        {"not_comparable", c.count(Change::not_comparable)}}},
+        {"not_comparable", c.count(Change::not_comparable)}, {"failed_in_head", c.count(Change::failed_in_head)},
+        {"failed_in_base", c.count(Change::failed_in_base)}, {"failed_in_both", c.count(Change::failed_in_both)},
+        {"skipped", c.count(Change::skipped)}}},
       {"warnings", c.warnings},
       {"tests", nlohmann::ordered_json::array()},
   };
-  for (const auto& t : c.tests)
+  for (const auto& t : c.tests) {
+    // Figures of a failed or skipped side are where it stopped, not a
+    // measurement: null, with its outcomes beside.
+    bool measured = !outcome_change(t.change);
+    auto figure = [&](const nlohmann::ordered_json& value) { return measured ? value : nlohmann::ordered_json(nullptr); };
     j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"change", to_string(t.change)},
-                          {"figure", t.figure}, {"base_bytes", t.base}, {"head_bytes", t.head},
-                          {"base_range_bytes", {t.base_lo, t.base_hi}}, {"head_range_bytes", {t.head_lo, t.head_hi}},
-                          {"change_bytes", t.delta()}, {"change_pct", std::round(t.pct() * 100) / 100},
+                          {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
+                          {"base_range_bytes", figure({t.base_lo, t.base_hi})},
+                          {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
+                          {"change_pct", figure(std::round(t.pct() * 100) / 100)},
                           {"allowed_increase_bytes", t.allowed}, {"base_runs", t.base_runs},
-                          {"head_runs", t.head_runs}, {"note", t.note}});
+                          {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
+                          {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -277,9 +384,10 @@ std::string comparison_junit(const Comparison& c) {
   for (auto node : {suites, suite}) {
     if (node == suite) node.append_attribute("name") = "memrun compare";
     node.append_attribute("tests") = c.tests.size();
-    node.append_attribute("failures") = c.count(Change::regressed);
+    node.append_attribute("failures") =
+        c.count(Change::regressed) + c.count(Change::failed_in_head) + c.count(Change::failed_in_both);
     node.append_attribute("errors") = 0;
-    if (node == suite) node.append_attribute("skipped") = 0;
+    if (node == suite) node.append_attribute("skipped") = c.count(Change::skipped);
     node.append_attribute("time") = "0.000";
   }
   for (const auto& t : c.tests) {
@@ -295,6 +403,12 @@ std::string comparison_junit(const Comparison& c) {
       f.append_attribute("message") = fmt::format("{} {} -> {} ({}), more than the {} allowed", t.figure,
                                                   format_size(t.base), format_size(t.head), change_text(t),
                                                   format_size(t.allowed)).c_str();
+    } else if (t.change == Change::failed_in_head || t.change == Change::failed_in_both) {
+      auto f = tc.append_child("failure");
+      f.append_attribute("type") = to_string(t.change);
+      f.append_attribute("message") = printable(t.note + (t.reason.empty() ? "" : ": " + t.reason)).c_str();
+    } else if (t.change == Change::skipped) {
+      tc.append_child("skipped").append_attribute("message") = printable(t.note).c_str();
     } else if (t.change != Change::unchanged && t.change != Change::improved) {
       tc.append_child("system-out").text() = (std::string(to_string(t.change)) + (t.note.empty() ? "" : ": " + t.note)).c_str();
     }
@@ -305,6 +419,10 @@ std::string comparison_junit(const Comparison& c) {
 std::string comparison_annotations(const Comparison& c) {
   std::string out;
   for (const auto& t : c.tests) {
+    if (t.change == Change::failed_in_head || t.change == Change::failed_in_both)
+      out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
+                         escape_property("memrun: " + t.name + " " + to_string(t.change)),
+                         escape_data(t.note + (t.reason.empty() ? "" : ": " + t.reason)));
     if (t.change != Change::regressed) continue;
     out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
                        escape_property("memrun: " + t.name + " regressed"),
@@ -315,6 +433,8 @@ std::string comparison_annotations(const Comparison& c) {
   return out;
 }
 
-int exit_code_of(const Comparison& c) { return c.count(Change::regressed) ? 1 : 0; }
+int exit_code_of(const Comparison& c) {
+  return std::any_of(c.tests.begin(), c.tests.end(), [](const TestChange& t) { return fails_gate(t.change); }) ? 1 : 0;
+}
 
 }  // namespace memrun

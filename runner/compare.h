@@ -24,11 +24,26 @@ struct CompareOptions {
   Gate gate = Gate::automatic;
 };
 
-/// A test's verdict on the change.
-enum class Change { regressed, improved, unchanged, added, gone, not_comparable };
+/// A test's verdict on the change. Only runs that ended the way the spec
+/// expects are measurements: a side with a run that crashed, timed out,
+/// could not start or was OOM-killed or ended for thrashing unexpectedly
+/// makes the test failed on that side, one with a skipped run (and no
+/// failed one) skipped; neither is ever regressed, improved or unchanged.
+enum class Change {
+  regressed, improved, unchanged, added, gone, not_comparable,
+  failed_in_head,  ///< it ended as expected in base (or is new), not in head
+  failed_in_base,  ///< it did not end as expected in base, did in head
+  failed_in_both,  ///< on neither side did every run end as expected
+  skipped,         ///< skipped on a side (by its suite's tool), failed on none
+};
 
-/// "regressed", "improved", "unchanged", "new", "gone", "not comparable".
+/// "regressed", "improved", "unchanged", "new", "gone", "not comparable",
+/// "failed in head", "failed in base", "failed in both", "skipped".
 const char* to_string(Change change);
+
+/// True for the changes that compared no figures because a side failed or
+/// was skipped.
+bool outcome_change(Change change);
 
 /// One test, base against head.
 struct TestChange {
@@ -41,6 +56,11 @@ struct TestChange {
   size_t base_runs = 0, head_runs = 0;
   uint64_t allowed = 0;  ///< the increase the threshold allows, in bytes
   std::string note;      ///< why it is not comparable, or what else to know
+  /// How each side's runs ended, counted ("oom 3/3", "pass 2/3, fail 1/3");
+  /// empty for a side the test is not in.
+  std::string base_outcomes, head_outcomes;
+  /// For a test failed on a side: that side's verdict (head's when both).
+  std::string reason;
   int64_t delta() const { return static_cast<int64_t>(head) - static_cast<int64_t>(base); }
   double pct() const { return base ? 100.0 * static_cast<double>(delta()) / static_cast<double>(base) : 0; }
 };
@@ -57,7 +77,9 @@ struct Comparison {
   std::string summary() const;
 };
 
-/// Compares `head` against `base`. A test has regressed when every run of
+/// Compares `head` against `base`. A test that did not end as its spec
+/// expects on a side is failed there, with each side's outcomes counted;
+/// one skipped on a side is skipped. Otherwise: a test has regressed when every run of
 /// head is above every run of base by more than the threshold (a share of
 /// base's median, or a size, the larger); improved the other way round;
 /// anything in between is unchanged: a change within the runs' own spread
@@ -72,12 +94,14 @@ std::string comparison_text(const Comparison& c);
 std::string comparison_markdown(const Comparison& c);
 /// The comparison as JSON (schema memrun-compare/1).
 std::string comparison_json(const Comparison& c);
-/// JUnit XML: a testcase per test, a failure per regression.
+/// JUnit XML: a testcase per test, a failure per regression and per test
+/// failed in head, `skipped` per skipped test.
 std::string comparison_junit(const Comparison& c);
-/// GitHub annotations: an error at the spec line of each regression.
+/// GitHub annotations: an error at the spec line of each regression and of
+/// each test failed in head.
 std::string comparison_annotations(const Comparison& c);
 
-/// 1 when a test regressed, else 0.
+/// 1 when a test regressed or failed in head, else 0.
 int exit_code_of(const Comparison& c);
 
 }  // namespace memrun

@@ -1,5 +1,7 @@
 #include "runner/merge.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -25,10 +27,14 @@ void check_shards(const std::vector<ReportData>& reports, const std::vector<std:
     if (auto [it, fresh] = seen.emplace(k, paths[i]); !fresh)
       throw Error(kExitUsage, "shard " + shard_name(k, n) + " comes twice: " + it->second + " and " + paths[i]);
   }
+  // Named up to ten: a report's count is bounded (kMaxShards), the message too.
   std::string missing;
+  int absent = 0;
   for (int k = 1; k <= count; ++k)
-    if (!seen.count(k)) missing += (missing.empty() ? "" : ", ") + shard_name(k, count);
-  if (!missing.empty()) throw Error(kExitUsage, "shard " + missing + " is missing: merge the report of every shard");
+    if (!seen.count(k) && ++absent <= 10) missing += (missing.empty() ? "" : ", ") + shard_name(k, count);
+  if (absent > 10) missing += fmt::format(" and {} more", absent - 10);
+  if (absent) throw Error(kExitUsage, fmt::format("shard {} {} missing: merge the report of every shard", missing,
+                                                  absent == 1 ? "is" : "are"));
 }
 
 }  // namespace

@@ -94,8 +94,9 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
 void parse_shard(const std::string& text, Selection* selection) {
   int k = 0, n = 0;
   char extra;
-  if (std::sscanf(text.c_str(), "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 1 || k > n)
-    throw Error(kExitUsage, "--shard '" + text + "' must be K/N with 1 <= K <= N, e.g. --shard 2/3");
+  if (std::sscanf(text.c_str(), "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 1 || k > n || n > kMaxShards)
+    throw Error(kExitUsage, "--shard '" + text + "' must be K/N with 1 <= K <= N <= " + std::to_string(kMaxShards) +
+                                ", e.g. --shard 2/3");
   selection->shard_index = k;
   selection->shard_count = n;
 }

@@ -23,7 +23,10 @@ struct Selection {
   int repeat = 1;
 };
 
-/// Parses "K/N" (1 <= K <= N). Throws Error(kExitUsage) otherwise.
+/// The most shards a run may be split into (--shard K/N, a report's shard).
+constexpr int kMaxShards = 10000;
+
+/// Parses "K/N" (1 <= K <= N <= kMaxShards). Throws Error(kExitUsage) otherwise.
 void parse_shard(const std::string& text, Selection* selection);
 
 /// Which shard (0-based) each of `names` belongs to, out of `count`. Without

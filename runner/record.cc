@@ -47,6 +47,7 @@ TestIdentity identity_of(const PlannedTest& p) {
   id.stdout_path = p.stdout_path;
   id.stderr_path = p.stderr_path;
   id.inputs = t.inputs;
+  id.timeout_s = static_cast<double>(t.timeout.count()) / 1e3;
   if (t.max_increase) id.max_increase = std::pair{t.max_increase->percent, t.max_increase->bytes};
   return id;
 }

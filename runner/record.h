@@ -157,6 +157,7 @@ struct TestIdentity {
   /// The spec's `max_increase` (a comparison's threshold), when it has one.
   std::optional<std::pair<double, uint64_t>> max_increase;  ///< percent, bytes
   std::vector<std::string> inputs;  ///< the spec's `inputs` (evicted before each run)
+  double timeout_s = 0;             ///< the spec's `timeout`
 };
 
 /// The figures of one run of a test, as a comparison needs them (--repeat

@@ -5,11 +5,14 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <climits>
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 
 #include "runner/error.h"
+#include "runner/plan.h"
 #include "runner/utf8.h"
 
 namespace memrun {
@@ -25,13 +28,25 @@ namespace {
 
 constexpr const char* kSchema = "memrun-report/1";
 
-// The time point of an iso() text; the epoch when it is not one.
-std::chrono::system_clock::time_point parse_iso(const std::string& text) {
+// The largest byte count a report may hold: every size memrun compares or
+// subtracts fits a signed 64-bit integer (a kernel's "no limit" included).
+constexpr uint64_t kMaxBytes = INT64_MAX;
+// Durations and times of a test (seconds): finite, and at most ~31 years.
+constexpr double kMaxSeconds = 1e9;
+
+// The time point of an iso() text, or nullopt when it is not one (or is
+// outside years 1970..2200: system_clock counts nanoseconds in 64 bits,
+// which end in 2262).
+std::optional<std::chrono::system_clock::time_point> parse_iso(const std::string& text) {
   std::tm tm{};
   int ms = 0;
-  if (std::sscanf(text.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &ms) < 6)
-    return {};
+  char z = 0;
+  int got = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                        &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &z);
+  if (got != 8 || z != 'Z' || tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 ||
+      tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour < 0 || tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 ||
+      tm.tm_sec < 0 || tm.tm_sec > 60 || ms < 0 || ms > 999)
+    return std::nullopt;
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   return std::chrono::system_clock::from_time_t(::timegm(&tm)) + std::chrono::milliseconds(ms);
@@ -44,30 +59,110 @@ Json when(std::chrono::system_clock::time_point t) {
   return t == std::chrono::system_clock::time_point{} ? Json(nullptr) : Json(iso(t));
 }
 
-// Reads the fields of one JSON object with the types the schema gives
-// them: a missing or null field is the default (older reports lack newer
-// fields); a field of another type is the input's fault, said with where.
+// A value of a report as an error message quotes it: short, one line.
+std::string quoted(const Json& value) {
+  // Never a whole list or object: it may be large, or nested deep enough to
+  // exhaust the stack of a recursive dump.
+  if (value.is_structured()) return std::string("a JSON ") + value.type_name();
+  std::string text = value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+// Reads the fields of one JSON object with the types and ranges the schema
+// gives them. A missing or null optional field is its default (older
+// reports lack newer fields); a required one missing, a field of another
+// type, or a number out of its range is the input's fault, said with where
+// (and which test): a negative size must not read as 16 EiB, nor 1e300 as 0.
 class Fields {
  public:
   Fields(const Json& object, std::string where) : j_(object), where_(std::move(where)) {
     if (!j_.is_object()) throw Error(kExitUsage, where_ + ": should be a JSON object, is " + j_.type_name());
   }
+  /// A string, bool, or container of them.
   template <class T>
   T get(const char* key, T fallback = T{}) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
+    const Json* v = find(key);
+    if (!v) return fallback;
     try {
-      return it->template get<T>();
+      return v->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw Error(kExitUsage, fmt::format("{}: field '{}' has the wrong type ({}); is this a memrun report that "
-                                          "was edited by hand? Write it again with --json",
-                                          where_, key, it->type_name()));
+      throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
     }
   }
+  /// A string that must be there.
+  std::string text(const char* key) const {
+    if (!find(key)) throw missing(key);
+    return get<std::string>(key);
+  }
+  /// A size in bytes: an integer in 0..2^63-1.
+  uint64_t bytes(const char* key, uint64_t fallback = 0) const {
+    const Json* v = find(key);
+    return v ? bytes_of(*v, key) : fallback;
+  }
+  uint64_t required_bytes(const char* key) const {
+    if (!find(key)) throw missing(key);
+    return bytes(key);
+  }
+  /// An integer in lo..hi.
+  int64_t integer(const char* key, int64_t lo, int64_t hi, int64_t fallback = 0) const {
+    const Json* v = find(key);
+    if (!v) return fallback;
+    bool whole = v->is_number_integer();
+    int64_t n = 0;
+    if (v->is_number_unsigned()) whole = v->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+    if (whole) n = v->get<int64_t>();
+    if (!whole || n < lo || n > hi)
+      throw wrong(key, fmt::format("is {}: should be a whole number from {} to {}", quoted(*v), lo, hi));
+    return n;
+  }
+  /// A finite number in lo..hi.
+  double real(const char* key, double lo, double hi, double fallback = 0) const {
+    const Json* v = find(key);
+    return v ? real_of(*v, key, lo, hi) : fallback;
+  }
+  double seconds(const char* key) const { return real(key, 0, kMaxSeconds); }
+  /// A list of sizes, or of seconds.
+  std::vector<uint64_t> byte_list(const char* key) const {
+    std::vector<uint64_t> out;
+    for (const Json& v : list(key)) out.push_back(bytes_of(v, key));
+    return out;
+  }
+  std::vector<double> seconds_list(const char* key) const {
+    std::vector<double> out;
+    for (const Json& v : list(key)) out.push_back(real_of(v, key, 0, kMaxSeconds));
+    return out;
+  }
+  /// Counters by name (memory.stat, memory.events): whole, not negative.
+  std::map<std::string, uint64_t> counters(const char* key) const {
+    std::map<std::string, uint64_t> out;
+    const Json* v = find(key);
+    if (!v) return out;
+    if (!v->is_object()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
+    for (const auto& [name, n] : v->items()) {
+      if (!n.is_number_unsigned())
+        throw wrong(key, fmt::format("has {} = {}: should be a whole number, 0 or more", quoted(Json(name)), quoted(n)));
+      out[name] = n.get<uint64_t>();
+    }
+    return out;
+  }
+  /// A timestamp as iso() writes it; `null_ok`: null or missing is "never".
+  std::chrono::system_clock::time_point time(const char* key, bool null_ok) const {
+    const Json* v = find(key);
+    if (!v) {
+      if (null_ok) return {};
+      throw missing(key);
+    }
+    auto t = parse_iso(get<std::string>(key));
+    if (!t) throw wrong(key, "is " + quoted(*v) + ": should be a UTC time such as 2026-11-30T10:15:02.123Z");
+    return *t;
+  }
+  void require(const char* key) const {
+    if (!find(key)) throw missing(key);
+  }
   Fields object(const char* key) const {
-    auto it = j_.find(key);
+    const Json* v = find(key);
     static const Json empty = Json::object();
-    return Fields(it == j_.end() || it->is_null() ? empty : *it, where_ + "." + key);
+    return Fields(v ? *v : empty, where_ + "." + key);
   }
   const Json& raw(const char* key) const {
     static const Json null;
@@ -75,8 +170,43 @@ class Fields {
     return it == j_.end() ? null : *it;
   }
   const std::string& where() const { return where_; }
+  /// Names the test in every later message: "r.json: tests[3] 'sort'".
+  void name_test(const std::string& name) { where_ += " '" + printable(name) + "'"; }
 
  private:
+  const Json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  const Json& list(const char* key) const {
+    static const Json empty = Json::array();
+    const Json* v = find(key);
+    if (!v) return empty;
+    if (!v->is_array()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
+    return *v;
+  }
+  uint64_t bytes_of(const Json& v, const char* key) const {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > kMaxBytes)
+      throw wrong(key, fmt::format("is {}: should be a whole number of bytes from 0 to {}", quoted(v), kMaxBytes));
+    return v.get<uint64_t>();
+  }
+  double real_of(const Json& v, const char* key, double lo, double hi) const {
+    double d = v.is_number() ? v.get<double>() : NAN;
+    if (!std::isfinite(d) || d < lo || d > hi)
+      throw wrong(key, fmt::format("is {}: should be a number from {:g} to {:g}", quoted(v), lo, hi));
+    return d;
+  }
+  Error missing(const char* key) const {
+    return Error(kExitUsage, fmt::format("{}: field '{}' is missing; is this a memrun report (memrun-report/1)? "
+                                         "Write it again with --json",
+                                         where_, key));
+  }
+  Error wrong(const char* key, const std::string& what) const {
+    return Error(kExitUsage, fmt::format("{}: field '{}' {}; is this a memrun report that was edited by hand? "
+                                         "Write it again with --json",
+                                         where_, key, what));
+  }
+
   const Json& j_;
   std::string where_;
 };
@@ -87,11 +217,11 @@ Json breakdown_json(const cgroup::Breakdown& b) {
 
 cgroup::Breakdown breakdown_from(const Fields& f) {
   cgroup::Breakdown b;
-  b.anon = f.get<uint64_t>("anon");
-  b.file = f.get<uint64_t>("file");
-  b.kernel = f.get<uint64_t>("kernel");
-  b.shmem = f.get<uint64_t>("shmem");
-  b.sock = f.get<uint64_t>("sock");
+  b.anon = f.bytes("anon");
+  b.file = f.bytes("file");
+  b.kernel = f.bytes("kernel");
+  b.shmem = f.bytes("shmem");
+  b.sock = f.bytes("sock");
   return b;
 }
 
@@ -106,11 +236,12 @@ Json victims_json(const std::vector<OomKill>& kills) {
 std::vector<OomKill> victims_from(const Fields& t) {
   std::vector<OomKill> out;
   const Json& list = t.raw("oom_victims");
-  if (!list.is_array()) return out;
+  if (list.is_null()) return out;
+  if (!list.is_array()) throw Error(kExitUsage, t.where() + ": field 'oom_victims' should be a list");
   for (size_t i = 0; i < list.size(); ++i) {
     Fields k(list[i], fmt::format("{}.oom_victims[{}]", t.where(), i));
-    out.push_back({k.get<int>("pid"), k.get<std::string>("name"), k.get<uint64_t>("anon_rss_bytes"),
-                   k.get<uint64_t>("file_rss_bytes"), k.get<uint64_t>("shmem_rss_bytes")});
+    out.push_back({static_cast<int>(k.integer("pid", 0, INT_MAX)), k.get<std::string>("name"),
+                   k.bytes("anon_rss_bytes"), k.bytes("file_rss_bytes"), k.bytes("shmem_rss_bytes")});
   }
   return out;
 }
@@ -129,12 +260,18 @@ Json timeline_json(const TestRecord& r) {
 
 Timeline timeline_from(const Fields& tl) {
   Timeline out;
-  out.interval_s = tl.get<double>("interval_s");
-  out.t_s = tl.get<std::vector<double>>("t_s");
-  out.current = tl.get<std::vector<uint64_t>>("current");
-  out.anon = tl.get<std::vector<uint64_t>>("anon");
-  out.file = tl.get<std::vector<uint64_t>>("file");
-  out.peak_t_s = tl.object("kernel_peak").get<double>("t_s");
+  out.interval_s = tl.seconds("interval_s");
+  out.t_s = tl.seconds_list("t_s");
+  out.current = tl.byte_list("current");
+  out.anon = tl.byte_list("anon");
+  out.file = tl.byte_list("file");
+  out.peak_t_s = tl.object("kernel_peak").seconds("t_s");
+  // One point is one entry of each array: the plots index them together.
+  size_t n = out.t_s.size();
+  if (out.current.size() != n || out.anon.size() != n || out.file.size() != n)
+    throw Error(kExitUsage, fmt::format("{}: the arrays t_s, current, anon and file should be as long as each other, "
+                                        "are {}, {}, {} and {} long; write the report again with --json",
+                                        tl.where(), n, out.current.size(), out.anon.size(), out.file.size()));
   return out;
 }
 
@@ -155,6 +292,8 @@ Json head_json(const RunInfo& info, const Tally& tally) {
   Json head = {
       {"schema", kSchema},
       {"memrun_version", info.memrun_version},
+      {"memrun_path", info.memrun_path},
+      {"host_cgroups", info.host_cgroups},
       {"run_id", info.run_id},
       {"run_dir", info.run_dir},
       {"cwd", info.cwd},
@@ -170,6 +309,9 @@ Json head_json(const RunInfo& info, const Tally& tally) {
       {"cleanup_error", null_or(info.cleanup_error.empty(), info.cleanup_error)},
   };
   if (!info.merged_from.empty()) head["merged_from"] = info.merged_from;
+  Json read = Json::object();
+  for (const auto& [name, value] : info.spec_environment) read[name] = value ? Json(*value) : Json(nullptr);
+  head["spec_environment"] = read;
   const Environment& e = info.environment;
   head["environment"] = {{"thp", e.thp},
                          {"swap_bytes", e.swap_bytes},
@@ -181,35 +323,49 @@ Json head_json(const RunInfo& info, const Tally& tally) {
 
 RunInfo head_from(const Fields& f) {
   RunInfo info;
-  info.memrun_version = f.get<std::string>("memrun_version");
-  info.run_id = f.get<std::string>("run_id");
+  // What every memrun-report/1 has had since its first version: without
+  // it, a file is not a report of a run (and not a base to compare with).
+  info.memrun_version = f.text("memrun_version");
+  info.run_id = f.text("run_id");
+  info.memrun_path = f.get<std::string>("memrun_path");
+  info.host_cgroups = f.get<bool>("host_cgroups");
+  const Json& read = f.raw("spec_environment");
+  if (!read.is_null() && !read.is_object())
+    throw Error(kExitUsage, f.where() + ": field 'spec_environment' should be an object of names and values");
+  if (read.is_object())
+    for (const auto& [name, value] : read.items()) {
+      if (!value.is_null() && !value.is_string())
+        throw Error(kExitUsage, f.where() + ": field 'spec_environment' should hold a string or null for " +
+                                    quoted(Json(name)));
+      info.spec_environment[name] = value.is_null() ? std::nullopt : std::optional<std::string>(value.get<std::string>());
+    }
   info.run_dir = f.get<std::string>("run_dir");
   info.cwd = f.get<std::string>("cwd", ".");
-  info.memrun_max_rss = f.get<uint64_t>("memrun_max_rss_bytes");
-  info.started = parse_iso(f.get<std::string>("started"));
-  info.ended = parse_iso(f.get<std::string>("ended"));
+  info.memrun_max_rss = f.bytes("memrun_max_rss_bytes");
+  info.started = f.time("started", false);
+  info.ended = f.time("ended", false);
   info.interrupted_by = f.get<std::string>("interrupted_by");
+  f.require("host");
   Fields host = f.object("host");
   info.kernel = host.get<std::string>("kernel");
-  info.backend = host.get<std::string>("backend");
-  info.cgroup_mode = host.get<std::string>("cgroup_mode");
+  info.backend = host.text("backend");
+  info.cgroup_mode = host.text("cgroup_mode");
   info.cgroup_path = host.get<std::string>("cgroup_path");
   Fields shard = f.object("shard");
-  info.shard_index = shard.get<int>("index");
-  info.shard_count = shard.get<int>("count");
-  if (info.shard_count < 0 || info.shard_index < 0 || info.shard_index > info.shard_count ||
-      (info.shard_count > 0 && info.shard_index == 0))
+  info.shard_index = static_cast<int>(shard.integer("index", 0, kMaxShards));
+  info.shard_count = static_cast<int>(shard.integer("count", 0, kMaxShards));
+  if (info.shard_index > info.shard_count || (info.shard_count > 0 && info.shard_index == 0))
     throw Error(kExitUsage, fmt::format("{}: shard {}/{} is not a shard (1 <= K <= N)", f.where(), info.shard_index,
                                         info.shard_count));
-  info.jobs = f.get<int>("jobs", 1);
-  if (!f.raw("memory_budget_bytes").is_null()) info.budget = f.get<uint64_t>("memory_budget_bytes");
+  info.jobs = static_cast<int>(f.integer("jobs", 1, INT_MAX, 1));
+  if (!f.raw("memory_budget_bytes").is_null()) info.budget = f.bytes("memory_budget_bytes");
   info.cleanup_error = f.get<std::string>("cleanup_error");
   info.merged_from = f.get<std::vector<std::string>>("merged_from");
   Fields e = f.object("environment");
   info.environment.thp = e.get<std::string>("thp");
-  info.environment.swap_bytes = e.get<uint64_t>("swap_bytes");
-  info.environment.memory_bytes = e.get<uint64_t>("memory_bytes");
-  info.environment.cpus = e.get<int>("cpus");
+  info.environment.swap_bytes = e.bytes("swap_bytes");
+  info.environment.memory_bytes = e.bytes("memory_bytes");
+  info.environment.cpus = static_cast<int>(e.integer("cpus", 0, INT_MAX));
   info.environment.allocator_env = e.get<std::map<std::string, std::string>>("allocator_env");
   return info;
 }
@@ -225,14 +381,16 @@ Json runs_json(const std::vector<RunFigures>& runs) {
 // A report written before runs were recorded has one run: the record's own.
 std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Observation& o) {
   const Json& list = t.raw("runs");
-  if (!list.is_array() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s}};
+  if (!list.is_null() && !list.is_array()) throw Error(kExitUsage, t.where() + ": field 'runs' should be a list");
+  if (list.is_null() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s}};
   std::vector<RunFigures> out;
   for (size_t i = 0; i < list.size(); ++i) {
     Fields r(list[i], fmt::format("{}.runs[{}]", t.where(), i));
-    auto outcome = outcome_named(r.get<std::string>("outcome"));
+    auto outcome = outcome_named(r.text("outcome"));
     if (!outcome) throw Error(kExitUsage, r.where() + ": field 'outcome' is not an outcome memrun writes");
-    out.push_back({r.get<uint64_t>("peak_bytes"), r.get<uint64_t>("working_set_peak_bytes"), *outcome,
-                   r.get<bool>("passed"), r.get<double>("duration_s")});
+    r.require("passed");
+    out.push_back({r.required_bytes("peak_bytes"), r.bytes("working_set_peak_bytes"), *outcome, r.get<bool>("passed"),
+                   r.seconds("duration_s")});
   }
   return out;
 }
@@ -319,6 +477,7 @@ Json to_json(const TestRecord& r) {
                                       : Json(nullptr)},
       {"runs", runs_json(r.runs)},
       {"inputs", t.inputs},
+      {"timeout_s", t.timeout_s},
   };
 }
 
@@ -326,73 +485,80 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   Fields f(entry, where);
   TestRecord r;
   TestIdentity& t = r.test;
-  t.name = f.get<std::string>("name");
-  t.spec = f.get<std::string>("spec");
-  t.line = f.get<int>("line");
+  // Required: what names the test, and what a verdict and a comparison
+  // stand on (in every memrun-report/1 since its first version).
+  t.name = f.text("name");
+  f.name_test(t.name);
+  t.spec = f.text("spec");
+  for (const char* key : {"line", "outcome", "passed", "requested_limit_bytes", "limit_bytes", "peak_bytes", "duration_s"})
+    f.require(key);
+  t.line = static_cast<int>(f.integer("line", 0, INT_MAX));
   t.command = f.get<std::string>("command");
   t.env = f.get<std::map<std::string, std::string>>("env");
   t.tags = f.get<std::vector<std::string>>("tags");
   t.expected = f.get<std::string>("expected");
-  t.requested_limit = f.get<uint64_t>("requested_limit_bytes");
-  t.swap_limit = f.get<uint64_t>("swap_limit_bytes", 0);
-  if (!f.raw("memory_high_bytes").is_null()) t.memory_high = f.get<uint64_t>("memory_high_bytes");
+  t.requested_limit = f.bytes("requested_limit_bytes");
+  t.swap_limit = f.bytes("swap_limit_bytes");
+  if (!f.raw("memory_high_bytes").is_null()) t.memory_high = f.bytes("memory_high_bytes");
   t.stdout_path = f.get<std::string>("stdout");
   t.stderr_path = f.get<std::string>("stderr");
 
   Verdict& v = r.verdict;
   auto outcome = outcome_named(f.get<std::string>("outcome"));
-  if (!outcome) throw Error(kExitUsage, where + ": field 'outcome' is not one of pass, fail, oom, timeout, thrash, error, interrupted, skipped");
+  if (!outcome) throw Error(kExitUsage, f.where() + ": field 'outcome' is not an outcome memrun writes (pass, fail, oom, timeout, thrash, error, interrupted, skipped)");
   v.outcome = *outcome;
   v.passed = f.get<bool>("passed");
   v.disabled = f.get<bool>("disabled", false);
   v.reason = f.get<std::string>("reason");
-  v.limit = f.get<uint64_t>("limit_bytes");
-  v.peak = f.get<uint64_t>("peak_bytes");
+  v.limit = f.bytes("limit_bytes");
+  v.peak = f.bytes("peak_bytes");
   v.peak_sampled = f.get<std::string>("peak_source") == "sampled";
-  v.working_set_peak = f.get<uint64_t>("working_set_peak_bytes");
-  v.page_cache = f.get<uint64_t>("page_cache_bytes");
-  v.headroom = f.get<int64_t>("headroom_bytes");
-  v.headroom_pct = f.get<double>("headroom_pct");
+  v.working_set_peak = f.bytes("working_set_peak_bytes");
+  v.page_cache = f.bytes("page_cache_bytes");
+  v.headroom = f.integer("headroom_bytes", -static_cast<int64_t>(kMaxBytes), static_cast<int64_t>(kMaxBytes));
+  v.headroom_pct = f.real("headroom_pct", -1e30, 100);  // headroom is at most the allowance
   v.headroom_basis = f.get<std::string>("headroom_basis", "peak");
-  v.swap_peak = f.get<uint64_t>("swap_peak_bytes", 0);
-  v.swap_at_end = f.get<uint64_t>("swap_bytes", 0);
+  v.swap_peak = f.bytes("swap_peak_bytes");
+  v.swap_at_end = f.bytes("swap_bytes");
 
   Observation& o = r.observed;
   cgroup::Final& k = o.kernel;
   o.ending = ending_of(v.outcome);
   if (!v.peak_sampled) k.peak = v.peak;
   k.limit_reached = f.get<bool>("limit_reached");
-  k.limit_at_end = f.get<uint64_t>("limit_at_end_bytes", UINT64_MAX);
-  k.escaped = f.get<uint64_t>("escaped_processes");
-  k.oom_kills = f.get<uint64_t>("oom_kills");
-  k.oom_group_kills = f.get<uint64_t>("oom_group_kills");
+  k.limit_at_end = f.bytes("limit_at_end_bytes", UINT64_MAX);
+  k.escaped = f.bytes("escaped_processes");
+  k.oom_kills = f.bytes("oom_kills");
+  k.oom_group_kills = f.bytes("oom_group_kills");
   k.breakdown = breakdown_from(f.object("breakdown"));
-  k.stat = f.get<std::map<std::string, uint64_t>>("memory_stat");
-  k.events = f.get<std::map<std::string, uint64_t>>("events");
-  k.pressure_us = f.get<std::map<std::string, uint64_t>>("pressure_us");
+  k.stat = f.counters("memory_stat");
+  k.events = f.counters("events");
+  k.pressure_us = f.counters("pressure_us");
   k.reclaimable_file = v.page_cache;
   o.cleanup_error = f.get<std::string>("cleanup_error");
-  o.exit_code = f.get<int>("exit_code", -1);
-  o.signal = f.get<int>("signal");
-  o.duration_s = f.get<double>("duration_s");
-  o.cpu_user_s = f.get<double>("cpu_user_s");
-  o.cpu_system_s = f.get<double>("cpu_system_s");
-  o.samples = f.get<int>("samples");
+  // An exit status is 0..255; a signal number 1..64 (SIGRTMAX), 128 allows for more.
+  o.exit_code = static_cast<int>(f.integer("exit_code", 0, 255, -1));
+  o.signal = static_cast<int>(f.integer("signal", 0, 128));
+  o.duration_s = f.seconds("duration_s");
+  o.cpu_user_s = f.seconds("cpu_user_s");
+  o.cpu_system_s = f.seconds("cpu_system_s");
+  o.samples = static_cast<int>(f.integer("samples", 0, INT_MAX));
   o.placement = f.get<std::string>("placement");
   o.at_peak = breakdown_from(f.object("breakdown_at_peak"));
   o.timeline = timeline_from(f.object("timeline"));
   o.oom_victims = victims_from(f);
-  o.stdout_bytes = f.get<uint64_t>("stdout_bytes");
-  o.stderr_bytes = f.get<uint64_t>("stderr_bytes");
-  o.log_discarded_bytes = f.get<uint64_t>("log_discarded_bytes");
-  o.started = parse_iso(f.get<std::string>("started"));
-  o.ended = parse_iso(f.get<std::string>("ended"));
+  o.stdout_bytes = f.bytes("stdout_bytes");
+  o.stderr_bytes = f.bytes("stderr_bytes");
+  o.log_discarded_bytes = f.bytes("log_discarded_bytes");
+  o.started = f.time("started", true);
+  o.ended = f.time("ended", true);
   o.log_tail = f.get<std::string>("log_tail");
   Fields increase = f.object("max_increase");
   if (!f.raw("max_increase").is_null())
-    t.max_increase = std::pair{increase.get<double>("percent"), increase.get<uint64_t>("bytes")};
+    t.max_increase = std::pair{increase.real("percent", 0, 1000), increase.bytes("bytes")};  // as specs allow
   r.runs = runs_from(f, v, o);
   t.inputs = f.get<std::vector<std::string>>("inputs");
+  t.timeout_s = f.seconds("timeout_s");
   return r;
 }
 
@@ -441,12 +607,10 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
   sink("\n}\n");
 }
 
-ReportData read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
+ReportData parse_report(const std::string& text, const std::string& path) {
   Json j;
   try {
-    j = Json::parse(in);
+    j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(kExitUsage, path + ": not a JSON report (" + e.what() + ")");
   }
@@ -455,16 +619,35 @@ ReportData read_report(const std::string& path) {
   ReportData report;
   report.info = head_from(Fields(j, path));
   const Json& setups = j["setups"];
+  if (!setups.is_null() && !setups.is_array()) throw Error(kExitUsage, path + ": field 'setups' should be a list");
   for (size_t i = 0; setups.is_array() && i < setups.size(); ++i) {
     Fields s(setups[i], fmt::format("{}: setups[{}]", path, i));
-    SetupRecord setup{s.get<std::string>("spec"), s.get<bool>("ran"), std::nullopt};
-    if (s.raw("result").is_object()) setup.result = record_from_json(s.raw("result"), fmt::format("{}: setups[{}].result", path, i));
+    SetupRecord setup{s.text("spec"), s.get<bool>("ran"), std::nullopt};
+    if (!s.raw("result").is_null())
+      setup.result = record_from_json(s.raw("result"), fmt::format("{}: setups[{}].result", path, i));
     report.setups.push_back(std::move(setup));
   }
   const Json& tests = j["tests"];
-  for (size_t i = 0; i < tests.size(); ++i)
+  // A test is its spec and its name: two entries of one test would be
+  // counted, compared and merged twice.
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (size_t i = 0; i < tests.size(); ++i) {
     report.tests.push_back(record_from_json(tests[i], fmt::format("{}: tests[{}]", path, i)));
+    const TestIdentity& t = report.tests.back().test;
+    if (auto [it, fresh] = seen.emplace(std::pair{t.spec, t.name}, i); !fresh)
+      throw Error(kExitUsage, fmt::format("{}: tests[{}] and tests[{}] are both test '{}' of {}: a report lists each "
+                                          "test once; write it again with --json",
+                                          path, it->second, i, printable(t.name), printable(t.spec)));
+  }
   return report;
+}
+
+ReportData read_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
+  return parse_report(text, path);
 }
 
 std::string report_text(const ReportData& report) {

@@ -31,6 +31,11 @@ struct Environment {
 /// Facts about the run that every report carries.
 struct RunInfo {
   std::string memrun_version;  ///< of the memrun that wrote the report
+  std::string memrun_path;     ///< its absolute path (/proc/self/exe), for `memrun repro`
+  bool host_cgroups = false;   ///< --host-cgroups: tests were not sealed in their groups
+  /// The variables of memrun's own environment that the specs' ${...} read
+  /// (nullopt: unset), for `memrun repro` to set again.
+  std::map<std::string, std::optional<std::string>> spec_environment;
   std::string run_id, run_dir;
   std::string cwd;  ///< where memrun ran: spec paths are relative to it
   std::string backend, cgroup_mode, cgroup_path;
@@ -88,8 +93,12 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
                    size_t tests, const std::function<std::string(size_t)>& test_text, const Sink& sink);
 
 /// The report at `path`, typed. Throws Error(kExitUsage) when the file is
-/// missing, not JSON, not a memrun-report/1, or has a field of the wrong type.
+/// missing, not JSON, not a memrun-report/1, lacks a required field, has a
+/// field of the wrong type or out of its range (naming the field and the
+/// test), or lists a test twice.
 ReportData read_report(const std::string& path);
+/// The same for a report's text; `path` names it in errors.
+ReportData parse_report(const std::string& text, const std::string& path);
 
 /// The report's whole text, as --json writes it.
 std::string report_text(const ReportData& report);

@@ -120,6 +120,10 @@ struct Spec {
 /// for any other ${...} form and for a ${ never closed.
 std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env);
 
+/// The variables of memrun's own environment that expand_vars has read so
+/// far, with their values (nullopt: unset), for `memrun repro` to set again.
+std::map<std::string, std::optional<std::string>> environment_read();
+
 /// Defaults that apply when neither the test nor `defaults:` says otherwise.
 inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
 inline constexpr uint64_t kDefaultPids = 4096;

@@ -26,6 +26,13 @@ uint64_t MinHeadroom::for_limit(uint64_t limit) const {
 
 namespace {
 
+// The environment is the process's; so is the record of what the specs'
+// ${...} read of it.
+std::map<std::string, std::optional<std::string>>& outside_reads() {
+  static std::map<std::string, std::optional<std::string>> reads;
+  return reads;
+}
+
 // What one ${...} (its inside: `inner`) expands to.
 std::string expand_one(std::string inner, const std::map<std::string, std::string>& env) {
   std::string written = inner, fallback;
@@ -44,12 +51,16 @@ std::string expand_one(std::string inner, const std::map<std::string, std::strin
                                 "the two forms memrun expands (write $${ for a literal ${)");
   const char* outside = std::getenv(inner.c_str());
   if (auto it = env.find(inner); it != env.end() && !it->second.empty()) return it->second;
+  // Read from memrun's own environment: `memrun repro` must set it again.
+  outside_reads()[inner] = outside ? std::optional<std::string>(outside) : std::nullopt;
   if (outside && *outside) return outside;
   return has_fallback ? fallback : "";
 }
 
 
 }  // namespace
+
+std::map<std::string, std::optional<std::string>> environment_read() { return outside_reads(); }
 
 std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env) {
   std::string out;

@@ -1,6 +1,8 @@
 // memrun bisect, --scale, --set and repro with the real binary and kernel.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <regex>
 
 #include "harness.h"
@@ -76,12 +78,14 @@ TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
   std::string report = dir.path() + "/report.json";
   auto repro = run_memrun({"repro", report, "t"});
   EXPECT_EQ(repro.exit_code, 0) << repro.err;
-  EXPECT_NE(repro.out.find("env 'K=v' memrun '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
+  // The memrun that made the report, by its absolute path: the one on
+  // PATH may be another.
+  std::string self = std::filesystem::canonical(memrun_bin()).string();
+  EXPECT_NE(repro.out.find("env 'K=v' '" + self + "' '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
             std::string::npos)
       << repro.out;
   // And the printed command does rerun it: the same OOM.
   std::string command = repro.out.substr(0, repro.out.find('\n'));
-  command.replace(command.find("memrun '"), 6, memrun_bin());
   auto again = run_program({"sh", "-c", command + " --run-dir " + dir.path() + "/again"});
   EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
   EXPECT_NE(again.out.find("got oom at 64.0 MiB"), std::string::npos) << again.out;

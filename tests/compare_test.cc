@@ -88,18 +88,155 @@ TEST(Compare, TheLargerOfPercentAndSizeWins) {
 }
 
 TEST(Compare, NewGoneAndNotComparable) {
-  ReportData base = report({{"kept", {10}}, {"gone", {10}}, {"limit", {10}}, {"broken", {10}}});
-  ReportData head = report({{"kept", {10}}, {"new", {10}}, {"limit", {10}}, {"broken", {10}}});
+  ReportData base = report({{"kept", {10}}, {"gone", {10}}, {"limit", {10}}});
+  ReportData head = report({{"kept", {10}}, {"new", {10}}, {"limit", {10}}});
   head.tests[2].test.requested_limit = 512 * MiB;
-  head.tests[3].verdict.outcome = Outcome::error;
   auto c = compare_reports(base, head, {});
   EXPECT_EQ(named(c, "kept").change, Change::unchanged);
   EXPECT_EQ(named(c, "new").change, Change::added);
   EXPECT_EQ(named(c, "gone").change, Change::gone);
   EXPECT_EQ(named(c, "limit").change, Change::not_comparable);
   EXPECT_NE(named(c, "limit").note.find("limit changed"), std::string::npos);
-  EXPECT_EQ(named(c, "broken").change, Change::not_comparable);
   EXPECT_EQ(exit_code_of(c), 0);
+}
+
+// Marks every run of test `i` of `r` as ending with `outcome`, at `peak` MiB
+// (a crash's or a kill's peak is where it stopped).
+void ended(ReportData& r, size_t i, Outcome outcome, double peak, const std::string& reason = "expected pass, got it") {
+  TestRecord& t = r.tests[i];
+  for (auto& run : t.runs) run = {static_cast<uint64_t>(peak * MiB), static_cast<uint64_t>(peak * MiB), outcome, false, 1};
+  t.verdict.outcome = outcome;
+  t.verdict.passed = false;
+  t.verdict.reason = reason;
+}
+
+TEST(Compare, ACrashInHeadIsNeverAnImprovementAndFailsTheGate) {
+  // The case: head's three runs all died of a panic early, at a
+  // quarter of base's peak.
+  ReportData base = report({{"sort", {600, 601, 602}}});
+  ReportData head = report({{"sort", {125, 126, 127}}});
+  ended(head, 0, Outcome::fail, 125, "expected pass, got fail (killed by signal 6)");
+  auto c = compare_reports(base, head, {});
+  const auto& t = named(c, "sort");
+  EXPECT_EQ(t.change, Change::failed_in_head);
+  EXPECT_EQ(t.head_outcomes, "fail 3/3");
+  EXPECT_EQ(t.base_outcomes, "pass 3/3");
+  EXPECT_EQ(t.reason, "expected pass, got fail (killed by signal 6)");
+  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_EQ(c.summary(), "1 failed in head, 0 regressions, 0 improvements, 0 unchanged");
+  // Every output says so, and none calls it a change of figures.
+  std::string text = comparison_text(c), md = comparison_markdown(c), junit = comparison_junit(c);
+  EXPECT_EQ(text.find("improved"), std::string::npos) << text;
+  EXPECT_NE(text.find("failed in head"), std::string::npos) << text;
+  EXPECT_NE(text.find("fail 3/3"), std::string::npos) << text;
+  EXPECT_NE(text.find("killed by signal 6"), std::string::npos) << text;
+  EXPECT_NE(md.find("❌ failed in head"), std::string::npos) << md;
+  EXPECT_NE(md.find("fail 3&#47;3"), std::string::npos) << md;
+  EXPECT_EQ(md.find("-474"), std::string::npos) << md;
+  EXPECT_NE(junit.find("failures=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("type=\"failed in head\""), std::string::npos) << junit;
+  EXPECT_EQ(comparison_annotations(c).rfind("::error file=specs/s.yaml,line=4,title=memrun%3A sort failed in head::", 0), 0u)
+      << comparison_annotations(c);
+  auto j = nlohmann::json::parse(comparison_json(c));
+  EXPECT_EQ(j["tests"][0]["change"], "failed in head");
+  EXPECT_EQ(j["tests"][0]["head_outcomes"], "fail 3/3");
+  EXPECT_TRUE(j["tests"][0]["change_bytes"].is_null());
+  EXPECT_TRUE(j["tests"][0]["head_bytes"].is_null());
+  EXPECT_EQ(j["summary"]["failed_in_head"], 1);
+}
+
+TEST(Compare, AnOomInHeadIsFailedNotRegressedAndOneBadRunIsEnough) {
+  ReportData base = report({{"join", {100, 100, 100}}, {"flaky", {50, 50, 50}}});
+  ReportData head = report({{"join", {141, 141, 141}}, {"flaky", {50, 50, 50}}});
+  ended(head, 0, Outcome::oom, 141, "expected pass, got oom at 256.0 MiB");
+  head.tests[1].runs[2] = {60 * MiB, 60 * MiB, Outcome::timeout, false, 1};
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "join").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "join").head_outcomes, "oom 3/3");
+  EXPECT_EQ(named(c, "flaky").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "flaky").head_outcomes, "pass 2/3, timeout 1/3");
+  EXPECT_EQ(exit_code_of(c), 1);
+}
+
+TEST(Compare, BothSidesFailingIsSaidAndFailsTheGate) {
+  ReportData base = report({{"t", {64}}});
+  ReportData head = report({{"t", {64}}});
+  ended(base, 0, Outcome::oom, 64);
+  ended(head, 0, Outcome::thrash, 64);
+  auto c = compare_reports(base, head, {});
+  const auto& t = named(c, "t");
+  EXPECT_EQ(t.change, Change::failed_in_both);
+  EXPECT_NE(t.note.find("thrash 1/1 in head, and oom 1/1 in base"), std::string::npos) << t.note;
+  std::string text = comparison_text(c);
+  EXPECT_EQ(text.find("unchanged  "), std::string::npos) << text;
+  EXPECT_EQ(text.find("+0 B"), std::string::npos) << text;
+  EXPECT_EQ(exit_code_of(c), 1);
+}
+
+TEST(Compare, AFailedBaseIsNotAMeasurementEither) {
+  // Base's runs panicked (a low peak); head is fine: not `unchanged +16%`.
+  ReportData base = report({{"t", {100}}, {"broken", {10}}});
+  ReportData head = report({{"t", {116}}, {"broken", {10}}});
+  ended(base, 0, Outcome::fail, 100);
+  head.tests[1].runs[0].outcome = head.tests[1].verdict.outcome = Outcome::error;
+  head.tests[1].runs[0].passed = head.tests[1].verdict.passed = false;
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_base);
+  EXPECT_EQ(named(c, "broken").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "broken").head_outcomes, "error 1/1");
+}
+
+TEST(Compare, AnExpectedOomIsAMeasurementAndAPassIsNot) {
+  // `expect: oom`: an OOM kill is what the test is for; a pass is the failure.
+  ReportData base = report({{"t", {64}}, {"u", {64}}});
+  ReportData head = report({{"t", {64}}, {"u", {40}}});
+  for (auto* r : {&base, &head})
+    for (auto& t : r->tests) {
+      t.test.expected = "oom";
+      for (auto& run : t.runs) run.outcome = Outcome::oom;
+      t.verdict.outcome = Outcome::oom;
+    }
+  head.tests[1].runs[0].outcome = head.tests[1].verdict.outcome = Outcome::pass;
+  head.tests[1].runs[0].passed = head.tests[1].verdict.passed = false;
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+  EXPECT_EQ(named(c, "u").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "u").head_outcomes, "pass 1/1");
+}
+
+TEST(Compare, ASkippedSideIsSkippedNeverRegressed) {
+  // pytest skipped the case in base (a tiny peak); head ran it.
+  ReportData base = report({{"t", {1}}, {"new-skip", {1}}});
+  ReportData head = report({{"t", {3.65}}, {"new-skip", {1}}, {"fresh", {1}}});
+  base.tests[0].runs[0].outcome = base.tests[0].verdict.outcome = Outcome::skipped;
+  head.tests[1].runs[0].outcome = head.tests[1].verdict.outcome = Outcome::skipped;
+  head.tests[2].runs[0].outcome = head.tests[2].verdict.outcome = Outcome::skipped;
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::skipped);
+  EXPECT_NE(named(c, "t").note.find("skipped 1/1 in base"), std::string::npos) << named(c, "t").note;
+  EXPECT_EQ(named(c, "new-skip").change, Change::skipped);
+  EXPECT_EQ(named(c, "fresh").change, Change::skipped);
+  EXPECT_EQ(exit_code_of(c), 0);
+  EXPECT_NE(comparison_junit(c).find("<skipped"), std::string::npos) << comparison_junit(c);
+  EXPECT_EQ(comparison_text(c).find("regressed"), std::string::npos) << comparison_text(c);
+}
+
+TEST(Compare, ANewTestThatFailsFailsTheGate) {
+  ReportData head = report({{"kept", {10}}, {"new", {10}}});
+  ended(head, 1, Outcome::oom, 10);
+  auto c = compare_reports(report({{"kept", {10}}}), head, {});
+  EXPECT_EQ(named(c, "new").change, Change::failed_in_head);
+  EXPECT_NE(named(c, "new").note.find("new"), std::string::npos);
+  EXPECT_EQ(exit_code_of(c), 1);
+}
+
+TEST(Compare, AFailureOnAnotherBackendIsStillAFailure) {
+  ReportData head = report({{"t", {80}}});
+  head.info.backend = "v2";
+  ended(head, 0, Outcome::oom, 80);
+  auto c = compare_reports(report({{"t", {40}}}), head, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
+  EXPECT_EQ(exit_code_of(c), 1);
 }
 
 TEST(Compare, AnotherBackendIsNeverARegression) {

@@ -142,5 +142,145 @@ TEST_F(Comparing, ReportsOfAnotherBackendAreNotComparedSilently) {
   EXPECT_NE(c.out.find("measured on another backend"), std::string::npos) << c.out;
 }
 
+// A base of two tests that pass with their peaks (40 and 8 MiB).
+constexpr const char* kPassing =
+    "tests:\n  - {name: sorts, run: [{W}, --touch, 40MiB], memory: 64MiB}\n"
+    "  - {name: small, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
+
+TEST_F(Comparing, ACrashInHeadFailsTheGateAndIsNeverAnImprovement) {
+  ASSERT_EQ(run_as(kPassing, "base.json", {"--repeat", "2"}).exit_code, 0);
+  // Head's `sorts` dies of a signal at once, far below base's peak: before,
+  // this was `improved -37 MiB`.
+  auto head = run_as("tests:\n  - {name: sorts, run: 'kill -SEGV $$', memory: 64MiB}\n"
+                     "  - {name: small, run: [{W}, --touch, 8MiB], memory: 64MiB}\n",
+                     "head.json", {"--repeat", "2"});
+  ASSERT_EQ(head.exit_code, 1) << head.out << head.err;
+  auto c = compare("base.json", "head.json");
+  EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+  ASSERT_EQ(c.report["tests"].size(), 2u) << c.out;
+  const auto& t = c.report["tests"][0];
+  EXPECT_EQ(t["name"], "sorts");
+  EXPECT_EQ(t["change"], "failed in head") << c.out;
+  EXPECT_EQ(t["head_outcomes"], "fail 2/2");
+  EXPECT_EQ(t["base_outcomes"], "pass 2/2");
+  EXPECT_NE(t["reason"].get<std::string>().find("killed by signal 11"), std::string::npos) << t.dump();
+  EXPECT_TRUE(t["change_bytes"].is_null());
+  EXPECT_EQ(c.report["tests"][1]["change"], "unchanged");
+  EXPECT_EQ(c.out.find("improved"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("1 failed in head"), std::string::npos) << c.out;
+  // Through --baseline, the run's own outputs say it too.
+  std::string md = dir.path() + "/summary.md";
+  auto again = run_as("tests:\n  - {name: sorts, run: 'kill -SEGV $$', memory: 64MiB}\n", "again.json",
+                      {"--baseline", dir.path() + "/base.json", "--markdown", md});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(fs::read_file(md).value_or("").find("❌ failed in head"), std::string::npos) << fs::read_file(md).value_or("");
+}
+
+TEST_F(Comparing, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
+  ASSERT_EQ(run_as(kPassing, "base.json").exit_code, 0);
+  const char* killed = "tests:\n  - {name: sorts, run: [{W}, --touch, 100MiB], memory: 64MiB}\n"
+                       "  - {name: small, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
+  ASSERT_EQ(run_as(killed, "head.json").exit_code, 1);
+  auto c = compare("base.json", "head.json");
+  EXPECT_EQ(c.exit_code, 1) << c.out;
+  EXPECT_EQ(c.report["tests"][0]["change"], "failed in head") << c.out;
+  EXPECT_EQ(c.report["tests"][0]["head_outcomes"], "oom 1/1") << c.out;
+  EXPECT_NE(c.out.find("oom 1/1"), std::string::npos) << c.out;
+  // Killed on both sides: not `unchanged +0 B`, and the gate fails.
+  ASSERT_EQ(run_as(killed, "head2.json").exit_code, 1);
+  c = compare("head.json", "head2.json");
+  EXPECT_EQ(c.exit_code, 1) << c.out;
+  EXPECT_EQ(c.report["tests"][0]["change"], "failed in both") << c.out;
+  EXPECT_EQ(c.out.find("+0 B"), std::string::npos) << c.out;
+  // Fixed in head: said, and the gate passes.
+  c = compare("head.json", "base.json");
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_EQ(c.report["tests"][0]["change"], "failed in base") << c.out;
+}
+
+TEST_F(Comparing, TestsLeftOutByFilterTagOrShardAreNotGone) {
+  const char* spec = "tests:\n  - {name: a, run: [{W}, --touch, 8MiB], memory: 64MiB, tags: [fast]}\n"
+                     "  - {name: b, run: [{W}, --touch, 8MiB], memory: 64MiB}\n"
+                     "  - {name: c, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
+  ASSERT_EQ(run_as(spec, "base.json").exit_code, 0);
+  std::string base = dir.path() + "/base.json";
+  for (const auto& selection : std::vector<std::vector<std::string>>{
+           {"--filter", "^a$"}, {"--tag", "fast"}, {"--shard", "1/3"}, {"--shard", "3/3"}}) {
+    SCOPED_TRACE(selection[0] + " " + selection[1]);
+    std::vector<std::string> args = selection;
+    args.insert(args.end(), {"--baseline", base});
+    auto head = run_as(spec, "head.json", args);
+    EXPECT_EQ(head.exit_code, 0) << head.out << head.err;
+    EXPECT_NE(head.out.find("0 regressions, 0 improvements, 1 unchanged (base"), std::string::npos) << head.out;
+    EXPECT_EQ(head.out.find("gone"), std::string::npos) << head.out;
+  }
+  // A test really gone from the spec still is, where the selection would
+  // have taken it.
+  auto head = run_as("tests:\n  - {name: a, run: [{W}, --touch, 8MiB], memory: 64MiB}\n", "head.json",
+                     {"--baseline", base, "--filter", "^[ab]$"});
+  EXPECT_NE(head.out.find("1 unchanged, 1 gone"), std::string::npos) << head.out;
+}
+
+TEST_F(Comparing, AReportThatIsNotAWholeReportIsRefusedAsABase) {
+  ASSERT_EQ(run_as(kPassing, "head.json").exit_code, 0);
+  dir.write("bare.json", "{\"schema\": \"memrun-report/1\", \"tests\": []}");
+  auto c = compare("bare.json", "head.json");
+  EXPECT_EQ(c.exit_code, 2) << c.out;
+  EXPECT_NE(c.err.find("field 'memrun_version' is missing"), std::string::npos) << c.err;
+  // A negative peak is not 16 EiB.
+  auto head = nlohmann::json::parse(fs::read_file(dir.path() + "/head.json").value_or("{}"));
+  head["tests"][1]["peak_bytes"] = -1;
+  dir.write("negative.json", head.dump());
+  c = compare("negative.json", "head.json");
+  EXPECT_EQ(c.exit_code, 2) << c.out;
+  EXPECT_NE(c.err.find("tests[1] 'small': field 'peak_bytes' is -1"), std::string::npos) << c.err;
+  auto run = run_as(kPassing, "again.json", {"--baseline", dir.path() + "/negative.json"});
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_EQ(run.out.find("PASS"), std::string::npos) << "tests ran before the base was read: " << run.out;
+}
+
+TEST_F(Comparing, ReproRerunsTheSameWayWithTheVariablesTheSpecRead) {
+  // The spec builds the test's environment from memrun's own (a `python:`
+  // built from POLARS_VERSION, in the issue): the rerun must see the same.
+  const char* spec = "env: {WANT: \"${MEMRUN_TEST_VERSION}\"}\n"
+                     "tests:\n  - {name: versioned, run: 'test \"$WANT\" = 0.20.15', memory: 16MiB}\n";
+  std::string text = spec;
+  std::string path = dir.write("spec.yaml", text);
+  auto first = run_program({"env", "MEMRUN_TEST_VERSION=0.20.15", memrun_bin(), path, "--json",
+                            dir.path() + "/r.json", "--run-dir", dir.path() + "/runs", "--host-cgroups"},
+                           dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  auto repro = run_memrun({"repro", dir.path() + "/r.json", "versioned"});
+  ASSERT_EQ(repro.exit_code, 0) << repro.err;
+  EXPECT_NE(repro.out.find("'MEMRUN_TEST_VERSION=0.20.15'"), std::string::npos) << repro.out;
+  EXPECT_NE(repro.out.find(" --host-cgroups"), std::string::npos) << repro.out;
+  EXPECT_NE(repro.out.find("'" + std::filesystem::canonical(memrun_bin()).string() + "'"), std::string::npos)
+      << repro.out;
+  // From a shell without the variable, and without memrun on PATH.
+  std::string line = repro.out.substr(0, repro.out.find('\n'));
+  auto rerun = run_program({"env", "-u", "MEMRUN_TEST_VERSION", "PATH=/usr/bin:/bin", "sh", "-c",
+                            line + " --run-dir " + dir.path() + "/again"});
+  EXPECT_EQ(rerun.exit_code, 0) << line << "\n" << rerun.out << rerun.err;
+  EXPECT_NE(rerun.out.find(": 1 test on"), std::string::npos) << rerun.out;
+}
+
+TEST_F(Comparing, ReproOfAnExecReportRerunsTheCommand) {
+  std::string report = dir.path() + "/exec.json";
+  auto first = run_memrun({"exec", "--memory", "32MiB", "--name", "quote's", "--json", report, "--run-dir",
+                           dir.path() + "/runs", "--", "sh", "-c", "echo \"it's $0\"; exit 3", "a b"});
+  ASSERT_EQ(first.exit_code, 1) << first.out << first.err;
+  auto repro = run_memrun({"repro", report, "quote's"});
+  ASSERT_EQ(repro.exit_code, 0) << repro.err;
+  EXPECT_EQ(repro.out.find("'memrun exec'"), std::string::npos) << repro.out;
+  std::string line = repro.out.substr(0, repro.out.find('\n'));
+  ASSERT_NE(line.find(" exec "), std::string::npos) << line;
+  line.replace(line.find(" exec "), 6, " exec --run-dir " + dir.path() + "/again ");
+  auto rerun = run_program({"sh", "-c", line});
+  // The same command, the same way: it exits 3 again, where pass was expected.
+  EXPECT_EQ(rerun.exit_code, 1) << line << "\n" << rerun.out << rerun.err;
+  EXPECT_NE(rerun.out.find("exit 3"), std::string::npos) << line << "\n" << rerun.out;
+  EXPECT_NE(rerun.out.find("quote's"), std::string::npos) << rerun.out;
+}
+
 }  // namespace
 }  // namespace memrun::testing

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/error.h"
+#include "runner/merge.h"
 #include "runner/plan.h"
+#include "runner/report_json.h"
 #include "runner/spec.h"
 
 namespace memrun {
@@ -330,7 +332,7 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
     ADD_FAILURE() << "a string peak was read";
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), kExitUsage);
-    EXPECT_NE(std::string(e.what()).find("r.json: tests[0]: field 'peak_bytes'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("r.json: tests[0] 'big': field 'peak_bytes'"), std::string::npos) << e.what();
   }
 }
 
@@ -525,6 +527,137 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   EXPECT_EQ(text.find("anon 0 B"), std::string::npos) << text;
   EXPECT_NE(text.find("no sample"), std::string::npos) << text;
   EXPECT_NE(text.find("anon-rss 3.88 MiB"), std::string::npos) << text;
+// A report as memrun writes it, of one test named "big", as JSON to edit.
+nlohmann::ordered_json valid_report() {
+  Fixture f;
+  ReportData r;
+  r.info.memrun_version = "0.1.0";
+  r.info.run_id = "20261201-1";
+  r.info.backend = "v1";
+  r.info.cgroup_mode = "hybrid";
+  r.info.started = std::chrono::system_clock::from_time_t(1796032800);
+  r.info.ended = r.info.started + std::chrono::seconds(3);
+  TestRecord t = f.result(Outcome::pass, 0, 20ull << 20);
+  t.observed.timeline.add(0.02, 1 << 20, 1 << 20, 0);
+  r.tests.push_back(t);
+  return nlohmann::ordered_json::parse(report_text(r));
+}
+
+// The message parse_report refuses `j` with (exit 2), or "" if it reads it.
+std::string refusal(const nlohmann::ordered_json& j) {
+  try {
+    parse_report(j.dump(), "r.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ReportReader, AValidReportReadsBackAndItsRunInfoToo) {
+  auto j = valid_report();
+  j["memrun_path"] = "/opt/memrun/bin/memrun";
+  j["host_cgroups"] = true;
+  j["spec_environment"] = {{"POLARS_VERSION", "0.20.15"}, {"UNSET", nullptr}};
+  EXPECT_EQ(refusal(j), "");
+  ReportData r = parse_report(j.dump(), "r.json");
+  EXPECT_EQ(r.info.memrun_path, "/opt/memrun/bin/memrun");
+  EXPECT_TRUE(r.info.host_cgroups);
+  EXPECT_EQ(r.info.spec_environment.at("POLARS_VERSION"), "0.20.15");
+  EXPECT_FALSE(r.info.spec_environment.at("UNSET").has_value());
+  // And it writes them as it read them.
+  auto again = nlohmann::ordered_json::parse(report_text(r));
+  EXPECT_EQ(again["spec_environment"], j["spec_environment"]);
+  EXPECT_EQ(again["memrun_path"], j["memrun_path"]);
+}
+
+TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
+  // A negative size must not read as 16 EiB, nor 1e300 as 0.
+  struct Case {
+    const char* field;
+    nlohmann::ordered_json value;
+  };
+  for (const auto& [field, value] : std::vector<Case>{{"peak_bytes", -1},
+                                                      {"peak_bytes", 1e300},
+                                                      {"peak_bytes", 1.5},
+                                                      {"peak_bytes", 18446744073709551615ull},
+                                                      {"limit_bytes", -67108864},
+                                                      {"duration_s", -1},
+                                                      {"duration_s", 1e300},
+                                                      {"line", -3},
+                                                      {"exit_code", 300},
+                                                      {"signal", -9},
+                                                      {"samples", 4294967296ll},
+                                                      {"headroom_pct", 1e308},
+                                                      {"headroom_bytes", 18446744073709551615ull},
+                                                      {"oom_kills", -1}}) {
+    SCOPED_TRACE(std::string(field) + " = " + value.dump());
+    auto j = valid_report();
+    j["tests"][0][field] = value;
+    std::string why = refusal(j);
+    EXPECT_NE(why.find("r.json: tests[0] 'big': field '" + std::string(field) + "'"), std::string::npos) << why;
+  }
+  auto j = valid_report();
+  j["tests"][0]["runs"][0]["peak_bytes"] = -5;
+  EXPECT_NE(refusal(j).find("tests[0] 'big'.runs[0]: field 'peak_bytes'"), std::string::npos) << refusal(j);
+  j = valid_report();
+  j["tests"][0]["timeline"]["t_s"][0] = -1;
+  EXPECT_NE(refusal(j).find("field 't_s'"), std::string::npos) << refusal(j);
+  j = valid_report();
+  j["tests"][0]["memory_stat"]["anon"] = -1;
+  EXPECT_NE(refusal(j).find("field 'memory_stat'"), std::string::npos) << refusal(j);
+  j = valid_report();
+  j["environment"]["cpus"] = -2;
+  EXPECT_NE(refusal(j).find("r.json.environment: field 'cpus'"), std::string::npos) << refusal(j);
+  j = valid_report();
+  j["started"] = "2300-01-01T00:00:00.000Z";  // past what system_clock holds
+  EXPECT_NE(refusal(j).find("field 'started'"), std::string::npos) << refusal(j);
+}
+
+TEST(ReportReader, RequiredFieldsAreRequired) {
+  // Only `schema` and `tests`: not a report of any run, nor a base.
+  EXPECT_NE(refusal({{"schema", "memrun-report/1"}, {"tests", nlohmann::ordered_json::array()}})
+                .find("field 'memrun_version' is missing"),
+            std::string::npos);
+  for (const char* field : {"run_id", "started", "host"}) {
+    auto j = valid_report();
+    j.erase(field);
+    EXPECT_NE(refusal(j).find("field '" + std::string(field) + "' is missing"), std::string::npos) << field;
+  }
+  for (const char* field : {"name", "spec", "outcome", "passed", "peak_bytes", "limit_bytes", "requested_limit_bytes"}) {
+    auto j = valid_report();
+    j["tests"][0].erase(field);
+    EXPECT_NE(refusal(j).find("field '" + std::string(field) + "' is missing"), std::string::npos) << field;
+  }
+}
+
+TEST(ReportReader, ATestListedTwiceIsRefused) {
+  auto j = valid_report();
+  j["tests"].push_back(j["tests"][0]);
+  EXPECT_NE(refusal(j).find("tests[0] and tests[1] are both test 'big' of s.yaml"), std::string::npos) << refusal(j);
+}
+
+TEST(ReportReader, ShardCountsAreBounded) {
+  auto j = valid_report();
+  j["shard"] = {{"index", 1}, {"count", 100000000}};
+  EXPECT_NE(refusal(j).find("field 'count'"), std::string::npos) << refusal(j);
+  j["shard"] = {{"index", 2}, {"count", kMaxShards}};
+  EXPECT_EQ(refusal(j), "");
+  // Merging it alone names what is missing without listing 10000 shards.
+  try {
+    merge_reports({parse_report(j.dump(), "r.json")}, {"r.json"});
+    ADD_FAILURE() << "a lone shard merged";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("and 9989 more"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReportReader, RaggedTimelinesAreRefused) {
+  auto j = valid_report();
+  j["tests"][0]["timeline"]["anon"] = nlohmann::ordered_json::array();
+  EXPECT_NE(refusal(j).find("t_s, current, anon and file should be as long as each other"), std::string::npos)
+      << refusal(j);
 }
 
 }  // namespace

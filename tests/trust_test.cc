@@ -196,7 +196,8 @@ TEST_F(Trust, TheReproLineIsQuotedAndRerunsExactlyThatTest) {
     SCOPED_TRACE(name);
     auto repro = run_memrun({"repro", dir.path() + "/report.json", name});
     ASSERT_EQ(repro.exit_code, 0) << repro.err;
-    // The line says `memrun`: the one under test, first in PATH.
+    // The line names the memrun that made the report; PATH leads to the
+    // same one all the same.
     std::string path = std::filesystem::path(memrun_bin()).parent_path().string() + ":" + std::getenv("PATH");
     auto rerun = run_program({"env", "PATH=" + path, "sh", "-c", repro.out}, dir.path());
     EXPECT_EQ(rerun.exit_code, 0) << repro.out << rerun.out << rerun.err;
