@@ -218,6 +218,7 @@ class Loop {
       admission.started(p.test->memory);
       uint64_t serial = next_serial_++;
       watch(test->pidfd(), tag(serial, kExit));
+      if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kExit));
       watch(test->out().reader(), tag(serial, kStdout));
       watch(test->err().reader(), tag(serial, kStderr));
       slots_.push_back({serial, index, false, std::move(test)});
@@ -329,7 +330,9 @@ class Loop {
     pid_t pid;
     while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
       for (auto& s : slots_)
-        if (s.test->pid() == pid) s.test->reaped(status, usage);
+        if (s.test->pid() == pid) s.test->child_exited(status, usage);
+    // A test in a pid namespace: its init's report of the command's end.
+    for (auto& s : slots_) s.test->poll_status();
   }
 
   // A process a test left outside its group (moved by a service manager it
