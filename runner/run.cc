@@ -131,6 +131,7 @@ class Loop {
     context_.open_files = raise_open_files();
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;
+    context_.pid_namespace = options.pid_namespace;
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");

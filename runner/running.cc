@@ -107,8 +107,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     // namespace that allows one. Not for a test that talks to a service
     // manager: it names processes by their pids (systemd-run --scope sends
     // its own), which mean nothing outside the namespace.
-    cmd.pid_namespace =
-        !t.service_manager && (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
+    cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
+                        (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
     child_ = launch(cmd, placement);
     init_ = child_.status_fd >= 0;
     seen_.insert(child_.pid);

@@ -26,6 +26,7 @@ struct RunContext {
   rlimit open_files{0, 0};    ///< the tests' RLIMIT_NOFILE, when memrun raised its own
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
+  bool pid_namespace = true;  ///< see RunOptions::pid_namespace
 };
 
 class RunningTest {

@@ -6,6 +6,7 @@
 // whatever else decides the hostile test's own verdict.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -183,6 +184,24 @@ TEST_F(Seal, ASealedTestSeesAndKillsOnlyItsOwnProcessesAndMemrunReports) {
     EXPECT_NE(comm, "integration_tes") << text;
     EXPECT_NE(comm, "systemd") << text;
   }
+}
+
+TEST_F(Seal, NothingOfASealedTestOutlivesASigkilledRun) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // memrun cannot clean up after a SIGKILL, but its tests' inits die with
+  // it (PR_SET_PDEATHSIG), and with an init its whole pid namespace: a
+  // setsid'd daemon included. (The groups stay, for gc.)
+  std::string pidfile = dir.path() + "/daemon.pid";
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: [" + workload() + ", --daemon, " + pidfile +
+                                                ", --hold, 1h], memory: 64MiB}\n");
+  auto started = start_program({memrun_bin(), spec, "--run-dir", dir.path() + "/runs"});
+  ASSERT_TRUE(wait_for_file(pidfile)) << "the test never started";
+  int daemon = pid_in_file(pidfile);
+  EXPECT_TRUE(process_alive(daemon)) << "the daemon was gone before memrun: the test proves nothing";
+  ::kill(started.pid, SIGKILL);
+  finish_program(started);
+  EXPECT_TRUE(wait_until([&] { return !process_alive(daemon); }, 10)) << "a sealed test's daemon outlived memrun";
+  EXPECT_EQ(run_memrun({"gc"}).exit_code, 0);
 }
 
 TEST_F(Seal, TheTestsExitStatusSignalAndOrphansAreAsWithoutTheNamespace) {
