@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "runner/error.h"
@@ -139,6 +141,13 @@ int command_entry(void* p) {
   // The test's main process leads its own session and process group, as
   // it would without the init.
   ::setsid();
+  // Sealed here, not in the init, when the init leaves for a leaf of its
+  // own (see run_init): a cgroup namespace is rooted where its maker is.
+  const cgroup::Placement& placement = *a.placement;
+  if (placement.seal && placement.init_procs_fd >= 0 && cgroup::seal(*placement.seal) != 0) {
+    c->failed = true;
+    die(a.report_fd, kSealStage);
+  }
   if (!cmd.oom_score_adj.empty()) write_oom_score_adj(cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
   default_signals();
   ::execve(cmd.path.c_str(), a.argv, a.envp);
@@ -169,26 +178,42 @@ int command_entry(void* p) {
   // command gets its own, 500 higher (see protect_memrun in run.cc).
   static const char kNever[] = "-1000";
   write_oom_score_adj(kNever, sizeof kNever - 1);
-  // Close every descriptor memrun had but the two pipes (close_range, 5.9+;
-  // before it, one by one up to the open-files limit).
-  int keep_low = std::min(a.status_fd, a.report_fd), keep_high = std::max(a.status_fd, a.report_fd);
-  auto close_between = [](unsigned from, unsigned to) {
+  // Close every descriptor memrun had but the two pipes and the init's
+  // leaf (close_range, 5.9+; before it, one by one up to the open-files
+  // limit).
+  int keep[3] = {a.status_fd, a.report_fd, a.placement->init_procs_fd};
+  std::sort(keep, keep + 3);
+  auto close_between = [](int from, int to) {
     if (from > to) return;
-    if (::syscall(SYS_close_range, from, to, 0) == 0) return;
+    if (::syscall(SYS_close_range, static_cast<unsigned>(from), static_cast<unsigned>(to), 0) == 0) return;
     rlimit files{};
     ::getrlimit(RLIMIT_NOFILE, &files);
-    unsigned last = std::min<unsigned long>(to, std::min<rlim_t>(files.rlim_cur, 1u << 20));
-    for (unsigned fd = from; fd <= last && fd >= from; ++fd) ::close(static_cast<int>(fd));
+    int last = static_cast<int>(std::min<rlim_t>({static_cast<rlim_t>(to), files.rlim_cur, 1u << 20}));
+    for (int fd = from; fd <= last; ++fd) ::close(fd);
   };
-  close_between(3, static_cast<unsigned>(keep_low) - 1);
-  close_between(static_cast<unsigned>(keep_low) + 1, static_cast<unsigned>(keep_high) - 1);
-  close_between(static_cast<unsigned>(keep_high) + 1, ~0u);
+  int from = 3;
+  for (int fd : keep) {
+    if (fd < from) continue;  // -1, or below 3
+    close_between(from, fd - 1);
+    from = fd + 1;
+  }
+  close_between(from, INT32_MAX);
   CommandArgs c{&a, false};
   alignas(16) char stack[32 * 1024];
   pid_t command = ::clone(command_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
   if (command < 0) die(a.report_fd, kInitStage);
-  ::close(a.report_fd);  // memrun reads EOF: the command runs
   if (c.failed) ::_exit(127);
+  // v2, sealed: the init leaves the test's group for its own leaf beside
+  // it, under the same limited parent, so that the test may enable
+  // controllers for groups of its own. Then a cgroup namespace of its own
+  // rooted there: a root test that entered the init's namespaces
+  // (setns through /proc/1/ns) must find no wider view than its own.
+  const cgroup::Placement& placement = *a.placement;
+  if (placement.seal && placement.init_procs_fd >= 0) {
+    if (::write(placement.init_procs_fd, "0", 1) != 1 || ::unshare(CLONE_NEWCGROUP) != 0) ::_exit(127);
+    ::close(placement.init_procs_fd);
+  }
+  ::close(a.report_fd);  // memrun reads EOF: the command runs
   int status_fd = a.status_fd;
   for (;;) {
     int status = 0;
@@ -226,7 +251,7 @@ int command_entry(void* p) {
   } else if (::getppid() != a.parent) {
     ::_exit(127);  // memrun died before prctl
   }
-  int devnull = ::open("/dev/null", O_RDONLY);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0
   if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd, 1) < 0 ||
       ::dup2(cmd.stderr_fd, 2) < 0)
     die(report_fd, 1);
@@ -244,7 +269,9 @@ int command_entry(void* p) {
   if (mounts == -2) die(report_fd, kShieldStage);
   // A test memrun was asked to seal never runs unsealed: it would see the
   // host's hierarchies, which as root it could write.
-  if (placement.seal && (mounts != 0 || cgroup::seal(*placement.seal) != 0)) die(report_fd, kSealStage);
+  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0;  // by the command (run_init)
+  if (placement.seal && (mounts != 0 || (!seal_later && cgroup::seal(*placement.seal) != 0)))
+    die(report_fd, kSealStage);
   // A fresh tmpfs over /dev/shm: its pages are charged to the test's cgroup
   // like any shmem, and it is unmounted when the namespace dies with the
   // test's last process.
@@ -359,6 +386,7 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
   }
   cgroup::Placement inside;  // born in the group: nothing to join, but
   inside.seal = placement.seal;  // still to be sealed there
+  inside.init_procs_fd = placement.init_procs_fd;
   if (placement.dir_fd >= 0) {
     c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
     if (c.pid > 0) c.placement = "clone3";

@@ -150,6 +150,21 @@ TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) 
   EXPECT_NE(junit.find("<testsuites name=\"memrun\" tests=\"2\" failures=\"1\""), std::string::npos) << junit;
   std::string markdown = fs::read_file(md).value_or("");
   EXPECT_NE(markdown.find("1 passed, 1 failed"), std::string::npos) << markdown;
+
+  // Unsealed, the rewriter reaches memrun's descriptors: memrun must then
+  // refuse to make any output from what it reads back, never one that says
+  // the killed test passed.
+  Scratch unsealed;
+  std::string xml2 = unsealed.path() + "/junit.xml";
+  auto open = run_spec(unsealed,
+                       "tests:\n  - {name: killed, memory: 16MiB, run: '{W} --touch 64MiB'}\n"
+                       "  - {name: rewriter, memory: 64MiB, run: " + yaml_quoted(rewrite) + "}\n",
+                       {"-j", "1", "--junit", xml2, "--host-cgroups"});
+  EXPECT_NE(open.exit_code, 0) << open.out << open.err;
+  if (!open.report.is_null() && open.report.contains("tests"))
+    for (const auto& entry : open.report["tests"])
+      if (entry["name"] == "killed") EXPECT_FALSE(entry["passed"]) << entry;
+  EXPECT_EQ(fs::read_file(xml2).value_or("").find("failures=\"0\""), std::string::npos);
 }
 
 TEST_F(Seal, ASealedTestSeesAndKillsOnlyItsOwnProcessesAndMemrunReports) {
