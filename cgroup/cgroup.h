@@ -42,6 +42,13 @@ struct Placement {
   /// When not null, the child seals itself in its group before it execs:
   /// seal() with these mounts, in a mount namespace of its own.
   const std::vector<CgroupMount>* seal = nullptr;
+  /// v2, sealed: an O_WRONLY fd of cgroup.procs of a leaf beside the sealed
+  /// one, under the same limited parent, where the init of a test's pid
+  /// namespace moves itself once the test started: v2 lets a group with
+  /// processes enable no controller for its children (the "no internal
+  /// process" rule), and the test's group is the test's to divide. -1: the
+  /// init stays in the test's group (v1 has no such rule).
+  int init_procs_fd = -1;
 };
 
 /// The normalized part of memory.stat that explains where memory went.
@@ -235,6 +242,8 @@ std::unique_ptr<Backend> open_systemd(const std::string& run_name, bool seal);
 
 /// The name of the child group a sealed test runs in, below its group.
 constexpr const char* kSealedLeaf = "test";
+/// The leaf beside it that holds the test's init (Placement::init_procs_fd).
+constexpr const char* kInitLeaf = "init";
 
 /// Whether this process may seal tests: cgroup namespaces (4.6+), a cgroup
 /// mount to replace, and CAP_SYS_ADMIN (root, outside unprivileged containers).

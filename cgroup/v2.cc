@@ -114,6 +114,9 @@ class V2Group : public Group {
     procs_fd_ = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (dir_fd_ < 0 || procs_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open cgroup " + dir, dir);
     if (sealed) seal_ = &seal_mounts("cgroup2"), stat_ = dir;
+    std::string init = path_ + "/" + kInitLeaf;
+    if (sealed && (init_procs_fd_ = ::open((init + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC)) < 0)
+      fail_errno(Failure::Kind::system, "cannot open cgroup " + init, init);
   }
 
   const std::string& path() const override { return path_; }
@@ -122,7 +125,7 @@ class V2Group : public Group {
     return path_.rfind(mount, 0) == 0 ? path_.substr(mount.size()) : path_;
   }
 
-  Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_}; }
+  Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_, init_procs_fd_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), ""); }
 
   Usage usage() const override {
@@ -210,7 +213,8 @@ class V2Group : public Group {
     if (removed_) return true;  // (destroy() after the run's loop removed it)
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
-    dir_fd_ = procs_fd_ = -1;
+    if (init_procs_fd_ >= 0) ::close(init_procs_fd_);
+    dir_fd_ = procs_fd_ = init_procs_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
     return removed_ = remove_tree_step(path_);
@@ -241,7 +245,7 @@ class V2Group : public Group {
   bool has_kill_;
   uint64_t ancestors_limit_;
   std::vector<std::string> hugetlb_events_;
-  int dir_fd_ = -1, procs_fd_ = -1;
+  int dir_fd_ = -1, procs_fd_ = -1, init_procs_fd_ = -1;
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false, removed_ = false;
 };
@@ -300,6 +304,10 @@ class V2Backend : public Backend {
       enable(dir, want_);
       if (::mkdir(leaf.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + leaf, leaf);
       write_limits(leaf, limits);
+      // Its init's leaf, bound by dir's limits like the test (see
+      // Placement::init_procs_fd).
+      std::string init = dir + "/" + kInitLeaf;
+      if (::mkdir(init.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + init, init);
     }
     group->open_fds(seal_);
     return group;

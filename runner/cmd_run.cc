@@ -139,6 +139,7 @@ RunOptions run_options(const Options& o, const Selection& selection) {
   check_output_path("--markdown", o.ci.markdown);
   check_output_path("--html", o.ci.html);
   RunOptions ro;
+  ro.pid_namespace = !o.host_cgroups;
   ro.fail_fast = o.fail_fast;
   ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
   ro.grace = duration_option("--grace", o.grace, "to kill at once");

@@ -74,6 +74,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("huge pages", c.hugetlb);
     row("placement", c.placement);
     row("sealed", c.sealed);
+    row("pid namespace", pid_namespace_sentence(c.sealed.rfind("yes", 0) == 0));
     backend->close();
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),

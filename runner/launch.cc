@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <signal.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -10,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "runner/error.h"
@@ -26,8 +29,10 @@ struct ChildFailure {
 const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its cwd", "exec",
                                "be sealed in its cgroup (its own cgroup namespace and cgroup mounts)",
                                "be kept from the service manager (a mount namespace of its own, the "
-                               "manager's sockets covered)"};
-constexpr int kExecStage = 3, kSealStage = 4, kShieldStage = 5;
+                               "manager's sockets covered)",
+                               "get a /proc of its own (a pid namespace of its own, /proc mounted for it)",
+                               "be started by its init"};
+constexpr int kExecStage = 3, kSealStage = 4, kShieldStage = 5, kProcStage = 6, kInitStage = 7;
 
 // Everything the child needs, made before the clone: the child allocates
 // nothing (see child()).
@@ -41,6 +46,9 @@ struct ChildArgs {
   const char* gid_map;
   int report_fd;
   pid_t parent;
+  int status_fd = -1;       // with Command::pid_namespace: InitReport's pipe
+  int memrun_pidfd = -1;    // memrun's own pidfd: whether it is still there
+  bool born_in_namespaces = false;  // the user and mount namespaces came with the clone
 };
 
 [[noreturn]] void die(int report_fd, int stage) {
@@ -73,14 +81,15 @@ int write_self(const char* path, const char* text) {
 //   the namespace): the test cannot undo the mounts made here, and a
 //   namespace it makes itself copies them locked (MNT_LOCKED).
 // - Set-user-ID programs (sudo) gain nothing in it: root is not mapped.
+// `made`: the clone already made both namespaces (see launch()).
 // Returns 0; -1 when nothing changed; -2 when a namespace was made but not
 // set up, after which the caller must not run the test (unmapped, it would
 // run as nobody; with shared propagation, its mounts would reach the host).
-int own_mount_namespace(const ChildArgs& a) {
+int own_mount_namespace(const ChildArgs& a, bool made = false) {
   if (!a.cmd->user_namespace) {
-    if (::unshare(CLONE_NEWNS) != 0) return -1;
+    if (!made && ::unshare(CLONE_NEWNS) != 0) return -1;
   } else {
-    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return -1;
+    if (!made && ::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return -1;
     if (write_self("/proc/self/setgroups", "deny") != 0 || write_self("/proc/self/uid_map", a.uid_map) != 0 ||
         write_self("/proc/self/gid_map", a.gid_map) != 0)
       return -2;
@@ -88,9 +97,143 @@ int own_mount_namespace(const ChildArgs& a) {
   return ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0 ? 0 : -2;
 }
 
+// A /proc for the pid namespace the caller is PID 1 of (proc(5): a proc
+// filesystem shows the pid namespace of the process that mounted it). As
+// root the host's is detached first, with what is mounted below it, so that
+// a root test cannot unmount the new one to find the old (the seal's
+// cgroup mounts are replaced the same way). In a user namespace the
+// inherited mounts are locked together (MNT_LOCKED) and cannot be detached;
+// the new one goes on top, and the test, without capabilities there after
+// its exec, cannot take it off.
+int own_proc(bool root) {
+  if (root && ::umount2("/proc", MNT_DETACH) != 0 && errno != EINVAL) return -1;
+  return ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+}
+
+// memrun blocks the signals it handles and ignores SIGPIPE; a test starts
+// with the defaults, as from a shell.
+void default_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+}
+
+void write_oom_score_adj(const char* text, size_t length) {
+  int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!::write(fd, text, length);
+    ::close(fd);
+  }
+}
+
+// The init's command, in a vfork-style child of the init (which is a
+// process of its own, a copy of memrun): system calls only.
+struct CommandArgs {
+  const ChildArgs* a;
+  volatile bool failed;
+};
+
+int command_entry(void* p) {
+  auto* c = static_cast<CommandArgs*>(p);
+  const ChildArgs& a = *c->a;
+  const Command& cmd = *a.cmd;
+  // The test's main process leads its own session and process group, as
+  // it would without the init.
+  ::setsid();
+  // Sealed here, not in the init, when the init leaves for a leaf of its
+  // own (see run_init): a cgroup namespace is rooted where its maker is.
+  const cgroup::Placement& placement = *a.placement;
+  if (placement.seal && placement.init_procs_fd >= 0 && cgroup::seal(*placement.seal) != 0) {
+    c->failed = true;
+    die(a.report_fd, kSealStage);
+  }
+  if (!cmd.oom_score_adj.empty()) write_oom_score_adj(cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
+  default_signals();
+  ::execve(cmd.path.c_str(), a.argv, a.envp);
+  c->failed = true;
+  die(a.report_fd, kExecStage);
+}
+
+// PID 1 of the test's pid namespace. It starts the command, reaps what is
+// reparented to it and, when the command ends, hands memrun its exact wait
+// status through `status_fd` (an init cannot die of a signal sent from its
+// own namespace, nor re-raise the command's). It then stays, reaping, until
+// nothing else is left: memrun counts and kills what the test left behind
+// (its group's kill takes the init too), and when an init dies the kernel
+// kills everything left in its namespace, so nothing of the test outlives
+// it, whatever cgroup it moved to (pid_namespaces(7)).
+// Kernel rules it relies on: signals other than SIGKILL and SIGSTOP reach
+// an init only when it has a handler (none here): memrun signals every
+// process of the group itself (signal_all), so the command gets SIGTERM
+// once, and the init stays; SIGKILL from memrun's namespace always kills
+// it. It holds none of memrun's descriptors (a root test could reopen them
+// through /proc/1/fd): only the status pipe, whose worst misuse is to
+// report a status the test could have exited with itself.
+[[noreturn]] void run_init(const ChildArgs& a) {
+  ::prctl(PR_SET_NAME, "memrun-init", 0, 0, 0);
+  // The kernel's OOM killer must pick the test, never its init: -1000
+  // exempts it (root only: lowering needs CAP_SYS_RESOURCE in the initial
+  // user namespace). Without root the init keeps memrun's score and the
+  // command gets its own, 500 higher (see protect_memrun in run.cc).
+  static const char kNever[] = "-1000";
+  write_oom_score_adj(kNever, sizeof kNever - 1);
+  // Close every descriptor memrun had but the two pipes and the init's
+  // leaf (close_range, 5.9+; before it, one by one up to the open-files
+  // limit).
+  int keep[3] = {a.status_fd, a.report_fd, a.placement->init_procs_fd};
+  std::sort(keep, keep + 3);
+  auto close_between = [](int from, int to) {
+    if (from > to) return;
+    if (::syscall(SYS_close_range, static_cast<unsigned>(from), static_cast<unsigned>(to), 0) == 0) return;
+    rlimit files{};
+    ::getrlimit(RLIMIT_NOFILE, &files);
+    int last = static_cast<int>(std::min<rlim_t>({static_cast<rlim_t>(to), files.rlim_cur, 1u << 20}));
+    for (int fd = from; fd <= last; ++fd) ::close(fd);
+  };
+  int from = 3;
+  for (int fd : keep) {
+    if (fd < from) continue;  // -1, or below 3
+    close_between(from, fd - 1);
+    from = fd + 1;
+  }
+  close_between(from, INT32_MAX);
+  CommandArgs c{&a, false};
+  alignas(16) char stack[32 * 1024];
+  pid_t command = ::clone(command_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+  if (command < 0) die(a.report_fd, kInitStage);
+  if (c.failed) ::_exit(127);
+  // v2, sealed: the init leaves the test's group for its own leaf beside
+  // it, under the same limited parent, so that the test may enable
+  // controllers for groups of its own. Then a cgroup namespace of its own
+  // rooted there: a root test that entered the init's namespaces
+  // (setns through /proc/1/ns) must find no wider view than its own.
+  const cgroup::Placement& placement = *a.placement;
+  if (placement.seal && placement.init_procs_fd >= 0) {
+    if (::write(placement.init_procs_fd, "0", 1) != 1 || ::unshare(CLONE_NEWCGROUP) != 0) ::_exit(127);
+    ::close(placement.init_procs_fd);
+  }
+  ::close(a.report_fd);  // memrun reads EOF: the command runs
+  int status_fd = a.status_fd;
+  for (;;) {
+    int status = 0;
+    rusage usage{};
+    pid_t pid = ::wait4(-1, &status, 0, &usage);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) ::_exit(0);  // ECHILD: nothing of the test is left
+    if (pid == command && status_fd >= 0) {
+      InitReport report{status, usage};
+      (void)!::write(status_fd, &report, sizeof report);
+      ::close(status_fd);
+      status_fd = -1;
+    }
+  }
+}
+
 // Runs in the child between clone and exec: system calls only, no
 // allocation and no libc state, because in the CLONE_VM case it shares
-// memrun's memory while memrun waits.
+// memrun's memory while memrun waits. With Command::pid_namespace it is
+// PID 1 of its namespace, a copy of memrun, and goes on as run_init.
 [[noreturn]] void child(const ChildArgs& a) {
   const Command& cmd = *a.cmd;
   const cgroup::Placement& placement = *a.placement;
@@ -100,29 +243,35 @@ int own_mount_namespace(const ChildArgs& a) {
     if (::write(fd, "0", 1) != 1) die(report_fd, 0);
   ::setsid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != a.parent) ::_exit(127);  // memrun died before prctl
-  int devnull = ::open("/dev/null", O_RDONLY);
+  if (cmd.pid_namespace) {
+    // getppid() is 0 in a new pid namespace: memrun's pidfd, readable once
+    // memrun has exited, says whether it died before prctl.
+    pollfd gone{a.memrun_pidfd, POLLIN, 0};
+    if (a.memrun_pidfd < 0 || ::poll(&gone, 1, 0) != 0) ::_exit(127);
+  } else if (::getppid() != a.parent) {
+    ::_exit(127);  // memrun died before prctl
+  }
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0
   if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd, 1) < 0 ||
       ::dup2(cmd.stderr_fd, 2) < 0)
     die(report_fd, 1);
   if (::chdir(cmd.cwd.c_str()) != 0) die(report_fd, 2);
-  if (!cmd.oom_score_adj.empty()) {
+  if (!cmd.oom_score_adj.empty() && !cmd.pid_namespace)
     // Best effort: a test that keeps memrun's lowered score is still run.
-    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)!::write(fd, cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
-      ::close(fd);
-    }
-  }
+    write_oom_score_adj(cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
   if (cmd.open_files.rlim_cur) ::setrlimit(RLIMIT_NOFILE, &cmd.open_files);
   if (cmd.hugepages_off) ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
-  // A mount namespace of its own, for the seal, /dev/shm and the sockets.
+  // A mount namespace of its own, for the seal, /dev/shm, the sockets and /proc.
   bool hiding = a.hidden[0] != nullptr;
-  int mounts = cmd.private_shm || placement.seal || hiding ? own_mount_namespace(a) : -1;
+  int mounts = cmd.private_shm || placement.seal || hiding || cmd.pid_namespace
+                   ? own_mount_namespace(a, a.born_in_namespaces)
+                   : -1;
   if (mounts == -2) die(report_fd, kShieldStage);
   // A test memrun was asked to seal never runs unsealed: it would see the
   // host's hierarchies, which as root it could write.
-  if (placement.seal && (mounts != 0 || cgroup::seal(*placement.seal) != 0)) die(report_fd, kSealStage);
+  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0;  // by the command (run_init)
+  if (placement.seal && (mounts != 0 || (!seal_later && cgroup::seal(*placement.seal) != 0)))
+    die(report_fd, kSealStage);
   // A fresh tmpfs over /dev/shm: its pages are charged to the test's cgroup
   // like any shmem, and it is unmounted when the namespace dies with the
   // test's last process.
@@ -134,12 +283,11 @@ int own_mount_namespace(const ChildArgs& a) {
   for (char* const* s = a.hidden; *s; ++s)
     if (mounts != 0 || (::mount("/dev/null", *s, nullptr, MS_BIND, nullptr) != 0 && errno != ENOENT))
       die(report_fd, kShieldStage);
-  // memrun blocks the signals it handles and ignores SIGPIPE; a test starts
-  // with the defaults, as from a shell.
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::signal(SIGPIPE, SIG_DFL);
+  if (cmd.pid_namespace) {
+    if (mounts != 0 || own_proc(!cmd.user_namespace) != 0) die(report_fd, kProcStage);
+    run_init(a);
+  }
+  default_signals();
   ::execve(cmd.path.c_str(), a.argv, a.envp);
   die(report_fd, kExecStage);
 }
@@ -156,14 +304,23 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 // clone3 with CLONE_INTO_CGROUP: the child is born in the group, so not even
 // the code between fork and exec runs outside it. Returns -1 with errno set
 // when the kernel lacks it (ENOSYS before 5.3, E2BIG/EINVAL before 5.7).
-pid_t clone_into(int dir_fd, int* pidfd) {
+// `flags`: namespaces the child is born in (see launch()); `dir_fd` -1:
+// born in memrun's group (it joins its own before exec).
+pid_t clone_into(int dir_fd, int* pidfd, uint64_t flags = 0) {
   struct clone_args args;
   std::memset(&args, 0, sizeof args);
-  args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+  args.flags = flags | CLONE_PIDFD | (dir_fd >= 0 ? CLONE_INTO_CGROUP : 0);
   args.pidfd = reinterpret_cast<uint64_t>(pidfd);
   args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<uint64_t>(dir_fd);
+  if (dir_fd >= 0) args.cgroup = static_cast<uint64_t>(dir_fd);
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+}
+
+// memrun's own pidfd, opened once (close-on-exec, as every pidfd): an init
+// polls it to learn whether memrun died before it set PR_SET_PDEATHSIG.
+int own_pidfd() {
+  static const int fd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  return fd;
 }
 
 int child_entry(void* p) { child(*static_cast<ChildArgs*>(p)); }
@@ -175,6 +332,86 @@ int child_entry(void* p) { child(*static_cast<ChildArgs*>(p)); }
 pid_t spawn_vfork(ChildArgs& args) {
   alignas(16) static char stack[64 * 1024];
   return ::clone(child_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+}
+
+// What the child reported through the error pipe (read until EOF, which
+// comes with the exec): throws its failure, after reaping the child.
+void await_exec(const Command& cmd, Child& c, int report_fd) {
+  ChildFailure f;
+  ssize_t n;
+  do {
+    n = ::read(report_fd, &f, sizeof f);
+  } while (n < 0 && errno == EINTR);
+  ::close(report_fd);
+  if (n != sizeof f) return;
+  int status;
+  ::waitpid(c.pid, &status, 0);
+  if (c.pidfd >= 0) ::close(c.pidfd);
+  if (c.status_fd >= 0) ::close(c.status_fd);
+  std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
+  if (f.stage == kExecStage) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
+  if (f.stage == kSealStage)
+    what += "; to run tests with the host's cgroup hierarchies in view (and writable, as root), "
+            "use --host-cgroups";
+  if (f.stage == kShieldStage)
+    what += "; a test that must reach the service manager (systemd-run, systemctl) says so with "
+            "'service_manager: true' in its spec";
+  if (f.stage == kProcStage) what += "; --host-cgroups runs tests without a pid namespace";
+  throw Error(1, what);
+}
+
+// The init (run_init) is memrun's child, born in a new pid namespace (and,
+// without root, in the user and mount namespaces that allow it: made in
+// one clone, the pid namespace is owned by the new user namespace, where
+// the child has CAP_SYS_ADMIN). It cannot borrow memrun's memory as the
+// vfork-style child does: it lives as long as the test, so it is a copy
+// (clone3 without CLONE_VM, copy-on-write), which then starts the command
+// with a vfork-style clone of its own.
+Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildArgs& args, int report[2]) {
+  Child c;
+  int status[2];
+  if (::pipe2(status, O_CLOEXEC) != 0) {
+    int saved = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    errno = saved;
+    throw_errno(1, "pipe");
+  }
+  args.status_fd = status[1];
+  args.memrun_pidfd = own_pidfd();
+  uint64_t flags = CLONE_NEWPID;
+  if (cmd.user_namespace) {
+    flags |= CLONE_NEWUSER | CLONE_NEWNS;
+    args.born_in_namespaces = true;
+  }
+  cgroup::Placement inside;  // born in the group: nothing to join, but
+  inside.seal = placement.seal;  // still to be sealed there
+  inside.init_procs_fd = placement.init_procs_fd;
+  if (placement.dir_fd >= 0) {
+    c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
+    if (c.pid > 0) c.placement = "clone3";
+    if (c.pid == 0) {
+      args.placement = &inside;
+      child(args);
+    }
+  }
+  if (c.pid < 0) {
+    c.pid = clone_into(-1, &c.pidfd, flags);
+    if (c.pid == 0) child(args);
+  }
+  int saved = errno;
+  ::close(report[1]);
+  ::close(status[1]);
+  if (c.pid < 0) {
+    ::close(report[0]);
+    ::close(status[0]);
+    errno = saved;
+    throw_errno(1, "cannot start a process in a pid namespace of its own");
+  }
+  c.status_fd = status[0];
+  ::fcntl(c.status_fd, F_SETFL, O_NONBLOCK);
+  await_exec(cmd, c, report[0]);
+  return c;
 }
 
 }  // namespace
@@ -191,6 +428,26 @@ bool user_namespaces_work() {
     int status = 0;
     while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return works;
+}
+
+bool pid_namespaces_work() {
+  static const bool works = [] {
+    if (!user_namespaces_work()) return false;
+    Command probe;
+    probe.user_namespace = true;
+    const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());
+    char* none[] = {nullptr};
+    ChildArgs args{&probe, nullptr, none, none, none, uid_map.c_str(), gid_map.c_str(), -1, ::getpid()};
+    int pidfd = -1;
+    pid_t pid = clone_into(-1, &pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID);
+    if (pid == 0) ::_exit(own_mount_namespace(args, true) == 0 && own_proc(false) == 0 ? 0 : 1);
+    int status = 0;
+    while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (pidfd >= 0) ::close(pidfd);
     return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }();
   return works;
@@ -224,6 +481,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
                  uid_map.c_str(), gid_map.c_str(), report[1], ::getpid()};
   Child c;
   c.pid = -1;
+  if (cmd.pid_namespace) return launch_init(cmd, placement, args, report);
   if (placement.dir_fd >= 0) {
     c.pid = clone_into(placement.dir_fd, &c.pidfd);
     if (c.pid > 0) c.placement = "clone3";
@@ -246,26 +504,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     throw_errno(1, "cannot start a process");
   }
   // The pipe closes on exec (O_CLOEXEC): EOF means the command runs.
-  ChildFailure f;
-  ssize_t n;
-  do {
-    n = ::read(report[0], &f, sizeof f);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == sizeof f) {
-    int status;
-    ::waitpid(c.pid, &status, 0);
-    if (c.pidfd >= 0) ::close(c.pidfd);
-    std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
-    if (f.stage == kExecStage) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
-    if (f.stage == kSealStage)
-      what += "; to run tests with the host's cgroup hierarchies in view (and writable, as root), "
-              "use --host-cgroups";
-    if (f.stage == kShieldStage)
-      what += "; a test that must reach the service manager (systemd-run, systemctl) says so with "
-              "'service_manager: true' in its spec";
-    throw Error(1, what);
-  }
+  await_exec(cmd, c, report[0]);
   if (c.pidfd < 0) {
     saved = errno;
     ::kill(c.pid, SIGKILL);

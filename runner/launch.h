@@ -46,6 +46,22 @@ struct Command {
   /// and its anonymous memory grows by a third (DuckDB under Node.js,
   /// specs/parquet.yaml); with "madvise" (Ubuntu's) only what asks.
   bool hugepages_off = false;
+  /// Run the command under a small init of memrun's own, PID 1 of a pid
+  /// namespace of its own, with /proc mounted afresh for it: from inside,
+  /// no process outside the test exists (not memrun, not another test),
+  /// so none is reachable through /proc/PID (root, fd, mem) or kill(2).
+  /// Needs a mount namespace (a seal, or `user_namespace` where
+  /// pid_namespaces_work()). Child::status_fd then gives the command's
+  /// wait status.
+  bool pid_namespace = false;
+};
+
+/// What the init of a pid namespace hands memrun when the command ends: its
+/// exact wait status and resource usage, as wait4 gave them to the init
+/// (the init of a pid namespace cannot die of the command's signal).
+struct InitReport {
+  int status = 0;
+  rusage usage{};
 };
 
 /// A started process.
@@ -55,6 +71,11 @@ struct Child {
   /// How it got into its group: "clone3" (born there) or "join" (moved
   /// itself before exec).
   const char* placement = "join";
+  /// With Command::pid_namespace: `pid` and `pidfd` are the init's, and
+  /// this non-blocking pipe gives one InitReport when the command has
+  /// ended (EOF without one: the init was killed first; its own status
+  /// stands then). -1 otherwise.
+  int status_fd = -1;
 };
 
 /// Starts `cmd` inside the group described by `placement`: with
@@ -71,6 +92,13 @@ Child launch(const Command& cmd, const cgroup::Placement& placement);
 /// once, in a short-lived child (Debian's kernel.unprivileged_userns_clone
 /// and Ubuntu's AppArmor restriction can forbid it).
 bool user_namespaces_work();
+
+/// Whether, inside such a user namespace, a pid namespace of its own and a
+/// /proc mounted for it are allowed (the kernel refuses a fresh /proc in a
+/// user namespace where the existing one is partly covered, as in many
+/// containers): tried once, like user_namespaces_work(). As root the seal
+/// needs no such probe.
+bool pid_namespaces_work();
 
 /// Finds `name` in the PATH of `env` the way execvp would; names with a
 /// slash are taken as they are. Returns "" when nothing executable is found.

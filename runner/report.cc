@@ -1,12 +1,15 @@
 #include "runner/report.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
 
 #include "runner/error.h"
 #include "runner/units.h"
@@ -152,9 +155,19 @@ bool write_all(int fd, const std::string& text, uint64_t offset) {
   return true;
 }
 
+// The spool is a file without a name, and a sealed test sees no process
+// that holds it (its pid namespace); still, a test memrun does not seal (or
+// a process of the user's own) could rewrite it through /proc/PID/fd. Each
+// entry's digest, keyed by a secret of the run's and kept in memory, tells
+// memrun whether what it reads back is what it wrote.
+uint64_t digest_of(uint64_t key, const std::string& text) {
+  return std::hash<std::string>{}(std::to_string(key) + text);
+}
+
 }  // namespace
 
 Report::Report(const std::string& dir) {
+  if (::getrandom(&key_, sizeof key_, 0) != sizeof key_) key_ = static_cast<uint64_t>(::getpid()) << 32 ^ static_cast<uint64_t>(::time(nullptr));
   // O_TMPFILE (3.11+): a file without a name, gone with memrun however it
   // ends. Where the filesystem lacks it, a named file unlinked at once.
   spool_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -176,7 +189,7 @@ void Report::add_test(size_t index, const TestRecord& r) {
   std::string text = entry_text(r);
   if (tests_.size() <= index) tests_.resize(index + 1);
   if (spool_ >= 0 && write_all(spool_, text, spooled_)) {
-    tests_[index] = {spooled_, static_cast<uint32_t>(text.size())};
+    tests_[index] = {spooled_, static_cast<uint32_t>(text.size()), false, digest_of(key_, text)};
     spooled_ += text.size();
   } else {
     // The run folder is full (the tests' logs filled it): the entries wait
@@ -194,6 +207,10 @@ std::string Report::entry(size_t index) const {
   std::string buffer(t.length, '\0');
   if (::pread(spool_, buffer.data(), t.length, static_cast<off_t>(t.offset)) != static_cast<ssize_t>(t.length))
     throw_errno(kExitUsage, "cannot read back the report's spool");
+  if (digest_of(key_, buffer) != t.digest)
+    throw Error(kExitUsage, "the report's spool was changed while memrun ran (entry " + std::to_string(index + 1) +
+                                "): a process with access to memrun's descriptors rewrote it; no report is made "
+                                "from it. Run tests sealed (as root, without --host-cgroups) so that none can");
   return buffer;
 }
 

@@ -71,9 +71,11 @@ class Report {
     uint64_t offset = 0;
     uint32_t length = 0;  // 0: not added
     bool held = false;    // in held_, not in the spool
+    uint64_t digest = 0;  // of the text, keyed by key_: checked when read back
   };
   std::string entry(size_t index) const;  // the text of an added test
   int spool_ = -1;
+  uint64_t key_ = 0;  // random, per run
   uint64_t spooled_ = 0;
   std::vector<Spooled> tests_;
   std::vector<size_t> added_;  // indices added, in the plan's order (sorted at render)

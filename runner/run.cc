@@ -131,6 +131,7 @@ class Loop {
     context_.open_files = raise_open_files();
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;
+    context_.pid_namespace = options.pid_namespace;
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");
@@ -226,6 +227,7 @@ class Loop {
       admission.started(p.test->memory);
       uint64_t serial = next_serial_++;
       watch(test->pidfd(), tag(serial, kExit));
+      if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kExit));
       watch(test->out().reader(), tag(serial, kStdout));
       watch(test->err().reader(), tag(serial, kStderr));
       slots_.push_back({serial, index, false, std::move(test)});
@@ -337,7 +339,9 @@ class Loop {
     pid_t pid;
     while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
       for (auto& s : slots_)
-        if (s.test->pid() == pid) s.test->reaped(status, usage);
+        if (s.test->pid() == pid) s.test->child_exited(status, usage);
+    // A test in a pid namespace: its init's report of the command's end.
+    for (auto& s : slots_) s.test->poll_status();
   }
 
   // A process a test left outside its group (moved by a service manager it

@@ -22,6 +22,9 @@ namespace memrun {
 /// Options of a run.
 struct RunOptions {
   bool fail_fast = false;  ///< start no test after one that did not pass
+  /// Tests in a pid namespace of their own where memrun can make one (see
+  /// Command::pid_namespace); off with --host-cgroups.
+  bool pid_namespace = true;
   /// How often memory.current is sampled while a test runs; 0: never (no
   /// timeline, no working-set estimate, the kernel peak only).
   std::chrono::milliseconds sample_interval{20};

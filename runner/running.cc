@@ -44,6 +44,7 @@ RunningTest::~RunningTest() {
   // Only reached early when memrun itself fails mid-run: never leave the
   // process or the group behind.
   if (child_.pidfd >= 0) ::close(child_.pidfd);
+  if (child_.status_fd >= 0) ::close(child_.status_fd);
   kill_escaped();
   for (const auto& [pid, fd] : escaped_) ::close(fd);
   if (group_) {
@@ -101,8 +102,19 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   };
   try {
     group_ = ahead ? std::move(ahead) : make_group(p, context);
-    child_ = launch(cmd, group_->placement());
+    const cgroup::Placement placement = group_->placement();
+    // A pid namespace where the test is sealed (root) or shielded in a user
+    // namespace that allows one. Not for a test that talks to a service
+    // manager: it names processes by their pids (systemd-run --scope sends
+    // its own), which mean nothing outside the namespace.
+    cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
+                        (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
+    child_ = launch(cmd, placement);
+    init_ = child_.status_fd >= 0;
     seen_.insert(child_.pid);
+    // The command, as memrun's namespace numbers it (the kernel's log does).
+    if (init_)
+      for (int c : child_processes(child_.pid)) seen_.insert(c);
     group_->started(child_.pid);
   } catch (const cgroup::Failure& e) {
     return failed(e.what());
@@ -213,6 +225,9 @@ uint64_t RunningTest::current() const {
 }
 
 void RunningTest::time_out() {
+  // With a pid namespace, what left the group dies with the init, before
+  // the exit's walk could count it: counted now.
+  if (init_) find_escapes();
   observed_.ending = Ending::timed_out;
   deadline_ = clock::time_point::max();
   next_sample_ = clock::time_point::max();
@@ -275,7 +290,36 @@ void RunningTest::kill_escaped() {
   for (const auto& [pid, fd] : escaped_) ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
 }
 
+void RunningTest::child_exited(int status, const rusage& usage) {
+  if (!init_) return reaped(status, usage);
+  init_gone_ = true;
+  init_status_ = status;
+  init_usage_ = usage;
+  poll_status();
+}
+
+void RunningTest::poll_status() {
+  if (!init_ || phase_ != Phase::running) return;
+  if (child_.status_fd >= 0) {
+    InitReport report;
+    ssize_t n = ::read(child_.status_fd, &report, sizeof report);
+    if (n == sizeof report) init_report_ = report;
+    if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
+      ::close(child_.status_fd);  // the report, or EOF: the init died first
+      child_.status_fd = -1;
+    }
+  }
+  if (init_report_) return reaped(init_report_->status, init_report_->usage);
+  if (child_.status_fd < 0 && init_gone_) reaped(init_status_, init_usage_);
+}
+
 void RunningTest::reaped(int status, const rusage& usage) {
+  // With a pid namespace, the init still holds what the test left (its
+  // orphans are the init's children now, wherever they moved): walked
+  // before the group's kill takes the init and the kernel the rest.
+  if (init_ && !init_gone_) find_escapes();
+  if (child_.status_fd >= 0) ::close(child_.status_fd);
+  child_.status_fd = -1;
   phase_ = Phase::killing;
   status_ = status;
   usage_ = usage;

@@ -26,6 +26,7 @@ struct RunContext {
   rlimit open_files{0, 0};    ///< the tests' RLIMIT_NOFILE, when memrun raised its own
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
+  bool pid_namespace = true;  ///< see RunOptions::pid_namespace
 };
 
 class RunningTest {
@@ -52,6 +53,9 @@ class RunningTest {
   const PlannedTest& planned() const { return *planned_; }
   pid_t pid() const { return child_.pid; }
   int pidfd() const { return child_.pidfd; }
+  /// With a pid namespace: the pipe that gives the command's wait status
+  /// (see InitReport); -1 otherwise, or once it was read.
+  int status_fd() const { return child_.status_fd; }
   LogRelay& out() { return *out_; }
   LogRelay& err() { return *err_; }
 
@@ -78,6 +82,13 @@ class RunningTest {
   /// The wait status and resource usage of the test's main process, from
   /// the run's reaper (wait4(-1)); the test has exited then.
   void reaped(int status, const rusage& usage);
+  /// Process `pid`, memrun's child, exited with `status`: the test's main
+  /// process (reaped()), or, with a pid namespace, the test's init, whose
+  /// own status stands only when it died before it reported the command's.
+  void child_exited(int status, const rusage& usage);
+  /// With a pid namespace: reads the init's report, if one came, and ends
+  /// the test with the command's status. Never waits.
+  void poll_status();
   bool exited() const { return phase_ != Phase::running; }
   /// After exited(), until what the test left running is gone.
   bool killing() const { return phase_ == Phase::killing; }
@@ -141,6 +152,11 @@ class RunningTest {
   std::set<int> seen_;
   std::optional<clock::time_point> shm_drain_until_;  ///< see settle()
   Child child_;
+  bool init_ = false;  // child_ is the init of the test's pid namespace
+  bool init_gone_ = false;
+  int init_status_ = 0;
+  rusage init_usage_{};
+  std::optional<InitReport> init_report_;
   int status_ = 0;
   rusage usage_{};
   uint64_t current_ = 0;

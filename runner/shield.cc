@@ -110,4 +110,18 @@ std::string shield_sentence() {
          ": " + list + " (a spec's service_manager: true leaves them)";
 }
 
+std::string pid_namespace_sentence(bool sealing) {
+  const std::string own = "each test under an init of memrun's, PID 1 of a pid namespace of its own with /proc "
+                          "mounted afresh: it sees only its own processes";
+  if (sealing) return "yes: " + own;
+  if (cgroup::has_sys_admin()) return "no (--host-cgroups): tests see every process, memrun's too";
+  if (!shield().user_namespace)
+    return "no: without root it needs user namespaces, which this kernel refuses; tests see every process, "
+           "memrun's too";
+  if (!pid_namespaces_work())
+    return "no: this kernel refuses a fresh /proc inside a user namespace (the host's /proc is partly covered, "
+           "as in many containers); tests see every process, memrun's too";
+  return "yes, in each test's user namespace: " + own + " (not for a spec's service_manager: true)";
+}
+
 }  // namespace memrun

@@ -44,4 +44,8 @@ void keep_from_service_managers(Command& cmd);
 /// One line for `memrun doctor`: what tests can and cannot reach.
 std::string shield_sentence();
 
+/// For `memrun doctor`: whether tests run in a pid namespace of their own
+/// (see Command::pid_namespace), given whether memrun seals them here.
+std::string pid_namespace_sentence(bool sealing);
+
 }  // namespace memrun

@@ -20,11 +20,7 @@ namespace {
 
 class Faults : public MemrunTest {};
 
-int read_pid(const std::string& path) {
-  int pid = 0;
-  std::ifstream(path) >> pid;
-  return pid;
-}
+int read_pid(const std::string& path) { return pid_in_file(path); }
 
 // A spec whose second test daemonizes and hangs; `pidfile` says when it runs.
 std::string hanging_spec(const Scratch& dir, const std::string& pidfile) {
@@ -63,9 +59,9 @@ TEST_F(Faults, TheFirstSignalAsksTestsToStopASecondKillsAtOnce) {
               stubborn = dir.path() + "/stubborn.pid", report = dir.path() + "/report.json";
   std::string spec = dir.write(
       "spec.yaml", "tests:\n"
-                   "  - {name: polite, memory: 32MiB, run: 'trap \"echo bye > " + cleaned + "; exit 0\" TERM; echo $$ > " +
+                   "  - {name: polite, memory: 32MiB, run: 'trap \"echo bye > " + cleaned + "; exit 0\" TERM; echo $$ " + kPidNs + " > " +
                        polite + "; while :; do sleep 0.1; done'}\n"
-                   "  - {name: stubborn, memory: 32MiB, run: 'trap \"\" TERM; echo $$ > " + stubborn +
+                   "  - {name: stubborn, memory: 32MiB, run: 'trap \"\" TERM; echo $$ " + kPidNs + " > " + stubborn +
                        "; exec sleep 3600'}\n");
   auto started = start_program({memrun_bin(), spec, "-j", "2", "--grace", "60s", "--json", report, "--run-dir",
                                 dir.path() + "/runs"});
@@ -114,10 +110,12 @@ TEST_F(Faults, AGibibyteToStdoutIsCappedWithANoteWhileMemrunStaysFlat) {
 
 TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   // A run killed by SIGKILL can clean nothing: its cgroups and its test's
-  // daemon stay.
+  // daemon stay. (Unsealed: a sealed test's daemon dies with its pid
+  // namespace, whose init dies with memrun.)
   auto kill_a_run = [&](const Scratch& where) {
     std::string pidfile = where.path() + "/daemon.pid";
-    auto killed = start_program({memrun_bin(), hanging_spec(where, pidfile), "--run-dir", where.path() + "/runs"});
+    auto killed = start_program(
+        {memrun_bin(), hanging_spec(where, pidfile), "--run-dir", where.path() + "/runs", "--host-cgroups"});
     EXPECT_TRUE(wait_for_file(pidfile));
     ::kill(killed.pid, SIGKILL);
     finish_program(killed);
@@ -137,7 +135,8 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   // ...and so does every run as it starts, while a live run is left alone.
   Scratch live_dir, dead_dir;
   std::string live_pid = live_dir.path() + "/daemon.pid";
-  auto live = start_program({memrun_bin(), hanging_spec(live_dir, live_pid), "--run-dir", live_dir.path() + "/runs"});
+  auto live = start_program(
+      {memrun_bin(), hanging_spec(live_dir, live_pid), "--run-dir", live_dir.path() + "/runs", "--host-cgroups"});
   ASSERT_TRUE(wait_for_file(live_pid));
   int dead_daemon = kill_a_run(dead_dir);
   auto next = run_spec(dir, "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");

@@ -13,6 +13,7 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
@@ -169,7 +170,36 @@ bool wait_for_file(const std::string& path, int seconds) {
       seconds);
 }
 
+int pid_in_file(const std::string& path) {
+  int pid = -1;
+  std::string ns;
+  std::ifstream(path) >> pid >> ns;
+  auto link = [](const std::string& p) {
+    char buf[64] = {0};
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  };
+  if (pid <= 0 || ns.empty() || ns == link("/proc/self/ns/pid")) return pid;
+  // Another namespace: the process whose NSpid (its number in each
+  // namespace it is in, this one's first) ends with `pid`, in that one.
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (link("/proc/" + name + "/ns/pid") != ns) continue;
+    std::ifstream status("/proc/" + name + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("NSpid:", 0) != 0) continue;
+      std::istringstream ids(line.substr(6));
+      int id = 0, last = 0;
+      while (ids >> id) last = id;
+      if (last == pid) return std::stoi(name);
+    }
+  }
+  return 0;
+}
+
 bool process_alive(int pid) {
+  if (pid <= 0) return false;
   auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!stat) return false;
   auto close = stat->rfind(')');

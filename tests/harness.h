@@ -89,6 +89,15 @@ bool wait_until(const std::function<bool()>& ready, int seconds = 60);
 /// wait_until a file exists and is not empty.
 bool wait_for_file(const std::string& path, int seconds = 60);
 
+/// A test's shell writes its pid for pid_in_file with this (`echo $$`
+/// followed by its pid namespace, which a sealed test has of its own).
+inline const char* const kPidNs = "$(readlink /proc/self/ns/pid)";
+
+/// The pid, as this process sees it, of the process whose pid a test wrote
+/// to `path` ("PID" or "PID pid:[INODE]": its number in that pid
+/// namespace): 0 when no such process is alive, -1 when `path` holds no pid.
+int pid_in_file(const std::string& path);
+
 /// True when process `pid` exists (and is not a zombie).
 bool process_alive(int pid);
 

@@ -108,10 +108,10 @@ TEST_F(Host, TimeoutKillsADaemonizedGrandchild) {
                                  "timeout: " + timeout + "}\n");
     EXPECT_EQ(run.exit_code, 1);
     EXPECT_EQ(test_named(run, "t")["outcome"], "timeout");
-    std::ifstream(pidfile) >> pid;
-    if (pid > 0) break;
+    pid = pid_in_file(pidfile);
+    if (pid >= 0) break;
   }
-  ASSERT_GT(pid, 0) << "the daemon never started";
+  ASSERT_GE(pid, 0) << "the daemon never started";
   EXPECT_FALSE(process_alive(pid)) << "the setsid'd grandchild " << pid << " outlived the run";
 }
 
@@ -119,9 +119,8 @@ TEST_F(Host, ADaemonLeftByAPassingTestDiesWithIt) {
   std::string pidfile = dir.path() + "/daemon.pid";
   auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --daemon, " + pidfile + "], memory: 64MiB}\n");
   EXPECT_EQ(test_named(run, "t")["outcome"], "pass");
-  int pid = 0;
-  std::ifstream(pidfile) >> pid;
-  ASSERT_GT(pid, 0);
+  int pid = pid_in_file(pidfile);
+  ASSERT_GE(pid, 0);
   EXPECT_FALSE(process_alive(pid));
 }
 

@@ -124,7 +124,7 @@ TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten
   // OOMs inside a sub-group with a lower limit of its own (v1 counts that
   // OOM only in the sub-group).
   std::string sleeper = dir.path() + "/sleeper.pid";
-  std::string leave = kFindGroup + "mkdir $G/sub && { sleep 300 & echo $! > " + sleeper +
+  std::string leave = kFindGroup + "mkdir $G/sub && { sleep 300 & echo $! " + kPidNs + " > " + sleeper +
                       "; echo $! > $G/sub/cgroup.procs; }";
   std::string oom_below = kFindGroup +
                           "mkdir $G/sub && echo $$ > $G/sub/cgroup.procs || exit 99; "
@@ -143,10 +143,8 @@ TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten
   EXPECT_EQ(below["outcome"], "oom") << run.out;
   EXPECT_EQ(below["oom_kills"], 1) << below;
   EXPECT_TRUE(std::filesystem::exists(xml));
-  std::ifstream in(sleeper);
-  int pid = 0;
-  in >> pid;
-  EXPECT_GT(pid, 0);
+  int pid = pid_in_file(sleeper);
+  EXPECT_GE(pid, 0);
   EXPECT_FALSE(process_alive(pid)) << "a process in a sub-group outlived the run";
 }
 

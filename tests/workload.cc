@@ -89,8 +89,11 @@ size_t entries(const std::string& dir) {
 // runner that never ran them together fails the test instead of hanging it.
 void arrive(const std::string& dir, int count) {
   if (dir.empty()) return;
-  std::string mark = dir + "/" + std::to_string(::getpid());
-  if (FILE* f = std::fopen(mark.c_str(), "w")) std::fclose(f);
+  // A name of its own (mkstemp): tests in pid namespaces of their own
+  // share pid numbers.
+  std::string mark = dir + "/arrived-XXXXXX";
+  int fd = ::mkstemp(mark.data());
+  if (fd >= 0) ::close(fd);
   if (!wait_until([&] { return entries(dir) >= static_cast<size_t>(count); }, std::chrono::seconds(60))) {
     std::fprintf(stderr, "memrun-workload: only %zu of %d tests reached the barrier in %s within 60 s\n",
                  entries(dir), count, dir.c_str());
@@ -133,8 +136,13 @@ int main(int argc, char** argv) {
         for (;;) ::pause();
       }
       FILE* f = std::fopen(daemon_pidfile.c_str(), "w");
+      // The pid as this pid namespace numbers it, and which namespace that
+      // is (a sealed test has its own): see pid_in_file in harness.h.
+      char ns[64] = {0};
+      ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+      if (n < 0) ns[0] = 0;
       if (f) {
-        std::fprintf(f, "%d\n", b);
+        std::fprintf(f, "%d %s\n", b, ns);
         std::fclose(f);
       }
       ::_exit(0);
