@@ -73,6 +73,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("huge pages", c.hugetlb);
     row("placement", c.placement);
     row("sealed", c.sealed);
+    row("socket buffers", c.sockets);
     backend->close();
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),
