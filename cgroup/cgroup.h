@@ -78,11 +78,13 @@ struct Final {
   /// True when usage hit the limit at least once (v2 memory.events `max`,
   /// v1 memory.failcnt): the kernel had to reclaim to stay under it.
   bool limit_reached = false;
-  /// Whether the OOM kills came at the limit memrun set (the group's, or a
-  /// sealed test's leaf's) rather than at one the test set below it: v2
-  /// memory.events.local `oom` of those groups (5.2+). nullopt where the
-  /// kernel's counters cannot tell (v1: the kernel log's oom_memcg= can,
-  /// see Group::sets_limit; else limit_reached stands in).
+  /// Whether the OOM kills came at the limit memrun set (the group's, a
+  /// sealed test's leaf's, or a lower one above them: the effective limit),
+  /// false when only limits the test set on groups below its own were hit:
+  /// v2 memory.events `oom` against memory.events.local (5.2+); v1 the
+  /// failcnt of those groups against the sub-groups' (the kernel log's
+  /// oom_memcg= tells exactly: see Group::limit_paths). nullopt where the
+  /// kernel cannot tell (limit_reached stands in).
   std::optional<bool> oom_at_limit;
   std::map<std::string, uint64_t> events;  ///< memory.events or equivalents
   std::map<std::string, uint64_t> stat;    ///< memory.stat, as the kernel names it

@@ -117,12 +117,21 @@ class V1Group : public Group {
     // kernel stops propagating them upwards outside the unified hierarchy,
     // memcg_memory_event()): an OOM in a sub-group the test made shows up
     // only there, so the subtree is added up.
-    for (const auto& g : groups(mem_)) f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
-    // failcnt counts in the group whose limit refused a charge: the test's
-    // own limit is on the group and, sealed, its leaf (a limit the test set
-    // below itself is its own business).
-    uint64_t failcnt = fs::read_u64(mem_ + "/memory.failcnt").value_or(0);
-    if (stat_ != mem_) failcnt += fs::read_u64(stat_ + "/memory.failcnt").value_or(0);
+    // failcnt counts in the group whose limit refused a charge
+    // (page_counter_try_charge() counts it on the counter that failed,
+    // not its ancestors): the test's own limit is on the group and,
+    // sealed, its leaf; a limit the test set below itself is its own
+    // business.
+    uint64_t failcnt = 0, failcnt_below = 0;
+    for (const auto& g : groups(mem_)) {
+      f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
+      (g == mem_ || g == stat_ ? failcnt : failcnt_below) += fs::read_u64(g + "/memory.failcnt").value_or(0);
+    }
+    // An OOM comes after charges failed at the counter whose limit was hit:
+    // only at limits below (in sub-groups that still exist) means the
+    // test's own. (The kernel log, read for every test on v1, says it
+    // exactly where it names each kill's oom_memcg=.)
+    if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
@@ -277,7 +286,8 @@ class V1Backend : public Backend {
     Capabilities c;
     c.limit_read_back = fs::read_u64(group->path() + "/memory.limit_in_bytes").value_or(0);
     c.peak = "memory.max_usage_in_bytes";
-    c.oom_kills = "memory.oom_control (oom_kill), added up over the test's sub-groups";
+    c.oom_kills = "memory.oom_control (oom_kill), added up over the test's sub-groups, and the kernel log for every "
+                  "test (a kill in a sub-group the test removed)";
     c.kill_all = "SIGKILL to every pid in cgroup.procs, repeated (v1 has no cgroup.kill)";
     c.swap = memsw_ ? "yes (memory.memsw.limit_in_bytes)" : "no: swap cannot be limited per test";
     c.pressure = "no (v1 has no per-group PSI)";

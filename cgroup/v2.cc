@@ -178,10 +178,15 @@ class V2Group : public Group {
     }
     f.limit_reached = own["max"] > 0;
     // `oom` counts where the limit was hit: mem_cgroup_oom() raises
-    // MEMCG_OOM on the group over its limit, and its .local count stays
-    // there (the hierarchical one goes up), whichever group's task is
-    // killed. A kill under a limit the test set below is not counted here.
-    if (local) f.oom_at_limit = own["oom"] > 0;
+    // MEMCG_OOM on the group over its limit; its .local count stays there,
+    // the hierarchical one goes up to every ancestor, whichever group's
+    // task is killed. So an OOM under a limit the test set on a sub-group
+    // shows in the group's hierarchical count and in no .local count of
+    // the group or its leaf; an ancestor's lower limit shows in neither.
+    if (local) {
+      uint64_t below = f.events["oom"] - std::min(f.events["oom"], own["oom"]);
+      f.oom_at_limit = own["oom"] > 0 || below == 0;
+    }
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
     // Kernels without pids.events.local count it only in the group that
     // forked (a sealed test's leaf); newer ones also in its ancestors up to

@@ -87,9 +87,13 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
       int victim = std::atoi(m.c_str() + pid + 5);
       (mine ? ours : others).insert(victim);
       // oom_memcg= comes right before ,task_memcg= (and may hold commas).
+      // Without it, the machine's memory ran out (",global_oom,"): the
+      // root's limit, as it were.
       auto oom = m.find("oom_memcg=");
       if (mine && oom != std::string::npos && oom < memcg && m.compare(memcg - 1, 1, ",") == 0)
         limit_group[victim] = m.substr(oom + 10, memcg - 1 - (oom + 10));
+      else if (mine && m.find(",global_oom,") < memcg)
+        limit_group[victim] = "/";
     }
   }
   // Without a line that names the group (rate-limited), the pids memrun

@@ -17,7 +17,8 @@ struct OomKill {
   std::string name;  ///< the task's comm
   uint64_t anon_rss = 0, file_rss = 0, shmem_rss = 0;  ///< bytes, at the kill
   /// The group whose limit was hit (`oom_memcg=`, below its hierarchy's
-  /// root), or "" when the kernel left that line out (rate-limited).
+  /// root; "/" when the machine ran out, `global_oom`), or "" when the
+  /// kernel left that line out (rate-limited).
   std::string oom_memcg;
 };
 

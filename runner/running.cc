@@ -399,15 +399,22 @@ void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
 
 // Whether the kills came at the limit memrun set, where the kernel's
 // counters cannot tell (v1): the log's `oom_memcg=` names the group whose
-// limit was hit.
+// limit was hit. One below the test's group that holds no limit of
+// memrun's is the test's own; the group, its leaf or an ancestor (a lower
+// limit above: the effective limit; the root: the machine's memory) are not.
+// The log decides only where it named every kill's (its report is
+// rate-limited); else the kernel's counters stand (Final::oom_at_limit).
 void RunningTest::oom_at_limit() {
-  cgroup::Final& k = observed_.kernel;
-  if (k.oom_at_limit) return;
-  for (const auto& kill : observed_.oom_victims) {
-    if (kill.oom_memcg.empty()) continue;
-    bool at_limit = std::find(limit_paths_.begin(), limit_paths_.end(), kill.oom_memcg) != limit_paths_.end();
-    k.oom_at_limit = k.oom_at_limit.value_or(false) || at_limit;
+  const auto& victims = observed_.oom_victims;
+  if (victims.empty()) return;
+  bool at_limit = false;
+  for (const auto& kill : victims) {
+    if (kill.oom_memcg.empty()) return;
+    bool memruns = std::find(limit_paths_.begin(), limit_paths_.end(), kill.oom_memcg) != limit_paths_.end();
+    bool below = kill.oom_memcg.rfind(log_name_ + "/", 0) == 0 && !memruns;
+    at_limit = at_limit || !below;
   }
+  observed_.kernel.oom_at_limit = at_limit;
 }
 
 void RunningTest::remove_group() {

@@ -42,7 +42,8 @@ Outcome outcome_of(const Observation& o) {
     case Ending::not_started: return Outcome::error;
     case Ending::exited: break;
   }
-  // Only a kernel OOM kill at the limit memrun set is an OOM: SIGKILL can
+  // Only a kernel OOM kill at the limit memrun set (or a lower one above
+  // it: the effective limit) is an OOM: SIGKILL can
   // come from anywhere, and a kill under a lower limit the test set itself
   // (a sub-group it limited, a nested memrun's test, a container's) is the
   // test's own business: counted in oom_kills, never its outcome, so that

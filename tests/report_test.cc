@@ -501,6 +501,13 @@ TEST(KernelLog, AKillNamesTheGroupWhoseLimitWasHit) {
   kills = parse_oom_kills(log, "/x/memrun-r/001-a,b", {41});
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].oom_memcg, "");
+  // The machine's memory ran out: no group's limit, the root's as it were.
+  log = {"oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+         "task_memcg=/x/memrun-r/001-a,b,task=big,pid=41,uid=0",
+         "Out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB"};
+  kills = parse_oom_kills(log, "/x/memrun-r/001-a,b");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].oom_memcg, "/");
 }
 
 TEST(KernelLog, ARateLimitedReportStillNamesAKnownVictim) {
