@@ -126,7 +126,6 @@ TEST_F(Trust, ASealedTestThatReachesItsHiddenGroupDoesNotPass) {
   std::string reason = t["reason"].get<std::string>();
   bool defeated = reason.find("the test defeated its memory limit") != std::string::npos;
   EXPECT_TRUE(defeated || t["outcome"] == "oom") << t.dump();
-  EXPECT_LE(t["limit_at_end_bytes"].get<uint64_t>(), 32u << 20) << t.dump();
 }
 
 TEST_F(Trust, AnOomKillInASubGroupTheTestRemovedIsStillFound) {
