@@ -68,6 +68,11 @@ struct Usage {
   /// Bytes of the group's memory in swap now (v2 memory.swap.current; v1
   /// memory.stat total_swap): 0 without swap or swap accounting.
   uint64_t swap = 0;
+  /// The group's own hard limit read back now (memory.max,
+  /// memory.limit_in_bytes; page-aligned; UINT64_MAX for v2's "max"), nullopt
+  /// when not read: a test that could write its group's files may have
+  /// raised it for a while, and put it back before it ended.
+  std::optional<uint64_t> limit;
 };
 
 /// What the kernel says about a finished test.
@@ -80,6 +85,14 @@ struct Final {
   /// True when usage hit the limit at least once (v2 memory.events `max`,
   /// v1 memory.failcnt): the kernel had to reclaim to stay under it.
   bool limit_reached = false;
+  /// Whether the OOM kills came at the limit memrun set (the group's, a
+  /// sealed test's leaf's, or a lower one above them: the effective limit),
+  /// false when only limits the test set on groups below its own were hit:
+  /// v2 memory.events `oom` against memory.events.local (5.2+); v1 the
+  /// failcnt of those groups against the sub-groups' (the kernel log's
+  /// oom_memcg= tells exactly: see Group::limit_paths). nullopt where the
+  /// kernel cannot tell (limit_reached stands in).
+  std::optional<bool> oom_at_limit;
   std::map<std::string, uint64_t> events;  ///< memory.events or equivalents
   std::map<std::string, uint64_t> stat;    ///< memory.stat, as the kernel names it
   Breakdown breakdown;
@@ -120,6 +133,15 @@ class Group {
   /// The group as the kernel names it in its log (an OOM kill's
   /// `task_memcg=`): its path below the root of its hierarchy.
   virtual std::string kernel_path() const = 0;
+  /// The groups that hold a limit memrun set, as the kernel log names them
+  /// (an OOM kill's `oom_memcg=`): this group, and a sealed test's leaf;
+  /// never a group the test made below.
+  virtual std::vector<std::string> limit_paths() const { return {kernel_path()}; }
+  /// Whether an OOM kill in a sub-group is counted in this group's own
+  /// counters too, so that removing the sub-group cannot hide it (v2:
+  /// memory.events is hierarchical). v1 counts it only in the sub-group's
+  /// memory.oom_control, gone with it: the kernel log must be read.
+  virtual bool counts_kills_below() const { return true; }
   /// How to place a child in this group.
   virtual Placement placement() const = 0;
   /// Where process `pid` is when it is not in this group or below it: its
@@ -173,6 +195,8 @@ class Group {
 struct Capabilities {
   uint64_t limit_read_back = 0;  ///< the probe group's hard limit, as the kernel reports it
   std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement, sealed;
+  std::string sockets;  ///< whether socket buffers are charged and limited
+
 };
 
 /// Where a backend makes its groups, and whether it can enforce there.

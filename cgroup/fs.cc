@@ -93,6 +93,14 @@ std::optional<uint64_t> read_u64(const std::string& path) {
   return parse_u64(*text);
 }
 
+std::optional<uint64_t> read_u64_at(int fd) {
+  if (fd < 0) return std::nullopt;
+  char buf[64];
+  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (n <= 0) return std::nullopt;
+  return parse_u64(std::string(buf, static_cast<size_t>(n)));
+}
+
 std::map<std::string, uint64_t> parse_keyed(const std::string& text) {
   std::map<std::string, uint64_t> out;
   std::istringstream in(text);

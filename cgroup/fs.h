@@ -28,6 +28,12 @@ std::optional<uint64_t> parse_u64(const std::string& text);
 /// Reads a one-number file (memory.peak, memory.max, ...); nullopt if absent.
 std::optional<uint64_t> read_u64(const std::string& path);
 
+/// Reads a one-number file through `fd`, an fd of it held open: one
+/// pread(2) at offset 0, which makes cgroupfs generate it afresh (the
+/// sample path reads this way, without a path lookup). nullopt on any error
+/// (ENODEV: the group was removed) or when fd < 0.
+std::optional<uint64_t> read_u64_at(int fd);
+
 /// Parses "key value" lines (memory.stat, memory.events, oom_control).
 std::map<std::string, uint64_t> parse_keyed(const std::string& text);
 

@@ -10,6 +10,12 @@
 // - memory.oom_control's `oom_kill` counter exists since 4.13.
 // - v1 has no cgroup.kill and no CLONE_INTO_CGROUP: the child moves itself by
 //   writing "0" to each hierarchy's cgroup.procs before it execs.
+// - TCP socket buffers are charged to a counter of their own
+//   (memory.kmem.tcp.*), never to memory.usage_in_bytes, and only in a group
+//   whose memory.kmem.tcp.limit_in_bytes was written before the socket was
+//   made (memcg_update_tcp_max() turns the accounting on; memory.rst 2.7.1):
+//   without that write a test queues any amount in loopback buffers
+//   uncharged. (Unix-socket buffers are slab memory, charged as kmem.)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,6 +66,10 @@ class V1Group : public Group {
       fds_.push_back(fd);
     }
     if (sealed) seal_ = &seal_mounts("cgroup"), stat_ = mem_ + "/" + kSealedLeaf;
+    // Held open for the samples: a pread each, no path lookup.
+    usage_fd_ = ::open((mem_ + "/memory.usage_in_bytes").c_str(), O_RDONLY | O_CLOEXEC);
+    limit_fd_ = ::open((mem_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC);
+    if (usage_fd_ < 0 || limit_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + mem_, mem_);
   }
 
   const std::string& path() const override { return mem_; }
@@ -68,12 +78,23 @@ class V1Group : public Group {
     return mount != host().v1_mount.end() && mem_.rfind(mount->second, 0) == 0 ? mem_.substr(mount->second.size())
                                                                                : mem_;
   }
+  std::vector<std::string> limit_paths() const override {
+    std::string own = kernel_path();
+    if (stat_ == mem_) return {own};
+    return {own, own + "/" + kSealedLeaf};
+  }
+  // memcg_memory_event() propagates events upwards only on the unified
+  // hierarchy: a v1 group's oom_kill counts its own tasks' kills alone.
+  bool counts_kills_below() const override { return false; }
   Placement placement() const override { return {-1, fds_, seal_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), "memory"); }
 
   Usage usage() const override {
     Usage u;
-    u.current = fs::read_u64(mem_ + "/memory.usage_in_bytes").value_or(0);
+    u.current = fs::read_u64_at(usage_fd_).value_or(0);
+    // The group's limit, which a sealed test cannot reach (its leaf's is
+    // the one it sees as its own, and the group's still holds it).
+    u.limit = fs::read_u64_at(limit_fd_);
     auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
     // total_: with the sub-groups; workingset_refault before 5.9, split
@@ -96,12 +117,21 @@ class V1Group : public Group {
     // kernel stops propagating them upwards outside the unified hierarchy,
     // memcg_memory_event()): an OOM in a sub-group the test made shows up
     // only there, so the subtree is added up.
-    for (const auto& g : groups(mem_)) f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
-    // failcnt counts in the group whose limit refused a charge: the test's
-    // own limit is on the group and, sealed, its leaf (a limit the test set
-    // below itself is its own business).
-    uint64_t failcnt = fs::read_u64(mem_ + "/memory.failcnt").value_or(0);
-    if (stat_ != mem_) failcnt += fs::read_u64(stat_ + "/memory.failcnt").value_or(0);
+    // failcnt counts in the group whose limit refused a charge
+    // (page_counter_try_charge() counts it on the counter that failed,
+    // not its ancestors): the test's own limit is on the group and,
+    // sealed, its leaf; a limit the test set below itself is its own
+    // business.
+    uint64_t failcnt = 0, failcnt_below = 0;
+    for (const auto& g : groups(mem_)) {
+      f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
+      (g == mem_ || g == stat_ ? failcnt : failcnt_below) += fs::read_u64(g + "/memory.failcnt").value_or(0);
+    }
+    // An OOM comes after charges failed at the counter whose limit was hit:
+    // only at limits below (in sub-groups that still exist) means the
+    // test's own. (The kernel log, read for every test on v1, says it
+    // exactly where it names each kill's oom_memcg=.)
+    if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
@@ -151,6 +181,8 @@ class V1Group : public Group {
     if (removed_) return true;  // (destroy() after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
+    for (int* fd : {&usage_fd_, &limit_fd_})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
     return removed_ = (pids_.empty() || remove_groups_step(groups(pids_))) && gone;
   }
@@ -186,6 +218,7 @@ class V1Group : public Group {
   std::string stat_ = mem_;
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
+  int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
@@ -203,6 +236,7 @@ class V1Backend : public Backend {
     top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
     ancestors_limit_ = effective_limit(run_, top_, "memory.limit_in_bytes");
     memsw_ = fs::exists(run_ + "/memory.memsw.limit_in_bytes");
+    tcp_ = fs::exists(run_ + "/memory.kmem.tcp.limit_in_bytes");
     // Hierarchical accounting is fixed at 1 since 5.x; older kernels need it
     // set before the group has children so ancestors' limits apply.
     fs::try_write_file(run_ + "/memory.use_hierarchy", "1");
@@ -252,7 +286,8 @@ class V1Backend : public Backend {
     Capabilities c;
     c.limit_read_back = fs::read_u64(group->path() + "/memory.limit_in_bytes").value_or(0);
     c.peak = "memory.max_usage_in_bytes";
-    c.oom_kills = "memory.oom_control (oom_kill), added up over the test's sub-groups";
+    c.oom_kills = "memory.oom_control (oom_kill), added up over the test's sub-groups, and the kernel log for every "
+                  "test (a kill in a sub-group the test removed)";
     c.kill_all = "SIGKILL to every pid in cgroup.procs, repeated (v1 has no cgroup.kill)";
     c.swap = memsw_ ? "yes (memory.memsw.limit_in_bytes)" : "no: swap cannot be limited per test";
     c.pressure = "no (v1 has no per-group PSI)";
@@ -260,6 +295,10 @@ class V1Backend : public Backend {
     c.hugetlb = "not limited (memrun limits huge pages on v2 only)";
     c.placement = "the child joins its group before exec";
     c.sealed = sealed_sentence(seal_);
+    c.sockets = tcp_ ? "TCP buffers limited to the memory limit on a counter of their own "
+                       "(memory.kmem.tcp.limit_in_bytes); unix-socket buffers charged as kernel memory"
+                     : "no: TCP buffers are not charged (this kernel has no memory.kmem.tcp.limit_in_bytes): a "
+                       "test may queue any amount in TCP sockets unseen";
     group->destroy();
     return c;
   }
@@ -277,12 +316,17 @@ class V1Backend : public Backend {
     // With swap accounting, memsw = memory + swap caps swap at swap_max.
     if (memsw_)
       fs::write_file(mem + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_max + limits.swap_max));
+    // TCP buffers get the memory limit on their own counter (see the top):
+    // the kernel charges a socket to the group it is made in, so a sealed
+    // test's leaf needs the write as well as the group.
+    if (tcp_) fs::write_file(mem + "/memory.kmem.tcp.limit_in_bytes", std::to_string(limits.memory_max));
     if (limits.pids_max && !pids.empty()) fs::write_file(pids + "/pids.max", std::to_string(*limits.pids_max));
   }
 
   std::string run_, pids_run_, top_;
   uint64_t ancestors_limit_ = UINT64_MAX;
   bool memsw_ = false;  // swap accounting
+  bool tcp_ = false;    // memory.kmem.tcp.limit_in_bytes offered
   bool seal_ = false;   // tests are sealed in a leaf of their groups
   bool closed_ = false;
 };

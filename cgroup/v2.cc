@@ -117,6 +117,10 @@ class V2Group : public Group {
     std::string init = path_ + "/" + kInitLeaf;
     if (sealed && (init_procs_fd_ = ::open((init + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC)) < 0)
       fail_errno(Failure::Kind::system, "cannot open cgroup " + init, init);
+    // Held open for the samples: a pread each, no path lookup.
+    current_fd_ = ::open((path_ + "/memory.current").c_str(), O_RDONLY | O_CLOEXEC);
+    max_fd_ = ::open((path_ + "/memory.max").c_str(), O_RDONLY | O_CLOEXEC);
+    if (current_fd_ < 0 || max_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + path_, path_);
   }
 
   const std::string& path() const override { return path_; }
@@ -125,12 +129,20 @@ class V2Group : public Group {
     return path_.rfind(mount, 0) == 0 ? path_.substr(mount.size()) : path_;
   }
 
+  std::vector<std::string> limit_paths() const override {
+    std::string own = kernel_path();
+    if (stat_ == path_) return {own};
+    return {own, own + "/" + kSealedLeaf};
+  }
   Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_, init_procs_fd_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), ""); }
 
   Usage usage() const override {
     Usage u;
-    u.current = fs::read_u64(path_ + "/memory.current").value_or(0);
+    u.current = fs::read_u64_at(current_fd_).value_or(0);
+    // The group's limit, which a sealed test cannot reach (its leaf's is
+    // the one it sees as its own, and the group's still holds it).
+    u.limit = fs::read_u64_at(max_fd_);
     auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     // workingset_refault before 5.9, split into _anon and _file since.
@@ -160,9 +172,24 @@ class V2Group : public Group {
     // memrun's tests) hit.
     // (memory.events.local, 5.2+; without it, the hierarchical count.)
     auto own = fs::read_keyed(path_ + "/memory.events.local");
-    if (own.empty()) own = f.events;
-    if (stat_ != path_) own["max"] += fs::read_keyed(stat_ + "/memory.events.local")["max"];
+    bool local = !own.empty();
+    if (!local) own = f.events;
+    if (stat_ != path_) {
+      auto leaf = fs::read_keyed(stat_ + "/memory.events.local");
+      own["max"] += leaf["max"];
+      own["oom"] += leaf["oom"];
+    }
     f.limit_reached = own["max"] > 0;
+    // `oom` counts where the limit was hit: mem_cgroup_oom() raises
+    // MEMCG_OOM on the group over its limit; its .local count stays there,
+    // the hierarchical one goes up to every ancestor, whichever group's
+    // task is killed. So an OOM under a limit the test set on a sub-group
+    // shows in the group's hierarchical count and in no .local count of
+    // the group or its leaf; an ancestor's lower limit shows in neither.
+    if (local) {
+      uint64_t below = f.events["oom"] - std::min(f.events["oom"], own["oom"]);
+      f.oom_at_limit = own["oom"] > 0 || below == 0;
+    }
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
     // Kernels without pids.events.local count it only in the group that
     // forked (a sealed test's leaf); newer ones also in its ancestors up to
@@ -214,7 +241,9 @@ class V2Group : public Group {
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
     if (init_procs_fd_ >= 0) ::close(init_procs_fd_);
-    dir_fd_ = procs_fd_ = init_procs_fd_ = -1;
+    if (current_fd_ >= 0) ::close(current_fd_);
+    if (max_fd_ >= 0) ::close(max_fd_);
+    dir_fd_ = procs_fd_ = init_procs_fd_ = current_fd_ = max_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
     return removed_ = remove_tree_step(path_);
@@ -246,6 +275,7 @@ class V2Group : public Group {
   uint64_t ancestors_limit_;
   std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1, init_procs_fd_ = -1;
+  int current_fd_ = -1, max_fd_ = -1;  // the group's memory.current and memory.max
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false, removed_ = false;
 };
@@ -333,6 +363,7 @@ class V2Backend : public Backend {
                                         : "hugetlb.<size>.max = the memory limit";
     c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
     c.sealed = sealed_sentence(seal_);
+    c.sockets = "charged with the rest of the test's memory (memory.stat sock)";
     group->destroy();
     return c;
   }

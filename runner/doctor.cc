@@ -75,6 +75,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("placement", c.placement);
     row("sealed", c.sealed);
     row("pid namespace", pid_namespace_sentence(c.sealed.rfind("yes", 0) == 0));
+    row("socket buffers", c.sockets);
     backend->close();
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),

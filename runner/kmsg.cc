@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace memrun {
@@ -71,6 +72,7 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   // The first line is part of the report dump_header() writes, rate-limited
   // to ten in five seconds; the second always comes.
   std::set<int> ours, others, reported;
+  std::map<int, std::string> limit_group;  // pid -> oom_memcg=
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
     if (m.rfind("oom-kill:", 0) == 0) {
@@ -82,7 +84,16 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
       if (memcg == std::string::npos || pid == std::string::npos) continue;
       std::string needle = (group_suffix.front() == '/' ? "task_memcg=" : "/") + group_suffix;
       bool mine = m.find(needle + ",task=", memcg) != std::string::npos || m.find(needle + "/", memcg) != std::string::npos;
-      (mine ? ours : others).insert(std::atoi(m.c_str() + pid + 5));
+      int victim = std::atoi(m.c_str() + pid + 5);
+      (mine ? ours : others).insert(victim);
+      // oom_memcg= comes right before ,task_memcg= (and may hold commas).
+      // Without it, the machine's memory ran out (",global_oom,"): the
+      // root's limit, as it were.
+      auto oom = m.find("oom_memcg=");
+      if (mine && oom != std::string::npos && oom < memcg && m.compare(memcg - 1, 1, ",") == 0)
+        limit_group[victim] = m.substr(oom + 10, memcg - 1 - (oom + 10));
+      else if (mine && m.find(",global_oom,") < memcg)
+        limit_group[victim] = "/";
     }
   }
   // Without a line that names the group (rate-limited), the pids memrun
@@ -105,6 +116,7 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
     // first victim twice: once chosen, once with its group.
     if (!reported.insert(k.pid).second) continue;
     k.name = name;
+    if (auto g = limit_group.find(k.pid); g != limit_group.end()) k.oom_memcg = g->second;
     k.anon_rss = anon * 1024, k.file_rss = file * 1024, k.shmem_rss = shmem * 1024;
     kills.push_back(k);
   }

@@ -16,6 +16,10 @@ struct OomKill {
   int pid = 0;
   std::string name;  ///< the task's comm
   uint64_t anon_rss = 0, file_rss = 0, shmem_rss = 0;  ///< bytes, at the kill
+  /// The group whose limit was hit (`oom_memcg=`, below its hierarchy's
+  /// root; "/" when the machine ran out, `global_oom`), or "" when the
+  /// kernel left that line out (rate-limited).
+  std::string oom_memcg;
 };
 
 /// The kernel log from the moment it is opened. Reading /dev/kmsg needs

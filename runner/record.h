@@ -76,6 +76,10 @@ struct Observation {
   int samples = 0;
   uint64_t sampled_peak = 0, reclaimable_at_sampled_peak = 0, sampled_working_set = 0;
   uint64_t sampled_swap_peak = 0;  ///< the most swap a sample saw (Usage::swap)
+  /// The highest hard limit a sample read back from the group memrun
+  /// limited (Usage::limit); 0 when none was read. Above the limit memrun
+  /// set, the test raised it while it ran.
+  uint64_t sampled_limit = 0;
   /// The cgroup the first process that left the test's group was found in
   /// while the test ran ("" when none did).
   std::string escaped_to;

@@ -229,7 +229,8 @@ Json victims_json(const std::vector<OomKill>& kills) {
   Json out = Json::array();
   for (const auto& k : kills)
     out.push_back({{"pid", k.pid}, {"name", printable(k.name)}, {"anon_rss_bytes", k.anon_rss},
-                   {"file_rss_bytes", k.file_rss}, {"shmem_rss_bytes", k.shmem_rss}});
+                   {"file_rss_bytes", k.file_rss}, {"shmem_rss_bytes", k.shmem_rss},
+                   {"oom_memcg", null_or(k.oom_memcg.empty(), printable(k.oom_memcg))}});
   return out;
 }
 
@@ -241,7 +242,8 @@ std::vector<OomKill> victims_from(const Fields& t) {
   for (size_t i = 0; i < list.size(); ++i) {
     Fields k(list[i], fmt::format("{}.oom_victims[{}]", t.where(), i));
     out.push_back({static_cast<int>(k.integer("pid", 0, INT_MAX)), k.get<std::string>("name"),
-                   k.bytes("anon_rss_bytes"), k.bytes("file_rss_bytes"), k.bytes("shmem_rss_bytes")});
+                   k.bytes("anon_rss_bytes"), k.bytes("file_rss_bytes"), k.bytes("shmem_rss_bytes"),
+                   k.get<std::string>("oom_memcg", "")});
   }
   return out;
 }
@@ -440,6 +442,8 @@ Json to_json(const TestRecord& r) {
       {"swap_bytes", v.swap_at_end},
       {"limit_reached", k.limit_reached},
       {"limit_at_end_bytes", null_or(k.limit_at_end == UINT64_MAX, k.limit_at_end)},
+      {"sampled_peak_bytes", o.sampled_peak},
+      {"sampled_limit_bytes", null_or(o.sampled_limit == 0, o.sampled_limit)},
       {"escaped_processes", k.escaped},
       {"cleanup_error", null_or(o.cleanup_error.empty(), o.cleanup_error)},
       // Read after every process of the group was killed: what is still
@@ -447,6 +451,7 @@ Json to_json(const TestRecord& r) {
       {"tmpfs_left_bytes", k.breakdown.shmem},
       {"oom_kills", k.oom_kills},
       {"oom_group_kills", k.oom_group_kills},
+      {"oom_at_limit", null_or(!k.oom_at_limit, k.oom_at_limit.value_or(false))},
       {"exit_code", null_or(o.exit_code < 0, o.exit_code)},
       {"signal", null_or(o.signal == 0, o.signal)},
       {"duration_s", o.duration_s},
@@ -527,9 +532,12 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   if (!v.peak_sampled) k.peak = v.peak;
   k.limit_reached = f.get<bool>("limit_reached");
   k.limit_at_end = f.bytes("limit_at_end_bytes", UINT64_MAX);
+  o.sampled_peak = f.bytes("sampled_peak_bytes");
+  o.sampled_limit = f.bytes("sampled_limit_bytes");
   k.escaped = f.bytes("escaped_processes");
   k.oom_kills = f.bytes("oom_kills");
   k.oom_group_kills = f.bytes("oom_group_kills");
+  if (!f.raw("oom_at_limit").is_null()) k.oom_at_limit = f.get<bool>("oom_at_limit");
   k.breakdown = breakdown_from(f.object("breakdown"));
   k.stat = f.counters("memory_stat");
   k.events = f.counters("events");

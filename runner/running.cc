@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "cgroup/error.h"
 #include "runner/error.h"
 #include "runner/files.h"
@@ -151,6 +153,10 @@ void RunningTest::sample() {
     o.timeline.peak_t_s = t;
   }
   o.sampled_peak = std::max(o.sampled_peak, u.current);
+  // What memrun saw itself: a test may put its limit back (and, on v1,
+  // reset the kernel's high-water mark) before it ends; the verdict holds
+  // it to these.
+  if (u.limit) o.sampled_limit = std::max(o.sampled_limit, *u.limit);
   o.sampled_swap_peak = std::max(o.sampled_swap_peak, u.swap);
   o.sampled_working_set = std::max(o.sampled_working_set, u.current - std::min(u.current, u.reclaimable_file));
   current_ = u.current;
@@ -392,6 +398,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // is still counted.
       if (phase_ == Phase::awaiting_victims && kernel_log.readable()) {
         observed_.oom_victims = kernel_log.oom_kills(log_name_, seen_, t0_);
+        oom_at_limit();
         if (observed_.oom_victims.empty() && now < give_up_) {
           next_settle_ = now + std::chrono::milliseconds(10);
           return false;
@@ -416,11 +423,42 @@ void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
     if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
   o.kernel = std::move(final);
   o.kernel.escaped += escaped_.size();
-  if (o.kernel.oom_kills > 0) {
+  // Where the kernel does not count a kill in a sub-group in the group
+  // itself (v1), the test may remove the sub-group and its count with it:
+  // there the log is read for every test, and the kills it names count.
+  // (The log is read once for all tests: each call reads only what is new,
+  // one read(2) when nothing is.)
+  if (o.kernel.oom_kills > 0 || !group_->counts_kills_below()) {
     log_name_ = group_->kernel_path();
+    limit_paths_ = group_->limit_paths();
     o.oom_victims = kernel_log.oom_kills(log_name_, seen_, t0_);
+    if (o.oom_victims.size() > o.kernel.oom_kills) {
+      o.kernel.oom_kills = o.oom_victims.size();
+      o.kernel.events["oom_kill"] = o.kernel.oom_kills;
+    }
   }
+  oom_at_limit();
   if (o.samples == 0) o.at_peak = o.kernel.breakdown;
+}
+
+// Whether the kills came at the limit memrun set, where the kernel's
+// counters cannot tell (v1): the log's `oom_memcg=` names the group whose
+// limit was hit. One below the test's group that holds no limit of
+// memrun's is the test's own; the group, its leaf or an ancestor (a lower
+// limit above: the effective limit; the root: the machine's memory) are not.
+// The log decides only where it named every kill's (its report is
+// rate-limited); else the kernel's counters stand (Final::oom_at_limit).
+void RunningTest::oom_at_limit() {
+  const auto& victims = observed_.oom_victims;
+  if (victims.empty()) return;
+  bool at_limit = false;
+  for (const auto& kill : victims) {
+    if (kill.oom_memcg.empty()) return;
+    bool memruns = std::find(limit_paths_.begin(), limit_paths_.end(), kill.oom_memcg) != limit_paths_.end();
+    bool below = kill.oom_memcg.rfind(log_name_ + "/", 0) == 0 && !memruns;
+    at_limit = at_limit || !below;
+  }
+  observed_.kernel.oom_at_limit = at_limit;
 }
 
 void RunningTest::remove_group() {

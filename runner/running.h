@@ -125,6 +125,9 @@ class RunningTest {
   /// running.cc); if so it is ended, outcome `thrash`.
   bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
   void remove_group();
+  /// Sets Final::oom_at_limit from the victims' `oom_memcg=` where the
+  /// kernel's counters left it open.
+  void oom_at_limit();
   void find_escapes();
   void kill_escaped();
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
@@ -161,6 +164,7 @@ class RunningTest {
   rusage usage_{};
   uint64_t current_ = 0;
   std::string log_name_;  // the group, as the kernel's log names it
+  std::vector<std::string> limit_paths_;  // Group::limit_paths, for the kills logged late
 };
 
 }  // namespace memrun

@@ -2,6 +2,8 @@
 // pass/fail against what the spec expects.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runner/record.h"
 #include "runner/spec.h"
 #include "runner/units.h"
@@ -41,14 +43,16 @@ Outcome outcome_of(const Observation& o) {
     case Ending::not_started: return Outcome::error;
     case Ending::exited: break;
   }
-  // Only a kernel OOM kill in the test's own group is an OOM: SIGKILL can
-  // come from anywhere. A kill under a lower limit the test set itself (a
-  // nested memrun's test, a container's) is the test's business when it
-  // went on and exited 0 without ever reaching its own limit: counted in
-  // oom_kills, not its outcome.
+  // Only a kernel OOM kill at the limit memrun set (or a lower one above
+  // it: the effective limit) is an OOM: SIGKILL can
+  // come from anywhere, and a kill under a lower limit the test set itself
+  // (a sub-group it limited, a nested memrun's test, a container's) is the
+  // test's own business: counted in oom_kills, never its outcome, so that
+  // `expect: oom` is never met by a limit the test chose. Where the kernel
+  // cannot say which limit was hit (v1 without the kill's log line, v2
+  // before 5.2), its limit having been reached stands in.
   bool killed = o.kernel.oom_kills > 0 || o.kernel.oom_group_kills > 0;
-  bool went_on = o.exit_code == 0 && o.signal == 0 && !o.kernel.limit_reached;
-  if (killed && !went_on) return Outcome::oom;
+  if (killed && o.kernel.oom_at_limit.value_or(o.kernel.limit_reached)) return Outcome::oom;
   return o.exit_code == 0 && o.signal == 0 ? Outcome::pass : Outcome::fail;
 }
 
@@ -78,12 +82,31 @@ Outcome tool_outcome(const ToolRules& rules, const Observation& o, std::string* 
   return ok ? Outcome::pass : Outcome::fail;
 }
 
+// Usage above a limit: what the kernel lets past a hard limit on its own is
+// forced charges, never its charge batching. try_charge_memcg() precharges
+// a batch (MEMCG_CHARGE_BATCH, 64 pages) only while the batch fits under
+// the limit, else retries with what was asked: memory.current and
+// usage_in_bytes (the page counter, stock included) stay at or below
+// memory.max. What goes over is charged with page_counter_charge() at
+// `force:`: __GFP_NOFAIL allocations, allocations made while reclaiming
+// (PF_MEMALLOC), and sockets' guaranteed minimum buffers
+// (__sk_mem_raise_allocated(), sk_forced_mem_schedule(): __GFP_NOFAIL). Each
+// is a few pages per task or socket, and the kernel reclaims it back at
+// once. A sixty-fourth of the limit, at least 1 MiB, holds them many times
+// over; no test that needs more than that past its limit got it honestly.
+bool above_limit(uint64_t bytes, uint64_t limit) {
+  uint64_t margin = std::max<uint64_t>(limit / 64, uint64_t{1} << 20);
+  return bytes > limit && bytes - limit > margin;
+}
+
 // The figures: effective limit, peak, working set and headroom.
 void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   const cgroup::Final& kernel = o.kernel;
   r.limit = std::min(t.memory, kernel.effective_limit ? kernel.effective_limit : t.memory);
-  r.peak = kernel.peak ? *kernel.peak : o.sampled_peak;
-  r.peak_sampled = !kernel.peak;
+  // Never lower than what memrun saw itself: on v1 a test can reset the
+  // kernel's high-water mark (memory.max_usage_in_bytes) before it ends.
+  r.peak = std::max(kernel.peak.value_or(0), o.sampled_peak);
+  r.peak_sampled = !kernel.peak || o.sampled_peak > *kernel.peak;
   r.page_cache = kernel.reclaimable_file;
   // Page cache is charged to the group that first reads a file, and the
   // kernel reclaims it instead of killing anything: a test streaming a file
@@ -171,6 +194,9 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
     if (r.outcome == Outcome::fail) {
       got += o.signal ? " (killed by signal " + std::to_string(o.signal) + ")"
                       : " (exit " + std::to_string(o.exit_code) + ")";
+      if (kernel.oom_kills > 0)
+        got += "; the kernel OOM-killed " + std::to_string(kernel.oom_kills) + " of its processes under a limit the " +
+               "test set itself, below the " + format_size(t.memory) + " memrun set";
       auto huge = kernel.events.find("hugetlb_max");
       if (huge != kernel.events.end() && huge->second > 0)
         got += "; the kernel refused it huge pages " + std::to_string(huge->second) +
@@ -206,14 +232,23 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   // A test that got around its limit proves nothing, whatever it expected:
   // it raised the limit (it could write its group's files), moved a
   // process out of its group, or the kernel saw more than the limit.
+  // What memrun saw while the test ran counts as much as the figures at
+  // the end, which a test can put back (its limit) or reset (v1's peak).
   std::string defeated;
+  auto size_or_none = [](uint64_t bytes) { return bytes >= (uint64_t{1} << 62) ? std::string("no limit") : format_size(bytes); };
   if (kernel.limit_at_end != UINT64_MAX && kernel.limit_at_end > t.memory)
     defeated = "its cgroup's limit was " + format_size(kernel.limit_at_end) + " at the end, not the " +
+               format_size(t.memory) + " memrun set: the test raised it";
+  else if (o.sampled_limit > t.memory)
+    defeated = "its cgroup's limit read " + size_or_none(o.sampled_limit) + " while it ran, not the " +
                format_size(t.memory) + " memrun set: the test raised it";
   else if (kernel.escaped > 0)
     defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup" +
                (o.escaped_to.empty() ? "" : " (into " + o.escaped_to + ")");
-  else if (r.peak > t.memory)
+  else if (above_limit(o.sampled_peak, t.memory))
+    defeated = "memrun's samples saw " + format_size(o.sampled_peak) + " in use while it ran, above its limit " +
+               format_size(t.memory);
+  else if (above_limit(r.peak, t.memory))
     defeated = "its peak " + format_size(r.peak) + " is above its limit " + format_size(t.memory);
   if (!defeated.empty()) {
     r.passed = false;

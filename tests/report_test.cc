@@ -34,6 +34,7 @@ struct Fixture {
       o.exit_code = -1;
       o.signal = 9;
       o.kernel.oom_kills = 1;
+      o.kernel.limit_reached = true;
     }
     return make_record(planned, o);
   }
@@ -120,6 +121,7 @@ TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_EQ(r.reason, "expected pass, got fail (killed by signal 9)");
   killed.kernel.oom_kills = 1;
+  killed.kernel.limit_reached = true;
   r = decide(f.spec.tests[0], killed);
   EXPECT_EQ(r.outcome, Outcome::oom);
   EXPECT_EQ(r.reason, "expected pass, got oom at 64.0 MiB");
@@ -136,10 +138,76 @@ TEST(Decide, AKillUnderALimitTheTestSetItselfIsNotItsOom) {
   // At its own limit, a child's kill is the test's OOM even when it exits 0.
   o.kernel.limit_reached = true;
   EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::oom);
-  // And so is any kill that took it down.
+  // A kill that took it down under a limit it set itself is a failure,
+  // never an OOM `expect: oom` accepts.
   o.kernel.limit_reached = false;
   o.exit_code = 1;
-  EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::oom);
+  Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 256MiB, expect: oom}\n", "s.yaml", tmp());
+  Verdict below = decide(spec.tests[0], o);
+  EXPECT_EQ(below.outcome, Outcome::fail);
+  EXPECT_FALSE(below.passed);
+  EXPECT_NE(below.reason.find("OOM-killed 1 of its processes under a limit the test set itself, below the 256.0 MiB "
+                              "memrun set"),
+            std::string::npos)
+      << below.reason;
+  // Where the kernel says which limit was hit (v2 memory.events.local, the
+  // kernel log's oom_memcg=), that decides, whatever else was reached.
+  o.kernel.limit_reached = true;
+  o.kernel.oom_at_limit = false;
+  EXPECT_EQ(decide(spec.tests[0], o).outcome, Outcome::fail);
+  o.kernel.limit_reached = false;
+  o.kernel.oom_at_limit = true;
+  EXPECT_EQ(decide(spec.tests[0], o).outcome, Outcome::oom);
+  EXPECT_TRUE(decide(spec.tests[0], o).passed);
+}
+
+TEST(Decide, WhatTheSamplesSawCountsWhateverTheFiguresSayAtTheEnd) {
+  Fixture f;
+  // v1: the test raised its limit, used 200 MiB, put the limit back and
+  // reset memory.max_usage_in_bytes: the kernel's figures at the end say
+  // 1.5 MiB of 64.
+  Observation reset = Fixture::exited(0, MiB);
+  reset.samples = 50;
+  reset.sampled_peak = 200 * MiB;
+  Verdict r = decide(f.spec.tests[0], reset);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.peak, 200 * MiB) << "the peak is below the highest sample";
+  EXPECT_TRUE(r.peak_sampled);
+  EXPECT_NE(r.reason.find("defeated its memory limit: memrun's samples saw 200.0 MiB in use while it ran, above its "
+                          "limit 64.0 MiB"),
+            std::string::npos)
+      << r.reason;
+  // The limit read back higher at a sample than memrun set, whatever the
+  // usage (a raise to "max" reads as UINT64_MAX on v2).
+  Observation raised = Fixture::exited(0, MiB);
+  raised.samples = 3;
+  raised.sampled_peak = MiB;
+  raised.sampled_limit = UINT64_MAX;
+  r = decide(f.spec.tests[0], raised);
+  EXPECT_FALSE(r.passed);
+  EXPECT_NE(r.reason.find("its cgroup's limit read no limit while it ran, not the 64.0 MiB memrun set"),
+            std::string::npos)
+      << r.reason;
+  raised.sampled_limit = GiB;
+  EXPECT_NE(decide(f.spec.tests[0], raised).reason.find("limit read 1.00 GiB while it ran"), std::string::npos);
+  // The limit as the kernel reads it back (page-aligned, never above what
+  // was written) is no raise.
+  raised.sampled_limit = 64 * MiB;
+  EXPECT_TRUE(decide(f.spec.tests[0], raised).passed) << decide(f.spec.tests[0], raised).reason;
+  // What the kernel forces past a limit by itself (a few pages of
+  // __GFP_NOFAIL or socket minimums) fails no honest test: within
+  // max(1 MiB, 1/64 of the limit).
+  Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", tmp());
+  Observation forced = Fixture::exited(-1, 64 * MiB + 512 * 1024);
+  forced.signal = 9;
+  forced.kernel.oom_kills = 1;
+  forced.kernel.limit_reached = true;
+  forced.samples = 10;
+  forced.sampled_peak = 64 * MiB + 256 * 1024;
+  EXPECT_TRUE(decide(spec.tests[0], forced).passed) << decide(spec.tests[0], forced).reason;
+  forced.sampled_peak = 66 * MiB;
+  EXPECT_FALSE(decide(spec.tests[0], forced).passed);
+  EXPECT_EQ(decide(spec.tests[0], forced).peak, 66 * MiB);
 }
 
 TEST(Decide, ThePlaceholderOfAnUnstartedTestIsNoVerdict) {
@@ -301,6 +369,9 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   Observation o = Fixture::exited(-1, 64 * MiB);
   o.signal = 9;
   o.kernel.oom_kills = 1;
+  o.kernel.limit_reached = true;
+  o.kernel.oom_at_limit = true;
+  o.sampled_limit = 64 * MiB;
   o.kernel.events = {{"oom_kill", 1}, {"max", 7}};
   o.kernel.stat = {{"anon", 5 * MiB}};
   o.kernel.breakdown.shmem = 3 * MiB;
@@ -311,7 +382,7 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   o.timeline.add(0.02, 10 * MiB, 9 * MiB, MiB);
   o.timeline.add(0.04, 60 * MiB, 59 * MiB, MiB);
   o.timeline.peak_t_s = 0.04;
-  o.oom_victims = {{41, "big, \"quoted\"", 60 * MiB, MiB, 0}};
+  o.oom_victims = {{41, "big, \"quoted\"", 60 * MiB, MiB, 0, "/x/memrun-r/001-big"}};
   o.stdout_bytes = 12;
   o.started = std::chrono::system_clock::from_time_t(1796032800) + std::chrono::milliseconds(123);
   o.ended = o.started + std::chrono::seconds(2);
@@ -323,6 +394,9 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   EXPECT_EQ(to_json(back), j);
   EXPECT_EQ(back.verdict.outcome, Outcome::oom);
   EXPECT_EQ(back.observed.oom_victims.at(0).name, "big, \"quoted\"");
+  EXPECT_EQ(back.observed.oom_victims.at(0).oom_memcg, "/x/memrun-r/001-big");
+  EXPECT_EQ(back.observed.kernel.oom_at_limit, std::optional<bool>(true));
+  EXPECT_EQ(back.observed.sampled_limit, 64 * MiB);
   EXPECT_EQ(back.observed.started, o.started);
   EXPECT_EQ(back.test.stdout_path, "/nonexistent/o");
   // A field of the wrong type is the input's fault, said with where.
@@ -409,6 +483,33 @@ TEST(KernelLog, AVictimInASubGroupIsTheTests) {
   EXPECT_EQ(parse_oom_kills(log, "memrun-r/001-a").size(), 1u);
   EXPECT_TRUE(parse_oom_kills(log, "/x/memrun-r/001-").empty()) << "a prefix of the group's name matched";
   EXPECT_TRUE(parse_oom_kills(log, "/x/memrun-r/001-a/test/s").empty());
+}
+
+TEST(KernelLog, AKillNamesTheGroupWhoseLimitWasHit) {
+  // oom_memcg= is the group over its limit, task_memcg= the victim's: a
+  // limit the test set on a sub-group of its own is not memrun's.
+  std::vector<std::string> log = {
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a,b/sub,task_memcg=/x/memrun-r/001-a,b/sub,"
+      "task=big,pid=41,uid=0",
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+      "Memory cgroup out of memory: Killed process 43 (quiet) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+  };
+  auto kills = parse_oom_kills(log, "/x/memrun-r/001-a,b", {43});
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].oom_memcg, "/x/memrun-r/001-a,b/sub");
+  // A kill known only by its pid (the line that names groups rate-limited)
+  // says nothing of the limit.
+  log.erase(log.begin());
+  kills = parse_oom_kills(log, "/x/memrun-r/001-a,b", {41});
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].oom_memcg, "");
+  // The machine's memory ran out: no group's limit, the root's as it were.
+  log = {"oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+         "task_memcg=/x/memrun-r/001-a,b,task=big,pid=41,uid=0",
+         "Out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB"};
+  kills = parse_oom_kills(log, "/x/memrun-r/001-a,b");
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].oom_memcg, "/");
 }
 
 TEST(KernelLog, ARateLimitedReportStillNamesAKnownVictim) {

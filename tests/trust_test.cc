@@ -70,6 +70,92 @@ TEST_F(Trust, ATestThatRaisesItsLimitNeverPasses) {
   EXPECT_EQ(t["limit_at_end_bytes"], 1u << 30) << t;
 }
 
+// Shell lines that raise the limit of the group in $1 (and its swap limit,
+// which v1 keeps at or above it) to 1G, or put both back to 32M.
+const std::string kRaiseAndLower =
+    "raise() { [ -e $1/memory.memsw.limit_in_bytes ] && echo 1G > $1/memory.memsw.limit_in_bytes; "
+    "if [ -e $1/memory.max ]; then echo 1G > $1/memory.max; else echo 1G > $1/memory.limit_in_bytes; fi; }; "
+    "lower() { if [ -e $1/memory.max ]; then echo 32M > $1/memory.max; else echo 32M > $1/memory.limit_in_bytes; fi; "
+    "[ -e $1/memory.memsw.limit_in_bytes ] && echo 32M > $1/memory.memsw.limit_in_bytes; "
+    "[ -e $1/memory.max_usage_in_bytes ] && echo 0 > $1/memory.max_usage_in_bytes; true; }; ";
+
+// What must hold of a test that raised its limit, used 200 MiB, put the
+// limit back and reset the kernel's high-water mark: it does not pass, and
+// the peak reported is never below what memrun's own samples saw.
+void expect_not_passed_and_peak_at_least_the_samples(const RunOutput& run, const std::string& name) {
+  const auto& t = test_named(run, name);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  uint64_t highest = 0;
+  for (const auto& c : t["timeline"]["current"]) highest = std::max(highest, c.get<uint64_t>());
+  EXPECT_GE(t["peak_bytes"].get<uint64_t>(), highest) << "the peak reported is below a sample: " << t.dump();
+  EXPECT_GE(t["peak_bytes"].get<uint64_t>(), t["sampled_peak_bytes"].get<uint64_t>()) << t.dump();
+}
+
+TEST_F(Trust, ALimitRaisedWhileTheTestRanAndPutBackFailsIt) {
+  // --host-cgroups: the test can write its group's files. It raises its
+  // limit, touches 200 MiB for a while (memrun samples every 20 ms), puts
+  // the limit back and, on v1, resets memory.max_usage_in_bytes: every
+  // figure at the end says 1.5 MiB of 32. memrun's samples saw the rest.
+  std::string name = "raise-use-lower-reset-" + std::to_string(::getpid());
+  std::string script = kFindGroup + kRaiseAndLower + "raise $G || exit 99; {W} --touch 200MiB --hold 2s || exit 98; lower $G";
+  auto run = run_spec(dir, "tests:\n  - {name: " + name + ", run: " + yaml_quoted(script) + ", memory: 32MiB}\n",
+                      {"--host-cgroups"});
+  expect_not_passed_and_peak_at_least_the_samples(run, name);
+  const auto& t = test_named(run, name);
+  EXPECT_EQ(t["limit_at_end_bytes"], 32u << 20) << "the test did not put its limit back: " << t.dump();
+  EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit"), std::string::npos) << t.dump();
+}
+
+TEST_F(Trust, ASealedTestThatReachesItsHiddenGroupDoesNotPass) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // The same through the host's hierarchy as memrun's root shows it
+  // (/proc/$PPID/root), where the test's hidden group and its leaf are.
+  // Where no such door is open (a pid namespace of its own) the test finds
+  // nothing to raise and is OOM-killed: it does not pass either way.
+  std::string name = "reach-raise-reset-" + std::to_string(::getpid());
+  std::string script = kRaiseAndLower +
+                       "R=/proc/$PPID/root/sys/fs/cgroup; L=; for M in $R/memory $R; do [ -d $M ] && "
+                       "L=$(find $M -maxdepth 9 -type d -path \"*-$MEMRUN_TEST/test\" 2>/dev/null | head -n 1); "
+                       "[ -n \"$L\" ] && break; done; echo \"leaf: $L\"; "
+                       "if [ -n \"$L\" ]; then raise $L/..; raise $L; fi; {W} --touch 200MiB --hold 2s; "
+                       "if [ -n \"$L\" ]; then lower $L; lower $L/..; fi; true";
+  auto run = run_spec(dir, "tests:\n  - {name: " + name + ", run: " + yaml_quoted(script) + ", memory: 32MiB}\n");
+  expect_not_passed_and_peak_at_least_the_samples(run, name);
+  const auto& t = test_named(run, name);
+  std::string reason = t["reason"].get<std::string>();
+  bool defeated = reason.find("the test defeated its memory limit") != std::string::npos;
+  EXPECT_TRUE(defeated || t["outcome"] == "oom") << t.dump();
+}
+
+TEST_F(Trust, AnOomKillInASubGroupTheTestRemovedIsStillFound) {
+  // A child OOM-killed at the test's own limit inside a sub-group the test
+  // made, which it then removes: v1 counts the kill only in that sub-group
+  // (gone), the kernel log still names it. The test exits 0.
+  std::string script = kFindGroup +
+                       "mkdir $G/sub || exit 99; sh -c \"echo \\$\\$ > $G/sub/cgroup.procs && exec {W} --touch 200MiB\"; "
+                       "rmdir $G/sub || exit 98; exit 0";
+  auto run = run_spec(dir, "tests:\n  - {name: hides, run: " + yaml_quoted(script) + ", memory: 32MiB}\n");
+  const auto& t = test_named(run, "hides");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  EXPECT_EQ(t["outcome"], "oom") << t.dump();
+  EXPECT_GE(t["oom_kills"].get<uint64_t>(), 1u) << t.dump();
+}
+
+TEST_F(Trust, SocketBuffersAreChargedAndLimited) {
+  // TCP buffers on 127.0.0.1 that nobody reads: v2 charges them with the
+  // rest; v1 only once memory.kmem.tcp.limit_in_bytes was written. 256 MiB
+  // of them under 32 MiB must not pass; 48 MiB under 256 MiB does (the
+  // workload can queue that much here).
+  auto run = run_spec(dir, "tests:\n  - {name: fits, run: '{W} --tcp-queue 48MiB', memory: 256MiB}\n"
+                           "  - {name: queues, run: '{W} --tcp-queue 256MiB', memory: 32MiB, timeout: 60s}\n");
+  EXPECT_TRUE(test_named(run, "fits")["passed"]) << run.out << run.err;
+  const auto& t = test_named(run, "queues");
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+}
+
 TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // It looks for a way up: its cgroups as /proc says, the limit it reads as
@@ -120,27 +206,30 @@ TEST_F(Trust, ANestedMemrunGetsASubtreeOfItsOwnInsideASealedTest) {
 }
 
 TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten) {
-  // One test leaves a sleeper in a sub-group of its own group; another
-  // OOMs inside a sub-group with a lower limit of its own (v1 counts that
-  // OOM only in the sub-group).
+  // One test leaves a sleeper in a sub-group of its own group; another, of
+  // 256 MiB, OOMs inside a sub-group with a 4 MiB limit of its own (v1
+  // counts that OOM only in the sub-group): a kill under a limit the test
+  // set is counted, but is no `oom` that `expect: oom` accepts.
   std::string sleeper = dir.path() + "/sleeper.pid";
   std::string leave = kFindGroup + "mkdir $G/sub && { sleep 300 & echo $! " + kPidNs + " > " + sleeper +
                       "; echo $! > $G/sub/cgroup.procs; }";
   std::string oom_below = kFindGroup +
                           "mkdir $G/sub && echo $$ > $G/sub/cgroup.procs || exit 99; "
                           "if [ $L = memory.max ]; then echo +memory > $G/cgroup.subtree_control || exit 98; fi; "
-                          "echo 32M > $G/sub/$L || exit 97; exec {W} --touch 100MiB";
+                          "echo 4M > $G/sub/$L || exit 97; exec {W} --touch 64MiB";
   std::string xml = dir.path() + "/junit.xml";
   auto run = run_spec(dir,
                       "tests:\n  - {name: leaves-a-sub-group, run: " + yaml_quoted(leave) + ", memory: 64MiB}\n" +
-                          "  - {name: ooms-below, run: " + yaml_quoted(oom_below) + ", memory: 64MiB, expect: oom}\n",
+                          "  - {name: ooms-below, run: " + yaml_quoted(oom_below) + ", memory: 256MiB, expect: oom}\n",
                       {"--junit", xml});
-  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   ASSERT_EQ(run.report["tests"].size(), 2u) << run.out << run.err;
   EXPECT_TRUE(test_named(run, "leaves-a-sub-group")["passed"]) << run.out;
   EXPECT_TRUE(test_named(run, "leaves-a-sub-group")["cleanup_error"].is_null()) << run.out;
   const auto& below = test_named(run, "ooms-below");
-  EXPECT_EQ(below["outcome"], "oom") << run.out;
+  EXPECT_EQ(below["outcome"], "fail") << below.dump();
+  EXPECT_FALSE(below["passed"]) << below.dump();
+  EXPECT_NE(below["reason"].get<std::string>().find("under a limit the test set itself"), std::string::npos) << below;
   EXPECT_EQ(below["oom_kills"], 1) << below;
   EXPECT_TRUE(std::filesystem::exists(xml));
   int pid = pid_in_file(sleeper);

@@ -9,13 +9,19 @@
 //   memrun-workload --shm 64MiB                      (tmpfs, charged as shmem)
 //   memrun-workload --arrive DIR --await 2 --touch 1MiB (a barrier: overlap made certain)
 //   memrun-workload --touch 50MiB --until FILE       (hold until the test says so)
+//   memrun-workload --tcp-queue 256MiB               (socket buffers nobody reads)
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -101,10 +107,63 @@ void arrive(const std::string& dir, int count) {
   }
 }
 
+// Queues `bytes` in TCP buffers on 127.0.0.1 that nobody reads: connections
+// to a listener of its own, each written to until the kernel takes no more
+// (its send and receive buffers are full), then the next. Returns 0 once
+// all is queued (the sockets stay open until exit), 3 when the kernel
+// refuses more: eight connections in a row that took under 64 KiB each.
+int queue_tcp(uint64_t bytes) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener, 64) != 0 || ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::perror("memrun-workload: listen on 127.0.0.1");
+    return 3;
+  }
+  std::vector<char> block(64 << 10, 'x');
+  uint64_t queued = 0;
+  int refused = 0;
+  for (int n = 0; queued < bytes && refused < 8 && n < 4096; ++n) {
+    int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (out < 0 || ::connect(out, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::fcntl(out, F_SETFL, O_NONBLOCK) != 0) {
+      std::perror("memrun-workload: connect to 127.0.0.1");
+      return 3;
+    }
+    int in = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);  // kept open, never read
+    if (in < 0) {
+      std::perror("memrun-workload: accept");
+      return 3;
+    }
+    uint64_t before = queued;
+    for (;;) {
+      ssize_t sent = ::send(out, block.data(), block.size(), MSG_NOSIGNAL);
+      if (sent > 0) {
+        queued += static_cast<uint64_t>(sent);
+        if (queued >= bytes) break;
+        continue;
+      }
+      // Full for now: loopback moves what was sent into the receiver's
+      // queue at once; a moment more, then the next connection.
+      pollfd p{out, POLLOUT, 0};
+      if (sent < 0 && errno == EAGAIN && ::poll(&p, 1, 20) == 1 && (p.revents & POLLOUT)) continue;
+      break;
+    }
+    refused = queued - before < block.size() ? refused + 1 : 0;
+  }
+  if (queued >= bytes) return 0;
+  std::fprintf(stderr, "memrun-workload: the kernel took only %llu of %llu bytes into TCP buffers\n",
+               static_cast<unsigned long long>(queued), static_cast<unsigned long long>(bytes));
+  return 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until, hugetlb_s;
+  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until, hugetlb_s, tcp_s;
   int children = 0, loops = 0, exit_code = 0, await = 2;
   CLI::App app{"a workload with a known memory behaviour"};
   app.add_option("--touch", touch_s, "anonymous memory to touch and keep");
@@ -121,6 +180,7 @@ int main(int argc, char** argv) {
   app.add_option("--await", await, "how many must reach the --arrive barrier (default 2)");
   app.add_option("--until", until, "after touching, wait until this file exists (at most 120 s)");
   app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
+  app.add_option("--tcp-queue", tcp_s, "queue this much in TCP loopback buffers nobody reads; exit 3 if refused");
   CLI11_PARSE(app, argc, argv);
   // With --children, each child arrives once it has touched its memory (so
   // that the whole tree certainly holds it at once); else the process does,
@@ -195,6 +255,8 @@ int main(int argc, char** argv) {
     }
     for (uint64_t i = 0; i < huge; i += 2 << 20) static_cast<char*>(p)[i] = 1;
   }
+
+  if (uint64_t tcp = size_arg(tcp_s); tcp && queue_tcp(tcp) != 0) return 3;
 
   uint64_t spike = size_arg(spike_s);
   for (int i = 0; i < loops && spike; ++i) {

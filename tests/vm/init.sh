@@ -45,6 +45,9 @@ if [ "$FLAVOUR" = v2 ]; then
   # /tmp stays the host's (through the overlay): the checkout may live there.
   mkdir -p /newroot/dev/shm
   for d in run dev/shm; do mount -t tmpfs tmpfs "/newroot/$d"; done
+  # The loopback interface, as systemd brings it up in the other flavour
+  # (tests queue socket buffers on 127.0.0.1).
+  ip link set lo up || fail "lo"
   chroot /newroot /bin/sh /memrun-vm-command.sh
   poweroff -f
 fi
