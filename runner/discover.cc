@@ -206,6 +206,8 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
       throw Error(kExitUsage, "suite '" + s.suite + "': " + id + ": " + j["error"].get<std::string>());
     Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, s.python + " -m pytest " + id, "", {}, {}};
     for (const auto& [k, v] : j["memrun"].items()) c.marks[k] = v.get<std::string>();
+    // Where the test is (file:line), for an error in its marker's values.
+    if (j.contains("where") && j["where"].is_string() && !c.marks.empty()) c.marks["@where"] = j["where"];
     cases.push_back(std::move(c));
   }
   return cases;

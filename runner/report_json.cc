@@ -325,7 +325,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   Fields f(entry, where);
   TestRecord r;
   TestIdentity& t = r.test;
-  t.name = f.get<std::string>("name");
+  t.name = escape_controls(f.get<std::string>("name"));  // data read back: the one rule for names
   t.spec = f.get<std::string>("spec");
   t.line = f.get<int>("line");
   t.command = f.get<std::string>("command");
