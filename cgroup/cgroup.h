@@ -65,6 +65,12 @@ struct Usage {
   /// (workingset_refault_anon + _file, in pages times the page size): what
   /// a group whose working set does not fit its limit spends its time on.
   uint64_t refaulted = 0;
+  /// Of `refaulted`, the anonymous memory read back from swap
+  /// (workingset_refault_anon, 5.9+; 0 before, where the two are one count).
+  uint64_t refaulted_anon = 0;
+  /// Page cache of the group mapped into its processes' address spaces now
+  /// (v2 file_mapped, v1 total_mapped_file): their code, their mmap()s.
+  uint64_t file_mapped = 0;
   /// Bytes of the group's memory in swap now (v2 memory.swap.current; v1
   /// memory.stat total_swap): 0 without swap or swap accounting.
   uint64_t swap = 0;
@@ -259,7 +265,9 @@ std::unique_ptr<Backend> open(const OpenOptions& options);
 // `seal`: make each group sealable (a child group "test" that the test runs
 // in, both limited; Placement::seal set) when can_seal() says memrun may.
 std::unique_ptr<Backend> open_v2(const std::string& parent, const std::string& run_name, bool seal);
-std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal);
+/// `pids_parent`: where the run's pids groups go ("" for none).
+std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal,
+                                 const std::string& pids_parent);
 /// A transient scope from the systemd manager (the user's when not root),
 /// with cgroup v2 groups below it. `run_name` names the scope.
 std::unique_ptr<Backend> open_systemd(const std::string& run_name, bool seal);

@@ -72,6 +72,24 @@ Verdict check_v1(const std::string& given) {
   return v;
 }
 
+// v1: a run's pids groups go to the place in the pids hierarchy that
+// matches its memory parent: memrun's own pids group by default, else the
+// path of --cgroup-parent below the memory mount, below the pids mount.
+// "" when there is no such place: the run then makes no pids groups (its
+// `pids` limits are not applied), and neither it nor gc touches any other
+// place of the pids hierarchy (its root above all).
+std::string v1_pids_parent(const std::string& memory_parent, bool given) {
+  const Host& h = host();
+  auto self = h.v1_self.find("pids");
+  auto mount = h.v1_mount.find("pids");
+  auto memory = h.v1_mount.find("memory");
+  if (!given) return self != h.v1_self.end() ? self->second : "";
+  if (mount == h.v1_mount.end() || memory == h.v1_mount.end()) return "";
+  if (memory_parent.compare(0, memory->second.size(), memory->second) != 0) return "";
+  std::string place = mount->second + memory_parent.substr(memory->second.size());
+  return fs::exists(place + "/cgroup.procs") ? place : "";
+}
+
 }  // namespace
 
 Verdict check(const OpenOptions& options) {
@@ -120,7 +138,7 @@ Garbage collect_garbage(const OpenOptions& options) {
   }
   std::vector<std::string> parents = {v.parent};
   if (v.backend == "v1")
-    if (auto p = host().v1_self.find("pids"); p != host().v1_self.end()) parents.push_back(p->second);
+    if (auto p = v1_pids_parent(v.parent, !options.parent.empty()); !p.empty()) parents.push_back(p);
   for (const auto& parent : parents)
     for (const auto& dir : dead_runs(parent)) remove(dir);
   return g;
@@ -134,7 +152,7 @@ std::unique_ptr<Backend> open(const OpenOptions& options) {
   collect_garbage(options);
   if (v.backend == "systemd") return open_systemd(options.run_name, options.seal);
   if (v.backend == "v2") return open_v2(v.parent, options.run_name, options.seal);
-  return open_v1(v.parent, options.run_name, options.seal);
+  return open_v1(v.parent, options.run_name, options.seal, v1_pids_parent(v.parent, !options.parent.empty()));
 }
 
 }  // namespace memrun::cgroup

@@ -102,6 +102,8 @@ class V1Group : public Group {
     u.refaulted = (stat["total_workingset_refault"] + stat["total_workingset_refault_anon"] +
                    stat["total_workingset_refault_file"]) *
                   page_size();
+    u.refaulted_anon = stat["total_workingset_refault_anon"] * page_size();
+    u.file_mapped = stat["total_mapped_file"];
     u.breakdown = breakdown_of(stat, stat_);
     // total_swap: pages of the subtree in swap (with swap accounting).
     // (memsw.usage less usage is no measure: the two counters are charged
@@ -228,10 +230,9 @@ class V1Group : public Group {
 
 class V1Backend : public Backend {
  public:
-  V1Backend(const std::string& parent, const std::string& run_name, bool seal) {
+  V1Backend(const std::string& parent, const std::string& run_name, bool seal, const std::string& pids_parent) {
     run_ = parent + "/" + run_name;
     seal_ = seal && can_seal();
-    const auto& self = host().v1_self;
     make_dir(run_, Failure::Kind::cannot_enforce);
     top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
     ancestors_limit_ = effective_limit(run_, top_, "memory.limit_in_bytes");
@@ -240,8 +241,8 @@ class V1Backend : public Backend {
     // Hierarchical accounting is fixed at 1 since 5.x; older kernels need it
     // set before the group has children so ancestors' limits apply.
     fs::try_write_file(run_ + "/memory.use_hierarchy", "1");
-    if (auto p = self.find("pids"); p != self.end()) {
-      pids_run_ = p->second + "/" + run_name;
+    if (!pids_parent.empty()) {
+      pids_run_ = pids_parent + "/" + run_name;
       if (::mkdir(pids_run_.c_str(), 0755) != 0) pids_run_.clear();
     }
   }
@@ -333,8 +334,9 @@ class V1Backend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal) {
-  return std::make_unique<V1Backend>(parent, run_name, seal);
+std::unique_ptr<Backend> open_v1(const std::string& parent, const std::string& run_name, bool seal,
+                                 const std::string& pids_parent) {
+  return std::make_unique<V1Backend>(parent, run_name, seal, pids_parent);
 }
 
 }  // namespace memrun::cgroup

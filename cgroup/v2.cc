@@ -148,6 +148,8 @@ class V2Group : public Group {
     // workingset_refault before 5.9, split into _anon and _file since.
     u.refaulted = (stat["workingset_refault"] + stat["workingset_refault_anon"] + stat["workingset_refault_file"]) *
                   page_size();
+    u.refaulted_anon = stat["workingset_refault_anon"] * page_size();
+    u.file_mapped = stat["file_mapped"];
     u.breakdown = breakdown_of(stat);
     u.swap = fs::read_u64(path_ + "/memory.swap.current").value_or(0);
     return u;

@@ -47,7 +47,7 @@ std::string summary_of(const TestRecord& t) {
 // tag or cell separator can start), and line breaks as spaces.
 std::string markdown_literal(const std::string& text) {
   std::string out;
-  for (unsigned char c : text) {
+  for (unsigned char c : escape_controls(text, true)) {
     if (c == '\n' || c == '\r' || c == '\t') out += ' ';
     else if (c < 0x80 && std::ispunct(c)) out += fmt::format("&#{};", static_cast<int>(c));
     else out += static_cast<char>(c);
@@ -58,7 +58,7 @@ std::string markdown_literal(const std::string& text) {
 // GitHub's workflow command escaping: data and property values.
 std::string escape_data(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : escape_controls(s, true)) {
     if (c == '%') out += "%25";
     else if (c == '\r') out += "%0D";
     else if (c == '\n') out += "%0A";
@@ -110,7 +110,18 @@ pugi::xml_node junit_root(pugi::xml_document& doc, const char* name) {
   return suites;
 }
 
+// Every attribute and text of `node` and below, in XML 1.0's characters
+// (escape_controls): pugixml writes a control character as &#27;, which no
+// XML parser accepts, and the whole file would be unreadable.
+void xml_safe(pugi::xml_node node) {
+  for (auto a : node.attributes()) a.set_value(escape_controls(a.value(), true).c_str());
+  if (node.type() == pugi::node_pcdata || node.type() == pugi::node_cdata || node.type() == pugi::node_comment)
+    node.set_value(escape_controls(node.value(), true).c_str());
+  for (auto child : node.children()) xml_safe(child);
+}
+
 std::string xml_text(const pugi::xml_document& doc) {
+  xml_safe(doc);
   std::ostringstream out;
   doc.save(out, "  ");
   return out.str();
@@ -193,8 +204,9 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   });
   std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
   if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
+  // A merged report's host fields come from its inputs: data, like names.
   out += fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
-                     skipped, info.backend, info.kernel);
+                     skipped, markdown_literal(info.backend), markdown_literal(info.kernel));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,11 +61,24 @@ struct Listing {
   int status = 0;  ///< wait status
   uint64_t oom_kills = 0;  ///< in the listing's group
   std::string out, err, cases;  ///< cases: what the pytest plugin wrote
+  uint64_t cut = 0;  ///< the size of an output past kMaxListing (only its end is kept)
 };
 
-std::string read_back(int fd) {
+// A listing of 100k cases is a few MiB; a tool that prints more is broken
+// (or hostile: 200 MB of --gtest_list_tests took memrun to 1.1 GiB).
+constexpr uint64_t kMaxListing = 8 * MiB;
+
+// What the tool wrote to `fd`; past kMaxListing only its last 4 KiB (for
+// the error), with `*cut` set to its size.
+std::string read_back(int fd, uint64_t* cut) {
   std::string text;
-  ::lseek(fd, 0, SEEK_SET);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > kMaxListing) {
+    *cut = std::max(*cut, static_cast<uint64_t>(st.st_size));
+    ::lseek(fd, st.st_size - 4096, SEEK_SET);
+  } else {
+    ::lseek(fd, 0, SEEK_SET);
+  }
   char buf[65536];
   for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
   return text;
@@ -140,8 +154,8 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
     l.oom_kills = group->finish().oom_kills;
     group->destroy();
   }
-  l.out = read_back(out.get()), l.err = read_back(err.get());
-  if (with_cases_fd) l.cases = read_back(cases.get());
+  l.out = read_back(out.get(), &l.cut), l.err = read_back(err.get(), &l.cut);
+  if (with_cases_fd) l.cases = read_back(cases.get(), &l.cut);
   if (!ended)
     throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " took longer than " +
                                 format_duration(static_cast<double>(s.timeout.count()) / 1000) + "; it was killed" + tail(l.out + l.err));
@@ -149,6 +163,11 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
     throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] +
                                 " was OOM-killed by the kernel under the suite's memory limit (" + format_size(s.memory) +
                                 "): raise the suite's 'memory' (what it lists runs in as much)" + tail(l.out + l.err));
+  if (l.cut)
+    throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " printed " +
+                                format_size(l.cut) + ", more than the " + format_size(kMaxListing) +
+                                " any listing needs; memrun read none of it (is it the right program?)" +
+                                tail(l.out + l.err));
   return l;
 }
 
@@ -298,6 +317,8 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     for (const auto& [k, v] : j["memrun"].items()) c.marks[k] = v.get<std::string>();
     c.rules.tool = "pytest";
     c.rules.skip_exit_code = kPytestSkipped;
+    // Where the test is (file:line), for an error in its marker's values.
+    if (j.contains("where") && j["where"].is_string() && !c.marks.empty()) c.marks["@where"] = j["where"];
     cases.push_back(std::move(c));
   }
   // Shown, and rerun by hand: pytest with the suite's options and the case

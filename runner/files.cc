@@ -143,39 +143,4 @@ int write_proc(const std::string& path, const std::string& value) {
   return err;
 }
 
-namespace {
-
-uint64_t evict_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return 0;
-  struct stat st {};
-  uint64_t size = 0;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    // DONTNEED skips dirty pages: a file just written (by a setup, say)
-    // must reach the disk first, or part of its cache stays.
-    ::fdatasync(fd);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    size = static_cast<uint64_t>(st.st_size);
-  }
-  ::close(fd);
-  return size;
-}
-
-}  // namespace
-
-uint64_t evict_page_cache(const std::vector<std::string>& paths) {
-  uint64_t bytes = 0;
-  for (const auto& path : paths) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(path, ec)) {
-      bytes += evict_file(path);
-      continue;
-    }
-    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file(ec)) bytes += evict_file(it->path().string());
-  }
-  return bytes;
-}
-
 }  // namespace memrun

@@ -35,12 +35,6 @@ int session_of(int pid);
 /// returns the errno, 0 on success.
 int write_proc(const std::string& path, const std::string& value);
 
-/// Drops the page cache of `paths` (files, or every file below a folder):
-/// written back, then POSIX_FADV_DONTNEED, which evicts the clean pages no
-/// process maps. What cannot be opened is skipped (the test will say).
-/// Returns the bytes of the files it went over.
-uint64_t evict_page_cache(const std::vector<std::string>& paths);
-
 /// The last `max_lines` lines of a log file (at most 4 KiB are read).
 std::string log_tail(const std::string& path, size_t max_lines);
 

@@ -103,6 +103,7 @@ void add_commands(CLI::App& app, Cli& c) {
   c.gc = app.add_subcommand("gc", "remove the cgroups and kill the processes that killed memrun runs left");
   c.gc->fallthrough();  // --backend, --cgroup-parent
   auto* list = c.list = app.add_subcommand("list", "list the tests of specs without running them");
+  c.list->fallthrough();  // --backend, --cgroup-parent: where suites are listed
   list->add_option("spec", c.list_specs, "YAML spec files")->required()->check(CLI::ExistingPath);
   list->add_option("--filter", c.o.selection.filter, "only tests whose name matches this regex");
   list->add_option("--tag", c.o.selection.tags, "only tests with one of these tags");

@@ -18,15 +18,31 @@ Both register the `memrun` marker, so that --strict-markers accepts it:
 
   @pytest.mark.memrun(memory="64MiB", expect="oom", min_headroom="20%")
 """
+import difflib
 import json
 import os
 import sys
 
 import pytest
 
-KEYS = ("memory", "memory_high", "expect", "min_headroom", "timeout")
-MARKER = ("memrun(memory=None, memory_high=None, expect=None, min_headroom=None, timeout=None): "
-          "the memory limit (and expectation) memrun runs this test under")
+KEYS = ("memory", "memory_high", "expect", "min_headroom", "timeout", "max_increase", "inputs", "thrash")
+MARKER = ("memrun(memory=None, memory_high=None, expect=None, min_headroom=None, timeout=None, max_increase=None, "
+          "inputs=None, thrash=None): the memory limit (and expectation) memrun runs this test under")
+
+
+def where(item):
+    """The test's file and line, as an editor takes them."""
+    path, line, _ = item.location
+    return f"{path}:{(line or 0) + 1}"
+
+
+def value_of(key, value):
+    # inputs: a list of paths (one path alone is a list of one), as JSON.
+    if key == "inputs":
+        return json.dumps([str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)])
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 SKIPPED = 77
@@ -84,14 +100,16 @@ class Plugin:
             # and its module's.
             for mark in reversed(list(item.iter_markers("memrun"))):
                 if mark.args:
-                    error = "@pytest.mark.memrun takes keywords only, e.g. memrun(memory=\"64MiB\")"
+                    error = f"{where(item)}: @pytest.mark.memrun takes keywords only, e.g. memrun(memory=\"64MiB\")"
                 for key, value in mark.kwargs.items():
                     if key not in KEYS:
-                        error = f"@pytest.mark.memrun has no keyword '{key}' (it takes {', '.join(KEYS)})"
-                    marks[key] = str(value)
+                        near = difflib.get_close_matches(key, KEYS, n=1)
+                        error = (f"{where(item)}: @pytest.mark.memrun has no keyword '{key}'" +
+                                 (f"; did you mean '{near[0]}'?" if near else f" (it takes {', '.join(KEYS)})"))
+                    marks[key] = value_of(key, value)
             path, sep, rest = item.nodeid.partition("::")
             arg = os.path.relpath(session.config.rootpath / path, here) + sep + rest
-            line = {"nodeid": item.nodeid, "memrun": marks, "arg": arg}
+            line = {"nodeid": item.nodeid, "memrun": marks, "arg": arg, "where": where(item)}
             if error:
                 line["error"] = error
             self.out.write(json.dumps(line) + "\n")

@@ -14,7 +14,7 @@ namespace {
 // XML/HTML text escaping.
 std::string esc(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : escape_controls(s, true)) {
     if (c == '<') out += "&lt;";
     else if (c == '>') out += "&gt;";
     else if (c == '&') out += "&amp;";

@@ -492,7 +492,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   TestIdentity& t = r.test;
   // Required: what names the test, and what a verdict and a comparison
   // stand on (in every memrun-report/1 since its first version).
-  t.name = f.text("name");
+  t.name = escape_controls(f.text("name"));  // data read back: the one rule for names
   f.name_test(t.name);
   t.spec = f.text("spec");
   for (const char* key : {"line", "outcome", "passed", "requested_limit_bytes", "limit_bytes", "peak_bytes", "duration_s"})

@@ -16,10 +16,13 @@
 #include <cerrno>
 #include <climits>
 #include <deque>
+#include <set>
+#include <utility>
 
 #include "cgroup/error.h"
 #include "runner/error.h"
 #include "runner/files.h"
+#include "runner/inputs.h"
 #include "runner/running.h"
 
 namespace memrun {
@@ -94,7 +97,7 @@ rlimit raise_open_files() {
 // nothing is mistaken for a later test's fd) and which of its fds, or one
 // of the loop's own fds.
 enum Source : uint64_t { kExit = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
-constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1;
+constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1, kEvictorSerial = 2;
 uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 
 // The record of a test that never started: refused (`reason`), or not run
@@ -137,6 +140,7 @@ class Loop {
     if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");
     watch(signals_.fd(), tag(kSignalSerial, kLoop));
     watch(timer_, tag(kTimerSerial, kLoop));
+    watch(evictor_.fd(), tag(kEvictorSerial, kLoop));
   }
   ~Loop() {
     slots_.clear();  // destroys what a failing run left (see ~RunningTest)
@@ -172,9 +176,11 @@ class Loop {
     auto next_tick = clock::now() + options_.tick;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = start_what_fits(tests, queue, admission, fail_fast, done);
-      if (slots_.empty()) break;
+      bool cooling = !stop_starting && !interrupted_by_ && (!evicting_.empty() || !cold_.empty());
+      if (slots_.empty() && !cooling) break;
       if (!stop_starting && !interrupted_by_) make_ahead(tests, queue);
       wait(next_tick);
+      if (std::exchange(evicted_, false) && !take_evicted(tests, done, admission) && fail_fast) stop_starting = true;
       auto now = clock::now();
       for (auto& s : slots_) {
         RunningTest& t = *s.test;
@@ -191,7 +197,15 @@ class Loop {
       }
       if (finish_exited(admission, fail_fast, done)) stop_starting = true;
     }
+    // Tests whose inputs were being evicted when the run stopped never
+    // started: with fail-fast they are not reported, like the queue's.
+    std::vector<size_t> admitted(evicting_.begin(), evicting_.end());
+    admitted.insert(admitted.end(), cold_.begin(), cold_.end());
+    for (size_t i : admitted) admission.ended(tests[i]->test->memory);
+    evicting_.clear();
+    cold_.clear();
     if (!interrupted_by_) return;
+    for (size_t i : admitted) done(i, unstarted(*tests[i], Ending::not_run));
     for (size_t i : queue) done(i, unstarted(*tests[i], Ending::not_run));
   }
 
@@ -206,8 +220,21 @@ class Loop {
   // Starts the queued tests that fit now, in the offered order: a test that
   // cannot fit lets smaller ones behind it start (they only use what is
   // free). Returns true when fail-fast says to start no more.
+  //
+  // A test with inputs is admitted first, and starts once the evictor has
+  // dropped their page cache (see take_evicted): each run then reads them
+  // from disk and pays for their cache in its own group, the same every
+  // time. (Reading them in outside the group instead would leave the test's
+  // figures to whichever pages the kernel reclaimed meanwhile: a page is
+  // charged to whoever faults it in.) The eviction (a write-back, a walk of
+  // a folder) runs on the evictor's thread: the loop keeps sampling.
   bool start_what_fits(const std::vector<const PlannedTest*>& tests, std::deque<size_t>& queue,
                        Admission& admission, bool fail_fast, const Done& done) {
+    while (!cold_.empty()) {
+      size_t index = cold_.front();
+      cold_.pop_front();
+      if (start(*tests[index], index, admission, fail_fast, done)) return true;
+    }
     for (auto it = queue.begin(); it != queue.end();) {
       const PlannedTest& p = *tests[*it];
       if (!admission.may_start(p.test->memory)) {
@@ -216,22 +243,54 @@ class Loop {
       }
       size_t index = *it;
       it = queue.erase(it);
-      auto test = std::make_unique<RunningTest>(p);
-      if (!test->start(context_, ahead_.index == index ? std::move(ahead_.group) : nullptr)) {
-        TestRecord r = test->not_started();
-        bool stop = fail_fast && !r.verdict.passed;
-        done(index, std::move(r));
-        if (stop) return true;
+      admission.started(p.test->memory);
+      if (!p.test->inputs.empty()) {
+        evicting_.insert(index);
+        evictor_.post(index, p.test->inputs);
         continue;
       }
-      admission.started(p.test->memory);
-      uint64_t serial = next_serial_++;
-      watch(test->pidfd(), tag(serial, kExit));
-      if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kExit));
-      watch(test->out().reader(), tag(serial, kStdout));
-      watch(test->err().reader(), tag(serial, kStderr));
-      slots_.push_back({serial, index, false, std::move(test)});
+      if (start(p, index, admission, fail_fast, done)) return true;
     }
+    return false;
+  }
+
+  // The evictor's finished jobs: their tests may start, or fail to.
+  // Returns false when one failed.
+  bool take_evicted(const std::vector<const PlannedTest*>& tests, const Done& done, Admission& admission) {
+    bool all = true;
+    for (auto& d : evictor_.take()) {
+      if (!evicting_.erase(d.id)) continue;
+      if (d.error.empty()) {
+        cold_.push_back(d.id);
+        continue;
+      }
+      const TestSpec& t = *tests[d.id]->test;
+      admission.ended(t.memory);
+      done(d.id, unstarted(*tests[d.id], Ending::not_started,
+                           tests[d.id]->spec->path + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) +
+                               ": " + d.error));
+      all = false;
+    }
+    return all;
+  }
+
+  // Starts an admitted test. Returns true when fail-fast says to start no
+  // more.
+  bool start(const PlannedTest& p, size_t index, Admission& admission, bool fail_fast, const Done& done) {
+    auto test = std::make_unique<RunningTest>(p);
+    if (!test->start(context_, ahead_.index == index ? std::move(ahead_.group) : nullptr)) {
+      admission.ended(p.test->memory);
+      TestRecord r = test->not_started();
+      bool stop = fail_fast && !r.verdict.passed;
+      done(index, std::move(r));
+      return stop;
+    }
+    uint64_t serial = next_serial_++;
+    watch(test->pidfd(), tag(serial, kExit));
+    if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kExit));
+    watch(test->out().reader(), tag(serial, kStdout));
+    watch(test->err().reader(), tag(serial, kStderr));
+    slots_.push_back({serial, index, false, std::move(test)});
     return false;
   }
 
@@ -302,6 +361,7 @@ class Loop {
       auto source = static_cast<Source>(events[i].data.u64 & 3);
       if (source == kLoop) {
         if (serial == kSignalSerial) on_signals();
+        if (serial == kEvictorSerial) evicted_ = true;
         uint64_t expirations;
         if (serial == kTimerSerial) (void)!::read(timer_, &expirations, sizeof expirations);
         continue;
@@ -370,7 +430,11 @@ class Loop {
   KernelLog kernel_log_;
   RunContext context_;
   int epoll_ = -1, timer_ = -1;
-  uint64_t next_serial_ = 2;  // 0 and 1 are the loop's own
+  uint64_t next_serial_ = 3;  // 0 to 2 are the loop's own
+  Evictor evictor_;
+  std::set<size_t> evicting_;  // admitted tests whose inputs the evictor has
+  std::deque<size_t> cold_;    // ... and those it is done with, to start
+  bool evicted_ = false;       // the evictor said it finished a job
   std::vector<Slot> slots_;
   struct {
     size_t index = SIZE_MAX;  // in the list being run

@@ -124,6 +124,9 @@ class RunningTest {
   /// After a sample: whether the test is thrashing at its limit (see
   /// running.cc); if so it is ended, outcome `thrash`.
   bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
+  /// Adds what the sample `u` read back of the test's own memory to
+  /// working_refaulted_ (see running.cc).
+  void count_refaults(const cgroup::Usage& u);
   void remove_group();
   /// Sets Final::oom_at_limit from the victims' `oom_memcg=` where the
   /// kernel's counters left it open.
@@ -138,7 +141,9 @@ class RunningTest {
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
   clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
   std::optional<clock::time_point> window_start_;  // of the thrash window, while at the limit
-  uint64_t window_refaulted_ = 0;                  // Usage::refaulted when it started
+  uint64_t window_refaulted_ = 0;                  // working_refaulted_ when it started
+  uint64_t working_refaulted_ = 0;                 // bytes of its own memory read back so far
+  uint64_t last_refaulted_ = 0, last_refaulted_anon_ = 0;  // Usage::refaulted(_anon) at the last sample
   std::optional<uint64_t> window_stalled_;         // Group::stalled_us when it started
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "runner/error.h"
+#include "runner/inputs.h"
 #include "runner/units.h"
 #include "runner/utf8.h"
 
@@ -29,16 +30,16 @@ const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "sw
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
                                             "min_headroom", "tags", "pids", "max_increase", "inputs",
-                                            "service_manager", "transparent_hugepages"};
+                                            "service_manager", "transparent_hugepages", "thrash"};
 // A suite: its source, and what every case gets unless a rule says otherwise.
 const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases", "exclude",
                                              "memory", "memory_high", "swap", "timeout", "env", "cwd",
                                              "expect", "min_headroom", "tags", "pids", "max_increase",
-                                             "inputs", "service_manager", "transparent_hugepages"};
+                                             "inputs", "service_manager", "transparent_hugepages", "thrash"};
 // A rule of a suite's `cases:`; the keys a marker may set are a subset.
 const std::vector<std::string> kRuleKeys = {"match", "memory", "memory_high", "swap", "timeout", "env",
                                             "expect", "min_headroom", "tags", "pids", "max_increase",
-                                            "service_manager", "transparent_hugepages"};
+                                            "inputs", "service_manager", "transparent_hugepages", "thrash"};
 
 // Optimal string alignment distance: edits plus adjacent swaps, so that
 // "memroy" and "tset" are one step from what was meant.
@@ -71,12 +72,14 @@ struct Fields {
   std::optional<MaxIncrease> max_increase;
   std::optional<bool> service_manager;
   std::optional<bool> hugepages_off;
+  std::optional<bool> thrash;
+  std::optional<YAML::Node> inputs;  // read in finish(), against the test's cwd and env
 };
 
 class Parser {
  public:
-  Parser(std::string path, std::string dir, const Discoverer& discover)
-      : path_(std::move(path)), dir_(std::move(dir)), discover_(discover) {}
+  Parser(std::string path, std::string dir, const Discoverer& discover, bool check_inputs)
+      : path_(std::move(path)), dir_(std::move(dir)), discover_(discover), check_inputs_(check_inputs) {}
 
   [[noreturn]] void fail(const YAML::Mark& m, const std::string& message) const {
     std::string where = path_;
@@ -199,6 +202,15 @@ class Parser {
         if (!f.max_increase) fail(v, "'max_increase': " + why);
       } else if (key == "inputs" && is_defaults) {
         fail(kv.first, "'inputs' belongs to each test (the files it reads), not to defaults");
+      } else if (key == "inputs") {
+        f.inputs = v;
+      } else if (key == "thrash") {
+        bool b = false;
+        if (!YAML::convert<bool>::decode(v, b))
+          fail(v, "'thrash' must be on (the default: a test whose working set does not fit its limit is ended as "
+                  "`thrash`) or off (it runs until it ends or times out), not " +
+                      std::string(v.IsScalar() ? "'" + v.Scalar() + "'" : kind_of(v)));
+        f.thrash = b;
       } else if (key == "service_manager") {
         bool b = false;
         if (!YAML::convert<bool>::decode(v, b))
@@ -247,8 +259,24 @@ class Parser {
       std::filesystem::path path(expand(p, scalar(p, key, "a path"), setup.env));
       if (path.is_relative()) path = std::filesystem::path(setup.cwd) / path;
       out.push_back(path.lexically_normal().string());
+      if (check_inputs_ && key == "inputs" && setup.name != "setup") check_input(p, out.back());
     }
     return out;
+  }
+
+  // A test's input, at its place in the spec (see input_refusal); a missing
+  // one only when the spec's setup makes it (checked again at each start).
+  void check_input(const YAML::Node& at, const std::string& path) const {
+    bool missing = false;
+    std::string why = input_refusal(path, &missing);
+    if (!why.empty()) fail(at, why);
+    if (!missing) return;
+    for (const auto& out : setup_outputs_) {
+      auto rel = std::filesystem::path(path).lexically_relative(out);
+      if (!rel.empty() && *rel.begin() != "..") return;
+    }
+    fail(at, "the input " + path + " does not exist (a relative input is relative to the test's cwd; a file the "
+             "spec's setup makes belongs in its 'outputs')");
   }
 
   Setup read_setup(const YAML::Node& node, const Fields& defaults) const {
@@ -263,6 +291,7 @@ class Parser {
     s.command.pids = f.pids ? *f.pids : std::optional<uint64_t>(kDefaultPids);
     if (node["inputs"]) s.inputs = read_paths(node["inputs"], "inputs", s.command);
     if (node["outputs"]) s.outputs = read_paths(node["outputs"], "outputs", s.command);
+    setup_outputs_ = s.outputs;
     return s;
   }
 
@@ -342,7 +371,8 @@ class Parser {
     t.max_increase = f.max_increase;
     t.service_manager = f.service_manager.value_or(false);
     t.hugepages_off = f.hugepages_off.value_or(false);
-    if (!is_setup && node["inputs"]) t.inputs = read_paths(node["inputs"], "inputs", t);
+    t.thrash = f.thrash.value_or(true);
+    if (!is_setup && f.inputs) t.inputs = read_paths(*f.inputs, "inputs", t);
     return t;
   }
 
@@ -503,7 +533,9 @@ class Parser {
     std::map<std::string, int> seen;
     for (const auto& c : found) {
       Fields f = suite;
-      f.name = source.suite + "/" + c.name;
+      // A tool's case name is data: a control character in it would reach
+      // consoles, CI logs and reports (see escape_controls).
+      f.name = source.suite + "/" + escape_controls(c.name);
       // Two cases of one name (ctest tests of two folders) run apart, the
       // second as NAME#2.
       if (int n = ++seen[*f.name]; n > 1) f.name = *f.name + "#" + std::to_string(n);
@@ -519,13 +551,19 @@ class Parser {
         }
       if (!c.marks.empty()) {
         YAML::Node marks(YAML::NodeType::Map);
-        for (const auto& [k, v] : c.marks) marks[k] = v;
+        // inputs come as a JSON list (memrun_pytest.py), valid flow YAML.
+        std::string at;  // the test's file:line, from the pytest plugin
+        for (const auto& [k, v] : c.marks) {
+          if (k == "@where") at = v + ": ";
+          else marks[k] = k == "inputs" ? YAML::Load(v) : YAML::Node(v);
+        }
         try {
           read_fields(marks, f, false);
         } catch (const Error& e) {
           // A marker's value has no place in the spec: name the case.
           std::string what = e.what();
-          fail(node, "suite '" + source.suite + "': case " + c.name + ": its marker: " + what.substr(what.find(": ") + 2));
+          fail(node, "suite '" + source.suite + "': case " + escape_controls(c.name) + ": " + escape_controls(at) +
+                         "its marker: " + what.substr(what.find(": ") + 2));
         }
         origin += "; marker";
       }
@@ -585,13 +623,15 @@ class Parser {
  private:
   std::string path_, dir_;
   const Discoverer& discover_;
+  bool check_inputs_;
+  mutable std::vector<std::string> setup_outputs_;
 };
 
 }  // namespace
 
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
-                const Discoverer& discover) {
-  Spec spec = Parser(path, dir, discover).parse(text);
+                const Discoverer& discover, bool check_inputs) {
+  Spec spec = Parser(path, dir, discover, check_inputs).parse(text);
   spec.path = path;
   return spec;
 }
@@ -611,7 +651,7 @@ Spec load_spec(const std::string& path, const Discoverer& discover) {
   if (text.size() > kMaxSpec)
     throw Error(kExitUsage, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
-  return parse_spec(text, path, dir, discover);
+  return parse_spec(text, path, dir, discover, true);
 }
 
 }  // namespace memrun

@@ -85,6 +85,9 @@ struct TestSpec {
   /// `transparent_hugepages: never`: the test runs with transparent huge
   /// pages disabled (PR_SET_THP_DISABLE), whatever the host's policy.
   bool hugepages_off = false;
+  /// `thrash: off`: the test is never ended as thrashing (running.cc); it
+  /// runs until it ends or its timeout.
+  bool thrash = true;
   /// A suite's case: where its limit and expectation came from ("suite
   /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
   /// written in `tests:`.
@@ -137,9 +140,10 @@ using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
 /// resolved against `dir`. `suites:` are listed with `discover` (a spec
 /// with suites and no discoverer is an error). Throws
 /// memrun::Error(kExitUsage) with "path:line:col: what is wrong" and what to
-/// write instead.
+/// write instead. With `check_inputs` (load_spec), a test's inputs must be
+/// files or folders that exist (see inputs.h), or outputs of the setup.
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
-                const Discoverer& discover = nullptr);
+                const Discoverer& discover = nullptr, bool check_inputs = false);
 
 /// Reads and parses a spec file; its suites are listed with `discover`.
 Spec load_spec(const std::string& path, const Discoverer& discover = nullptr);

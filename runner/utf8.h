@@ -58,4 +58,31 @@ inline std::string one_line(const std::string& text) {
   return out;
 }
 
+/// The one rule for names and strings memrun did not write itself (a
+/// suite's case names, gtest's, pytest's, CTest's; a report read back):
+/// every byte that is no printable UTF-8 (a control character, DEL, a
+/// broken sequence) becomes the visible text \xNN, so that an ESC, a BEL or
+/// a CR never reaches a terminal, a CI log, Markdown or XML (where XML 1.0
+/// has no way to write one at all). With `keep_lines`, newlines, carriage
+/// returns and tabs stay (XML text may hold them).
+inline std::string escape_controls(const std::string& text, bool keep_lines = false) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = utf8_length(text, i);
+    bool line = c == '\n' || c == '\r' || c == '\t';
+    if (len == 0 || ((c < 0x20 && !(keep_lines && line)) || c == 0x7f)) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      i += 1;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 }  // namespace memrun

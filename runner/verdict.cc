@@ -212,7 +212,7 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
                " times: its working set does not fit under memory_high; raise it)";
     }
     if (r.outcome == Outcome::thrash)
-      got += fmt::format(": it read back {} of memory the kernel had just evicted in {:.1f}s at its limit{}, and "
+      got += fmt::format(": it read back {} of its own memory (its code, mapped files, swap) in {:.1f}s at its limit{}, and "
                          "made little else; its working set does not fit in {} (raise memory; memrun bisect finds "
                          "how much it needs)",
                          format_size(o.thrash_refaulted), o.thrash_window_s,

@@ -4,9 +4,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "runner/error.h"
+#include "runner/files.h"
 #include "runner/ci_report.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
@@ -173,6 +176,31 @@ TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
     }
   }
   EXPECT_EQ(plain, name);
+}
+
+TEST(CiFormats, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
+  // ESC, BEL, CR, DEL and a broken UTF-8 byte in a name (as a gtest or CTest
+  // case may have), a kernel string with a line break, HTML and a workflow
+  // command (as a merged report's host.kernel may have).
+  const std::string name = "Case\x1b[31mRed\x07\rX\x7f\xff";
+  ReportData r = report(1, 1, {{name, false}});
+  r.info.kernel = "6.1\n::error::owned <img src=x>";
+  auto each = each_record(r);
+  std::string xml = junit_xml(r.info, each);
+  std::string path = ::testing::TempDir() + "/hostile-junit.xml";
+  write_atomically(path, xml);
+  std::string check = "xmllint --noout --schema " + std::string(SOURCE_DIR) + "/tests/junit.xsd " + path + " 2>&1";
+  EXPECT_EQ(std::system(check.c_str()), 0) << xml;
+  EXPECT_NE(xml.find("Case\\x1b[31mRed\\x07"), std::string::npos) << xml;
+  std::string md = markdown_table(r.info, each);
+  std::string notes = github_annotations(each);
+  for (const std::string* out : {&xml, &md, &notes})
+    for (char c : std::string("\x1b\x07\x7f\xff"))
+      EXPECT_EQ(out->find(c), std::string::npos) << "byte " << int(static_cast<unsigned char>(c)) << " in " << *out;
+  EXPECT_EQ(notes.find('\r'), std::string::npos) << notes;
+  EXPECT_EQ(md.find("\n::error"), std::string::npos) << md;
+  EXPECT_EQ(md.find("<img"), std::string::npos) << md;
+  std::remove(path.c_str());
 }
 
 // The CI examples the README points to: valid YAML, and they shard, keep

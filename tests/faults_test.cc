@@ -150,6 +150,49 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   EXPECT_EQ(finish_program(live).exit_code, 143);
 }
 
+TEST_F(Faults, GcStaysInsideTheCgroupParentOnV1ItsPidsPlaceToo) {
+  const auto& h = cgroup::host();
+  if (h.v1_mount.count("memory") == 0 || h.v1_mount.count("pids") == 0 || h.v1_self.count("memory") == 0)
+    GTEST_SKIP() << "needs the v1 memory and pids hierarchies (the host suite has them)";
+  // A parent of our own in the memory hierarchy, its matching place in the
+  // pids hierarchy, and a dead run in each (this process, with another start
+  // time: provably not alive). A dead run at memrun's own pids place (the
+  // pids root here) is outside the parent: gc with --cgroup-parent never
+  // touches it.
+  std::string tag = "memrun-gc-parent-test-" + std::to_string(::getpid());
+  std::string rel = h.v1_self.at("memory").substr(h.v1_mount.at("memory").size()) + "/" + tag;
+  std::string mem = h.v1_mount.at("memory") + rel, pids = h.v1_mount.at("pids") + rel;
+  std::string run = "memrun-gc-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(cgroup::process_start_time(::getpid()) + 1) + "-" +
+                    std::to_string(cgroup::pid_namespace());
+  std::string outside = h.v1_self.count("pids") ? h.v1_self.at("pids") + "/" + run : "";
+  std::filesystem::create_directories(mem + "/" + run);
+  std::vector<std::string> made;  // the pids groups this test made, deepest last
+  for (auto p = std::filesystem::path(pids); p.string().size() > h.v1_mount.at("pids").size(); p = p.parent_path())
+    if (!std::filesystem::exists(p)) made.insert(made.begin(), p.string());
+  for (const auto& d : made) std::filesystem::create_directory(d);
+  std::filesystem::create_directories(pids + "/" + run);
+  if (!outside.empty()) std::filesystem::create_directories(outside);
+  auto gc = run_memrun({"gc", "--backend", "v1", "--cgroup-parent", mem});
+  EXPECT_EQ(gc.exit_code, 0) << gc.err;
+  EXPECT_FALSE(std::filesystem::exists(mem + "/" + run)) << gc.out;
+  EXPECT_FALSE(std::filesystem::exists(pids + "/" + run)) << gc.out;
+  std::istringstream lines(gc.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("removed ", 0) == 0)
+      EXPECT_TRUE(line.find(mem + "/") == 8 || line.find(pids + "/") == 8) << "outside the parent: " << line;
+  // (Another run on this host may collect it meanwhile; never this gc.)
+  if (!outside.empty()) ::rmdir(outside.c_str());
+  for (auto d = made.rbegin(); d != made.rend(); ++d) ::rmdir(d->c_str());
+  ::rmdir(mem.c_str());
+  // memrun list takes --backend and --cgroup-parent (suites are listed in
+  // a group there).
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: a, run: 'true', memory: 16MiB}\n");
+  auto list = run_memrun({"list", "--backend", "v1", "--cgroup-parent", h.v1_self.at("memory"), spec});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("  a  memory 16.0 MiB"), std::string::npos) << list.out;
+}
+
 // memrun kills what its tests leave, in their groups or (moved out) in
 // their sessions; a process its caller left it (a shell's background job
 // before `exec memrun`: memrun's child from the start, outside every test's

@@ -3,6 +3,7 @@
 // cgroup v2 inside the test VMs), and every figure is the kernel's.
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -270,6 +271,38 @@ TEST_F(Host, LogsAreFilesNotMemory) {
   e >> err;
   EXPECT_EQ(out, "out");
   EXPECT_EQ(err, "err");
+}
+
+TEST_F(Host, InputsAreFilesOrFoldersAndTheirEvictionNeverHoldsTheRun) {
+  // A FIFO would block memrun in open() (it once did, SIGTERM ignored): it
+  // is refused at its place in the spec, as a system folder is.
+  ASSERT_EQ(::mkfifo((dir.path() + "/fifo").c_str(), 0600), 0);
+  auto fifo = run_spec(dir, "tests:\n  - {name: a, run: 'true', memory: 16MiB, inputs: [fifo]}\n");
+  EXPECT_EQ(fifo.exit_code, 2) << fifo.out << fifo.err;
+  EXPECT_NE(fifo.err.find("spec.yaml:2:"), std::string::npos) << fifo.err;
+  EXPECT_NE(fifo.err.find("is a FIFO"), std::string::npos) << fifo.err;
+  auto system = run_spec(dir, "tests:\n  - {name: a, run: 'true', memory: 16MiB, inputs: [/usr/share]}\n");
+  EXPECT_EQ(system.exit_code, 2) << system.out << system.err;
+  EXPECT_NE(system.err.find("is a system path"), std::string::npos) << system.err;
+  // An input the setup was to make and did not: the test cannot start.
+  auto unmade = run_spec(dir, "setup: {run: 'true', memory: 16MiB, outputs: [made]}\n"
+                              "tests:\n  - {name: a, run: 'true', memory: 16MiB, inputs: [made/x]}\n");
+  EXPECT_EQ(unmade.exit_code, 1) << unmade.out << unmade.err;
+  EXPECT_EQ(test_named(unmade, "a")["outcome"], "error");
+  EXPECT_NE(test_named(unmade, "a")["reason"].get<std::string>().find("spec.yaml:3:5: the input " + dir.path() +
+                                                                     "/made/x does not exist"),
+            std::string::npos)
+      << test_named(unmade, "a")["reason"];
+  // A folder of many files is evicted beside a running test, which is
+  // sampled and timed out meanwhile (the walk runs off the event loop).
+  std::filesystem::create_directory(dir.path() + "/tree");
+  for (int i = 0; i < 5000; ++i) dir.write("tree/" + std::to_string(i), "x");
+  auto run = run_spec(dir, "tests:\n  - {name: reads, run: 'cat tree/1', memory: 16MiB, inputs: [tree]}\n"
+                           "  - {name: beside, run: 'sleep 30', memory: 16MiB, timeout: 1s}\n",
+                      {"-j", "2"});
+  EXPECT_EQ(test_named(run, "reads")["outcome"], "pass") << run.out << run.err;
+  EXPECT_EQ(test_named(run, "beside")["outcome"], "timeout") << run.out;
+  EXPECT_GT(test_named(run, "beside")["samples"].get<int>(), 0) << run.out;
 }
 
 TEST_F(Host, ReportsTheBackendAndCgroupMode) {

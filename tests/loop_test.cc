@@ -124,14 +124,16 @@ TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
 }
 
 TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
-  // Each reads back twice its limit per 5 s window: too little for the
-  // refault rule alone (ten times), as over a slow disk. Where the kernel
-  // keeps pressure and all tasks were stalled for most of the window, that
-  // is thrashing; stalled without reading back, or reading back without
-  // pressure figures (v1), it is not, and the test runs to its end.
+  // Each reads back twice its limit per 5 s window, of page cache it maps
+  // (its code, its mmap()s): too little for the refault rule alone (ten
+  // times), as over a slow disk. Where the kernel keeps pressure and all
+  // tasks were stalled for most of the window, that is thrashing; stalled
+  // without reading back, or reading back without pressure figures (v1),
+  // it is not, and the test runs to its end.
   for (const char* name : {"stalled", "stalled-no-refaults", "no-pressure"}) {
     auto& script = backend.scripts[name];
     script.usage.current = 60 * MiB;
+    script.usage.breakdown.file = script.usage.file_mapped = 40 * MiB;
     script.refaulted_per_s = std::string(name) == "stalled-no-refaults" ? 0 : 2 * 64 * MiB / 5.0;
     if (std::string(name) != "no-pressure") script.stalled_share = 0.9;
   }
@@ -145,6 +147,31 @@ TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
   EXPECT_NE(named(r, "stalled").reason.find("stalled on memory for"), std::string::npos) << named(r, "stalled").reason;
   EXPECT_EQ(named(r, "stalled-no-refaults").outcome, Outcome::pass) << named(r, "stalled-no-refaults").reason;
   EXPECT_EQ(named(r, "no-pressure").outcome, Outcome::pass) << named(r, "no-pressure").reason;
+}
+
+TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
+  // All read back 20 times their limit per 5 s window, stalled for most of
+  // it. `maps` maps what it reads back (its page cache is all mapped):
+  // thrashing. `rereads` reads a file with read() (none of its page cache
+  // is mapped): the pages come back a pass later, a stream, no thrash.
+  // `off` maps it too, but its spec turns the check off.
+  for (const char* name : {"maps", "rereads", "off"}) {
+    auto& script = backend.scripts[name];
+    script.usage.current = 60 * MiB;
+    script.usage.breakdown.file = 40 * MiB;
+    script.usage.file_mapped = std::string(name) == "rereads" ? 0 : 40 * MiB;
+    script.refaulted_per_s = 20 * 64 * MiB / 5.0;
+    script.stalled_share = 0.9;
+  }
+  RunOptions options;
+  options.jobs = 3;
+  auto r = run("tests:\n  - {name: maps, run: 'sleep 60', memory: 64MiB}\n"
+               "  - {name: rereads, run: 'sleep 6', memory: 64MiB}\n"
+               "  - {name: 'off', run: 'sleep 6', memory: 64MiB, thrash: off}\n",
+               options);
+  EXPECT_EQ(named(r, "maps").outcome, Outcome::thrash) << named(r, "maps").reason;
+  EXPECT_EQ(named(r, "rereads").outcome, Outcome::pass) << named(r, "rereads").reason;
+  EXPECT_EQ(named(r, "off").outcome, Outcome::pass) << named(r, "off").reason;
 }
 
 TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {

@@ -628,6 +628,8 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   EXPECT_EQ(text.find("anon 0 B"), std::string::npos) << text;
   EXPECT_NE(text.find("no sample"), std::string::npos) << text;
   EXPECT_NE(text.find("anon-rss 3.88 MiB"), std::string::npos) << text;
+}
+
 // A report as memrun writes it, of one test named "big", as JSON to edit.
 nlohmann::ordered_json valid_report() {
   Fixture f;

@@ -3,6 +3,16 @@
 #include <gtest/gtest.h>
 
 #include "runner/error.h"
+#include "runner/inputs.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 namespace memrun {
 namespace {
@@ -327,6 +337,85 @@ TEST(Suites, BadSuitesAndMarkersSayWhere) {
   // Without a discoverer (parse_spec alone) nothing is run.
   EXPECT_NE(error_of("suites:\n  - {name: e, gtest: t, memory: 1GiB}\n").find("suites are listed only when"),
             std::string::npos);
+}
+
+// Inputs as load_spec checks them: real paths, each at its place.
+std::string input_error(const std::string& dir, const std::string& yaml) {
+  try {
+    parse_spec(yaml, "spec.yaml", dir, nullptr, true);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SpecInputs, OnlyFilesAndFoldersThatExistOutsideSystemFolders) {
+  char tmpl[] = "/tmp/memrun-inputs-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  std::filesystem::create_directory(dir + "/tree");
+  std::ofstream(dir + "/tree/a.bin") << "a";
+  std::ofstream(dir + "/file.bin") << "f";
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s/sock", dir.c_str());
+  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto test = [](const std::string& inputs) {
+    return "tests:\n  - name: a\n    run: x\n    memory: 64MiB\n    inputs: " + inputs + "\n";
+  };
+  EXPECT_EQ(input_error(dir, test("[file.bin, tree]")), "");
+  // Each refusal names the entry's place: line 5, column of the path.
+  EXPECT_NE(input_error(dir, test("[file.bin, fifo]")).find("spec.yaml:5:24: the input " + dir + "/fifo is a FIFO"),
+            std::string::npos)
+      << input_error(dir, test("[file.bin, fifo]"));
+  EXPECT_NE(input_error(dir, test("[sock]")).find("is a socket"), std::string::npos);
+  EXPECT_NE(input_error(dir, test("[/dev/null]")).find("is a system path"), std::string::npos);
+  EXPECT_NE(input_error(dir, test("[/proc/self/status]")).find("is a system path"), std::string::npos);
+  EXPECT_NE(input_error(dir, test("[/usr/share]")).find("is a system path"), std::string::npos);
+  EXPECT_NE(input_error(dir, test("[/]")).find("is a system path"), std::string::npos);
+  EXPECT_NE(input_error(dir, test("[missing.bin]")).find("spec.yaml:5:14: the input " + dir + "/missing.bin does not exist"),
+            std::string::npos)
+      << input_error(dir, test("[missing.bin]"));
+  // What the setup makes need not exist yet (its start checks it again).
+  EXPECT_EQ(input_error(dir, "setup: {run: x, memory: 64MiB, outputs: [made]}\n" + test("[made/data.bin]")), "");
+  // A folder of more than kMaxInputFiles files is no input.
+  std::filesystem::create_directory(dir + "/big");
+  for (size_t i = 0; i <= kMaxInputFiles; ++i) std::ofstream(dir + "/big/" + std::to_string(i));
+  EXPECT_NE(input_error(dir, test("[big]")).find("holds more than 10000 files"), std::string::npos);
+  ::close(sock);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SpecThrash, OffInATestARuleOrDefaults) {
+  auto s = parse("defaults: {thrash: off}\ntests:\n  - {name: a, run: x, memory: 64MiB}\n"
+                 "  - {name: b, run: x, memory: 64MiB, thrash: on}\n");
+  EXPECT_FALSE(s.tests[0].thrash);
+  EXPECT_TRUE(s.tests[1].thrash);
+  EXPECT_TRUE(parse("tests:\n  - {name: a, run: x, memory: 64MiB}\n").tests[0].thrash);
+  EXPECT_NE(error_of("tests:\n  - {name: a, run: x, memory: 64MiB, thrash: sometimes}\n")
+                .find("spec.yaml:2:46: 'thrash' must be on"),
+            std::string::npos);
+  EXPECT_NE(error_of("tests:\n  - {name: a, run: x, memory: 64MiB, thrahs: off}\n").find("did you mean 'thrash'?"),
+            std::string::npos);
+}
+
+TEST(Suites, RulesAndMarkersTakeInputsThrashAndMaxIncrease) {
+  Spec spec = with_cases(
+      "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    cases:\n"
+      "      - {match: 'Parquet.*', inputs: [data/a.parquet], thrash: off, max_increase: 5%}\n",
+      {{"Parquet.Reads", {"/project/build/t"}, "t1", "", {}, {}},
+       {"Other.Marked", {"/project/build/t"}, "t2", "/w", {},
+        {{"inputs", "[\"in.csv\", \"/d/b.csv\"]"}, {"thrash", "off"}, {"max_increase", "10%"}}}});
+  ASSERT_EQ(spec.tests.size(), 2u);
+  EXPECT_EQ(spec.tests[0].inputs, (std::vector<std::string>{"/project/specs/data/a.parquet"}));
+  EXPECT_FALSE(spec.tests[0].thrash);
+  ASSERT_TRUE(spec.tests[0].max_increase);
+  EXPECT_EQ(spec.tests[1].inputs, (std::vector<std::string>{"/w/in.csv", "/d/b.csv"}));
+  EXPECT_FALSE(spec.tests[1].thrash);
+  ASSERT_TRUE(spec.tests[1].max_increase);
 }
 
 }  // namespace

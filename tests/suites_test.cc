@@ -480,5 +480,19 @@ TEST_F(Suites, AListingThatBlowsUpIsOomKilledUnderTheSuitesLimit) {
   EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
 }
 
+TEST_F(Suites, AListingThatFloodsItsOutputIsCutAndFailsWithExit2) {
+  // A "GoogleTest binary" that prints 200 MB when asked for its list: memrun
+  // reads none of it (it once took memrun to 1.1 GiB) and says so.
+  std::string lister = dir.write("lister.sh", "#!/bin/sh\nhead -c 200000000 /dev/zero | tr '\\0' a\n");
+  ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
+  auto run = run_memrun({"list", dir.write("spec.yaml", "suites:\n  - {name: flood, gtest: lister.sh, memory: 512MiB}\n")});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("suite 'flood': listing its cases with " + lister + " printed 190.7 MiB, more than the 8.00 MiB"),
+            std::string::npos)
+      << run.err.substr(0, 2000);
+  EXPECT_LT(run.err.size(), 8192u);
+  EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace memrun::testing

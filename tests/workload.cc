@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,7 +182,22 @@ int main(int argc, char** argv) {
   app.add_option("--until", until, "after touching, wait until this file exists (at most 120 s)");
   app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
   app.add_option("--tcp-queue", tcp_s, "queue this much in TCP loopback buffers nobody reads; exit 3 if refused");
+  std::string map_file;
+  app.add_option("--map", map_file, "map this file and read a byte of each page, over and over, forever");
   CLI11_PARSE(app, argc, argv);
+  if (!map_file.empty()) {
+    // A working set that is the whole file: every page is needed again on
+    // the next pass, as a program's code is.
+    int fd = ::open(map_file.c_str(), O_RDONLY);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size == 0) return 3;
+    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 3;
+    auto* p = static_cast<volatile const unsigned char*>(m);
+    unsigned sum = 0;
+    for (;;)
+      for (off_t at = 0; at < st.st_size; at += 4096) sum += p[at];
+  }
   // With --children, each child arrives once it has touched its memory (so
   // that the whole tree certainly holds it at once); else the process does,
   // before anything else.
