@@ -613,6 +613,7 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   Observation o = Fixture::exited(-1, 4 << 20);
   o.signal = 9;
   o.kernel.oom_kills = 1;
+  o.kernel.oom_at_limit = true;  // at the limit memrun set
   o.samples = 0;
   o.duration_s = 0.01;
   o.oom_victims = {{123, "eater", 3977 << 10, 1 << 20, 0}};
