@@ -69,10 +69,14 @@ std::vector<std::string> files_below(const std::string& dir, std::string* error)
   return out;
 }
 
-void evict_file(const std::string& path) {
+// `follow`: an input named in the spec may be a symbolic link (to a data
+// set elsewhere, say), checked when the spec was read; a file found in a
+// folder's walk may not (the walk skips links; O_NOFOLLOW covers one made
+// since).
+void evict_file(const std::string& path, bool follow) {
   // O_NONBLOCK: were it replaced by a FIFO since it was checked, open()
   // returns at once; fstat then refuses it.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return;
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -128,9 +132,9 @@ std::string evict_inputs(const std::vector<std::string>& paths) {
     if (!why.empty()) return why;
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      for (const auto& f : files_below(path, nullptr)) evict_file(f);
+      for (const auto& f : files_below(path, nullptr)) evict_file(f, false);
     } else {
-      evict_file(path);
+      evict_file(path, true);
     }
   }
   return "";

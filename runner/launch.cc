@@ -399,6 +399,15 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     c.pid = clone_into(-1, &c.pidfd, flags);
     if (c.pid == 0) child(args);
   }
+  if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
+    // clone3 refused (before 5.3, or a seccomp filter such as Docker's
+    // default, which answers it ENOSYS): clone(2) with the same namespaces,
+    // fork-like (no new stack), then a pidfd for it (5.3+).
+    c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
+                                         nullptr, nullptr));
+    if (c.pid == 0) child(args);
+    if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
+  }
   int saved = errno;
   ::close(report[1]);
   ::close(status[1]);

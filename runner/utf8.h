@@ -71,6 +71,10 @@ inline std::string escape_controls(const std::string& text, bool keep_lines = fa
   for (size_t i = 0; i < text.size();) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     size_t len = utf8_length(text, i);
+    // U+FFFE and U+FFFF are valid UTF-8 but no XML 1.0 character.
+    if (len == 3 && c == 0xef && static_cast<unsigned char>(text[i + 1]) == 0xbf &&
+        (static_cast<unsigned char>(text[i + 2]) & 0xfe) == 0xbe)
+      len = 0;
     bool line = c == '\n' || c == '\r' || c == '\t';
     if (len == 0 || ((c < 0x20 && !(keep_lines && line)) || c == 0x7f)) {
       out += "\\x";

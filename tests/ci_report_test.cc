@@ -182,7 +182,8 @@ TEST(CiFormats, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
   // ESC, BEL, CR, DEL and a broken UTF-8 byte in a name (as a gtest or CTest
   // case may have), a kernel string with a line break, HTML and a workflow
   // command (as a merged report's host.kernel may have).
-  const std::string name = "Case\x1b[31mRed\x07\rX\x7f\xff";
+  // U+FFFF: valid UTF-8, and no XML character.
+  const std::string name = "Case\x1b[31mRed\x07\rX\x7f\xff" "\xef\xbf\xbf";
   ReportData r = report(1, 1, {{name, false}});
   r.info.kernel = "6.1\n::error::owned <img src=x>";
   auto each = each_record(r);

@@ -167,7 +167,10 @@ class Session:
         ready_fd = os.open(ready, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         done_fd = os.open(done, os.O_RDWR | os.O_CLOEXEC)
         report_path = os.path.join(case_dir, "report.json")
-        argv = [self.binary, "exec", "--memory", marks["memory"], "--name", item.nodeid,
+        # --host-cgroups: the holder's pid must be the one this process sees
+        # (a sealed test runs in a pid namespace of its own, where it would
+        # be another's), and the forked case is not sealed in any case.
+        argv = [self.binary, "--host-cgroups", "exec", "--memory", marks["memory"], "--name", item.nodeid,
                 "--json", report_path, "--run-dir", os.path.join(case_dir, "run")]
         for key in ("expect", "timeout", "min_headroom"):
             if key in marks:
@@ -186,6 +189,14 @@ class Session:
             elif proc.poll() is not None:
                 break
         os.close(ready_fd)
+        # Whatever made the pid wrong, the case never joins another process's
+        # groups: the holder's command line must be the holder's.
+        try:
+            with open(f"/proc/{holder}/cmdline", "rb") as f:
+                if holder is not None and HOLDER.encode() not in f.read():
+                    holder = None
+        except (OSError, TypeError):
+            holder = None
         if holder is None:
             os.close(done_fd)
             return self.error_reports(item, f"could not start the case (exit {proc.returncode}):\n"
@@ -203,7 +214,7 @@ class Session:
         if capman is not None and not reports:
             out, err = capman.read_global_capture()
         judged = self.judge(item, record, reports, out + err)
-        if self.escaped:  # the session's report says so too
+        if self.escaped or record.get("outcome") == "skipped":  # the session's report says so too
             with open(report_path) as f:
                 whole = json.load(f)
             whole["tests"][0] = record
@@ -306,6 +317,9 @@ class Session:
         from _pytest.reports import TestReport
         if self.escaped:
             record["passed"] = False
+            record["outcome"] = "fail"
+            for run in record.get("runs") or []:
+                run["outcome"], run["passed"] = "fail", False
             record["escaped_processes"] = record.get("escaped_processes", 0) + len(self.escaped)
             record["reason"] = "; ".join(f"{name} (pid {p}) left the case's cgroup for {where}: killed"
                                          for p, (name, where) in self.escaped.items())
@@ -334,6 +348,12 @@ class Session:
             call.outcome, call.longrepr = "failed", before + summary
             if hasattr(call, "wasxfail"):
                 del call.wasxfail
+        # pytest's skip and xfail are the case's outcome in memrun's report
+        # too, so that no comparison reads such a run as a measurement.
+        if passed and any(rep.skipped for rep in reports):
+            record["outcome"] = "skipped"
+            for run in record.get("runs") or []:
+                run["outcome"] = "skipped"
         for rep in reports:
             rep.user_properties = list(rep.user_properties) + props
             if rep.when == "call" and passed:
