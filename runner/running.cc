@@ -465,7 +465,9 @@ void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
 // counters cannot tell (v1): the log's `oom_memcg=` names the group whose
 // limit was hit. One below the test's group that holds no limit of
 // memrun's is the test's own; the group, its leaf or an ancestor (a lower
-// limit above: the effective limit; the root: the machine's memory) are not.
+// limit above: the effective limit) are memrun's. The root ("/", the log's
+// global_oom) is neither: the machine ran out of memory, and no limit was
+// reached, so `expect: oom` is not met by it.
 // The log decides only where it named every kill's (its report is
 // rate-limited); else the kernel's counters stand (Final::oom_at_limit).
 void RunningTest::oom_at_limit() {
@@ -476,7 +478,8 @@ void RunningTest::oom_at_limit() {
     if (kill.oom_memcg.empty()) return;
     bool memruns = std::find(limit_paths_.begin(), limit_paths_.end(), kill.oom_memcg) != limit_paths_.end();
     bool below = kill.oom_memcg.rfind(log_name_ + "/", 0) == 0 && !memruns;
-    at_limit = at_limit || !below;
+    bool global = kill.oom_memcg == "/";
+    at_limit = at_limit || (!below && !global);
   }
   observed_.kernel.oom_at_limit = at_limit;
 }

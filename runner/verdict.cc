@@ -194,7 +194,12 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
     if (r.outcome == Outcome::fail) {
       got += o.signal ? " (killed by signal " + std::to_string(o.signal) + ")"
                       : " (exit " + std::to_string(o.exit_code) + ")";
-      if (kernel.oom_kills > 0)
+      bool global = std::any_of(o.oom_victims.begin(), o.oom_victims.end(),
+                                [](const OomKill& k) { return k.oom_memcg == "/"; });
+      if (kernel.oom_kills > 0 && global)
+        got += "; the machine ran out of memory: the kernel's OOM killer killed " + std::to_string(kernel.oom_kills) +
+               " of its processes before its " + format_size(t.memory) + " limit was reached";
+      else if (kernel.oom_kills > 0)
         got += "; the kernel OOM-killed " + std::to_string(kernel.oom_kills) + " of its processes under a limit the " +
                "test set itself, below the " + format_size(t.memory) + " memrun set";
       auto huge = kernel.events.find("hugetlb_max");

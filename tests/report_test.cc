@@ -159,6 +159,13 @@ TEST(Decide, AKillUnderALimitTheTestSetItselfIsNotItsOom) {
   o.kernel.oom_at_limit = true;
   EXPECT_EQ(decide(spec.tests[0], o).outcome, Outcome::oom);
   EXPECT_TRUE(decide(spec.tests[0], o).passed);
+  // The machine's OOM killer (the log's global_oom, oom_memcg "/") reached
+  // no limit: `expect: oom` is not met, and the reason says what happened.
+  o.kernel.oom_at_limit = false;
+  o.oom_victims = {{77, "eater", 1 << 20, 0, 0, "/"}};
+  Verdict global = decide(spec.tests[0], o);
+  EXPECT_EQ(global.outcome, Outcome::fail);
+  EXPECT_NE(global.reason.find("the machine ran out of memory"), std::string::npos) << global.reason;
 }
 
 TEST(Decide, WhatTheSamplesSawCountsWhateverTheFiguresSayAtTheEnd) {
