@@ -99,10 +99,12 @@ Verdict check(const OpenOptions& options) {
     case Kind::systemd: return check_systemd();
     case Kind::automatic: break;
   }
-  // Without root, a cgroup of one's own comes from systemd (delegation);
-  // with --cgroup-parent the user names a delegated cgroup themselves.
-  if (::geteuid() != 0 && options.parent.empty() && host().mode == Mode::unified && host().systemd_pid1)
-    return check_systemd();
+  // Where systemd is PID 1 on cgroup v2, the tree is its own: root and user
+  // alike get a cgroup from it as a delegated scope, never by moving the
+  // processes of the unit memrun was started in (systemd.io/CGROUP_DELEGATION:
+  // write only below a cgroup delegated to you). With --cgroup-parent the
+  // user names a delegated cgroup themselves.
+  if (options.parent.empty() && host().mode == Mode::unified && host().systemd_pid1) return check_systemd();
   // cgroup v2 first: it has memory.peak, memory.events and cgroup.kill.
   Verdict v2 = check_v2(options.parent);
   if (v2.problem.empty()) return v2;

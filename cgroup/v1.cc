@@ -135,6 +135,10 @@ class V1Group : public Group {
     // exactly where it names each kill's oom_memcg=.)
     if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
+    // A sealed root test can write its leaf's limit: lowered, an OOM under
+    // a limit of its own would look like one at memrun's.
+    if (stat_ != mem_)
+      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64(stat_ + "/memory.limit_in_bytes").value_or(UINT64_MAX));
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
     // failcnt stays 0 on recent kernels (6.x counts it only where a v1
     // counter tracks failures): a high-water mark at the limit says the

@@ -207,6 +207,11 @@ class V2Group : public Group {
     f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];
     f.pressure_us = pressure_totals();
     f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
+    // A sealed root test can write its leaf's memory.max (the group's is
+    // out of its reach): raising it changes nothing, lowering it would make
+    // an OOM under a limit of its own look like one at memrun's.
+    if (stat_ != path_)
+      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64(stat_ + "/memory.max").value_or(UINT64_MAX));
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     // memory.swap.current needs swap accounting; memory.swap.peak is 6.5+.
     f.swap_at_end = fs::read_u64(path_ + "/memory.swap.current").value_or(0);

@@ -244,6 +244,19 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   if (kernel.limit_at_end != UINT64_MAX && kernel.limit_at_end > t.memory)
     defeated = "its cgroup's limit was " + format_size(kernel.limit_at_end) + " at the end, not the " +
                format_size(t.memory) + " memrun set: the test raised it";
+  // The kernel keeps a limit rounded down to whole pages; a page or more
+  // below what memrun set was written by the test.
+  else if (kernel.limit_at_end != UINT64_MAX && kernel.limit_at_end + 4096 <= t.memory)
+    defeated = "its cgroup's limit was " + format_size(kernel.limit_at_end) + " at the end, not the " +
+               format_size(t.memory) + " memrun set: the test lowered it";
+  // An OOM kill at the limit comes when a charge fails with usage at the
+  // limit, less at most a huge page (2 MiB) of the charge that failed: the
+  // kernel's peak is then there. Far below it, the limit that killed was one
+  // the test set and put back.
+  else if (r.outcome == Outcome::oom && kernel.peak &&
+           *kernel.peak + std::max<uint64_t>(r.limit / 64, uint64_t{4} << 20) < r.limit)
+    defeated = "it was OOM-killed with the kernel's peak at " + format_size(*kernel.peak) + ", far below its limit " +
+               format_size(r.limit) + ": the limit that killed was not memrun's";
   else if (o.sampled_limit > t.memory)
     defeated = "its cgroup's limit read " + size_or_none(o.sampled_limit) + " while it ran, not the " +
                format_size(t.memory) + " memrun set: the test raised it";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <set>
 
 #include "runner/error.h"
@@ -204,55 +205,78 @@ TEST(CiFormats, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
   std::remove(path.c_str());
 }
 
-// The CI examples the README points to: valid YAML, and they shard, keep
-// each report and merge them.
+// The CI templates the README points to, for a user's repository: valid
+// YAML; they use the published action (never memrun's source: no
+// ./setup.sh, no build/), shard, keep each report and merge them.
+std::string scripts_of(const YAML::Node& steps) {
+  std::string all;
+  for (const auto& step : steps)
+    if (step["run"]) all += step["run"].as<std::string>() + "\n";
+  return all;
+}
+
 TEST(CiExamples, GithubActionsWorkflow) {
   YAML::Node w = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/github-actions.yml");
   auto matrix = w["jobs"]["memory"]["strategy"]["matrix"]["shard"];
   ASSERT_TRUE(matrix.IsSequence());
   std::string n = std::to_string(matrix.size());
-  // The shards run memrun's own action, each its share of the spec.
+  const std::regex action("OWNER/memrun/docs/ci/action@v[0-9.]+");
+  // The shards run the published action, each its share of the user's specs.
   bool sharded = false;
   for (const auto& step : w["jobs"]["memory"]["steps"])
-    if (step["uses"] && step["uses"].as<std::string>() == "./docs/ci/action") {
+    if (step["uses"] && std::regex_match(step["uses"].as<std::string>(), action)) {
       EXPECT_EQ(step["with"]["shard"].as<std::string>(), "${{ matrix.shard }}/" + n);
       EXPECT_EQ(step["with"]["artifact"].as<std::string>(), "memrun-shard");
-      EXPECT_FALSE(step["with"]["specs"].as<std::string>().empty());
+      EXPECT_EQ(step["with"]["specs"].as<std::string>(), "${{ env.MEMRUN_SPECS }}");
       sharded = true;
     }
   EXPECT_TRUE(sharded);
+  EXPECT_FALSE(w["env"]["MEMRUN_SPECS"].as<std::string>().empty());
   EXPECT_EQ(w["jobs"]["merge"]["needs"].as<std::string>(), "memory");
-  // The merge takes every shard's report, named as the action names them.
-  std::string files;
-  for (int k = 1; k <= static_cast<int>(matrix.size()); ++k) files += " memrun-shard-" + std::to_string(k) + ".json";
-  bool merged = false;
-  for (const auto& step : w["jobs"]["merge"]["steps"])
-    if (step["run"] && step["run"].as<std::string>().find("memrun merge" + files) != std::string::npos) merged = true;
-  EXPECT_TRUE(merged) << files;
+  // The merge and compare jobs install memrun with the action (no specs)
+  // and take every shard's report, named as the action names them.
+  for (const char* job : {"merge", "compare"}) {
+    bool installs = false;
+    for (const auto& step : w["jobs"][job]["steps"])
+      if (step["uses"] && std::regex_match(step["uses"].as<std::string>(), action) && !step["with"]) installs = true;
+    EXPECT_TRUE(installs) << job;
+  }
+  EXPECT_NE(scripts_of(w["jobs"]["merge"]["steps"]).find("memrun merge memrun-shard-*.json -o memrun.json"),
+            std::string::npos);
+  for (const auto& job : w["jobs"]) {
+    std::string name = job.first.as<std::string>(), runs = scripts_of(job.second["steps"]);
+    EXPECT_EQ(runs.find("setup.sh"), std::string::npos) << name << ": memrun's source in:\n" << runs;
+    EXPECT_EQ(runs.find("build/"), std::string::npos) << name << ": memrun's build in:\n" << runs;
+  }
 }
 
-// The action (docs/ci/action): composite; installs memrun (a release's .deb
-// or a build), runs the specs with --json and --junit, the shard when given,
-// and uploads both; its inputs reach the shell only through env, never
-// spliced into a script (a spec path or flag with $(...) runs nothing).
+// The action (docs/ci/action): composite; installs the released binary (or
+// one given), never builds; runs the specs with --json and --junit, the
+// shard when given, and uploads both; without specs only installs. Its
+// inputs reach the shell only through env, never spliced into a script (a
+// spec path or flag with $(...) runs nothing).
 TEST(CiExamples, GithubActionRunsSpecsAndUploadsTheReports) {
   YAML::Node a = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/action/action.yml");
   EXPECT_EQ(a["runs"]["using"].as<std::string>(), "composite");
-  for (const char* input : {"specs", "version", "shard", "jobs", "args", "artifact"})
+  for (const char* input : {"specs", "version", "binary", "shard", "jobs", "args", "artifact"})
     EXPECT_TRUE(a["inputs"][input]) << input;
-  EXPECT_TRUE(a["inputs"]["specs"]["required"].as<bool>());
+  EXPECT_EQ(a["inputs"]["specs"]["default"].as<std::string>(), "");
   bool installs = false, runs = false, uploads = false;
   for (const auto& step : a["runs"]["steps"]) {
     if (step["run"]) {
       std::string run = step["run"].as<std::string>();
       EXPECT_EQ(run.find("${{"), std::string::npos) << "an expression spliced into a script:\n" << run;
       EXPECT_EQ(step["shell"].as<std::string>(), "bash");
-      if (run.find("apt-get install") != std::string::npos && run.find("setup.sh\" install") != std::string::npos)
+      EXPECT_EQ(run.find("setup.sh"), std::string::npos) << "the action builds memrun:\n" << run;
+      if (run.find("/releases/download}/v$VERSION/memrun-linux-x86_64") != std::string::npos &&
+          run.find("install -m 0755 -o root -g root \"$BINARY\" /usr/local/bin/memrun") != std::string::npos)
         installs = true;
       if (run.find("memrun)\" \"${specs[@]}\" \"${shard[@]}\"") != std::string::npos &&
           run.find("--json \"$out.json\" --junit \"$out.xml\"") != std::string::npos &&
-          run.find("shard=(--shard \"$SHARD\")") != std::string::npos)
+          run.find("shard=(--shard \"$SHARD\")") != std::string::npos) {
+        EXPECT_EQ(step["if"].as<std::string>(), "inputs.specs != ''");
         runs = true;
+      }
     }
     if (step["uses"] && step["uses"].as<std::string>().rfind("actions/upload-artifact", 0) == 0) {
       EXPECT_NE(step["if"].as<std::string>().find("always()"), std::string::npos);
@@ -279,21 +303,21 @@ TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
   ASSERT_TRUE(compare.IsMap());
   EXPECT_EQ(compare["needs"].as<std::string>(), "merge");
   EXPECT_NE(compare["if"].as<std::string>().find("pull_request"), std::string::npos);
-  bool this_run = false, base = false, compared = false;
-  for (const auto& step : compare["steps"]) {
+  bool this_run = false;
+  for (const auto& step : compare["steps"])
     if (step["uses"] && step["uses"].as<std::string>().rfind("actions/download-artifact", 0) == 0 &&
         step["with"]["name"].as<std::string>() == "memrun-report")
       this_run = true;
-    if (step["run"] && step["run"].as<std::string>().find("gh run download") != std::string::npos &&
-        step["run"].as<std::string>().find("--name memrun-report --dir base") != std::string::npos)
-      base = true;
-    if (step["run"] &&
-        step["run"].as<std::string>().find("memrun compare base/memrun.json memrun.json --markdown") != std::string::npos)
-      compared = true;
-  }
   EXPECT_TRUE(this_run);
-  EXPECT_TRUE(base);
-  EXPECT_TRUE(compared);
+  std::string runs = scripts_of(compare["steps"]);
+  // A base branch without a successful run yet (a first pull request)
+  // gives no run id: nothing is downloaded, and the comparison says so.
+  EXPECT_NE(runs.find("--jq '.[0].databaseId // empty'"), std::string::npos) << runs;
+  EXPECT_NE(runs.find("if [ -n \"$run_id\" ]; then\n  gh run download \"$run_id\" --name memrun-report --dir base"),
+            std::string::npos)
+      << runs;
+  EXPECT_NE(runs.find("if [ ! -f base/memrun.json ]; then"), std::string::npos) << runs;
+  EXPECT_NE(runs.find("memrun compare base/memrun.json memrun.json --markdown"), std::string::npos) << runs;
   // The report the compare job takes as the base is the one merge uploads.
   bool uploaded = false;
   for (const auto& step : w["jobs"]["merge"]["steps"])
@@ -306,11 +330,15 @@ TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
 TEST(CiExamples, GitlabCi) {
   YAML::Node g = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/gitlab-ci.yml");
   EXPECT_EQ(g["memory"]["parallel"].as<int>(), 3);
-  std::string script;
+  std::string script, install;
   for (const auto& line : g["memory"]["script"]) script += line.as<std::string>();
-  EXPECT_NE(script.find("--shard ${CI_NODE_INDEX}/${CI_NODE_TOTAL}"), std::string::npos);
+  for (const auto& line : g[".memrun"]["before_script"]) install += line.as<std::string>() + "\n";
+  EXPECT_NE(script.find("--shard \"$CI_NODE_INDEX/$CI_NODE_TOTAL\""), std::string::npos) << script;
+  EXPECT_NE(install.find("\"$MEMRUN_RELEASES/v$MEMRUN_VERSION/memrun-linux-x86_64\""), std::string::npos) << install;
+  for (const char* job : {"memory", "memory-merge"}) EXPECT_EQ(g[job]["extends"].as<std::string>(), ".memrun");
   EXPECT_EQ(g["memory"]["artifacts"]["reports"]["junit"].as<std::string>(), "memrun-*.xml");
   EXPECT_EQ(g["memory-merge"]["needs"][0].as<std::string>(), "memory");
+  EXPECT_EQ((script + install).find("setup.sh"), std::string::npos);
 }
 
 }  // namespace

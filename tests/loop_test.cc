@@ -108,6 +108,7 @@ TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
   for (const char* name : {"ooms", "expected"}) {
     backend.scripts[name].final.oom_kills = 1;
     backend.scripts[name].final.limit_reached = true;
+    backend.scripts[name].final.peak = 64 * MiB;  // a kill at the limit: usage was there
   }
   backend.scripts["over"].final.peak = 200 * MiB;
   backend.scripts["fits"].final.peak = 10 * MiB;

@@ -107,8 +107,9 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
     EXPECT_EQ(reason(a), reason(b));
     // Peaks: within 2 MiB. Shared pages of the workload's binary and
     // libraries are charged to whichever group touches them first, which
-    // differs between runs whatever -j is.
-    EXPECT_NEAR(a["peak_bytes"].get<double>(), b["peak_bytes"].get<double>(), 2.0 * MiB);
+    // differs between runs whatever -j is. Not the tree's: how far its
+    // children's 20 MiB overlap is the scheduler's.
+    if (a["name"] != "tree") EXPECT_NEAR(a["peak_bytes"].get<double>(), b["peak_bytes"].get<double>(), 2.0 * MiB);
   }
 }
 

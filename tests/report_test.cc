@@ -115,7 +115,7 @@ TEST(Decide, SwapCountsInTheHeadroomAndIsReported) {
 
 TEST(Decide, OomNeedsAKernelOomKillNotJustSigkill) {
   Fixture f;
-  Observation killed = Fixture::exited(-1, 1);
+  Observation killed = Fixture::exited(-1, 64 * MiB);
   killed.signal = 9;
   Verdict r = decide(f.spec.tests[0], killed);
   EXPECT_EQ(r.outcome, Outcome::fail);
@@ -135,8 +135,10 @@ TEST(Decide, AKillUnderALimitTheTestSetItselfIsNotItsOom) {
   o.kernel.oom_kills = 1;
   Verdict r = decide(f.spec.tests[0], o);
   EXPECT_EQ(r.outcome, Outcome::pass) << r.reason;
-  // At its own limit, a child's kill is the test's OOM even when it exits 0.
+  // At its own limit, a child's kill is the test's OOM even when it exits 0
+  // (its usage was at the limit then).
   o.kernel.limit_reached = true;
+  o.kernel.peak = 64 * MiB;
   EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::oom);
   // A kill that took it down under a limit it set itself is a failure,
   // never an OOM `expect: oom` accepts.
@@ -157,6 +159,7 @@ TEST(Decide, AKillUnderALimitTheTestSetItselfIsNotItsOom) {
   EXPECT_EQ(decide(spec.tests[0], o).outcome, Outcome::fail);
   o.kernel.limit_reached = false;
   o.kernel.oom_at_limit = true;
+  o.kernel.peak = 256 * MiB;
   EXPECT_EQ(decide(spec.tests[0], o).outcome, Outcome::oom);
   EXPECT_TRUE(decide(spec.tests[0], o).passed);
   // The machine's OOM killer (the log's global_oom, oom_memcg "/") reached
@@ -233,6 +236,38 @@ TEST(Decide, ThePlaceholderOfAnUnstartedTestIsNoVerdict) {
   r = decide(f.spec.tests[0], cut);
   EXPECT_EQ(r.outcome, Outcome::interrupted);
   EXPECT_FALSE(r.passed);
+}
+
+TEST(Decide, AnOomUnderALimitTheTestLoweredIsNeverMemrunsOom) {
+  Spec spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, expect: oom}\n", "s.yaml", tmp());
+  Observation o = Fixture::exited(-1, 64 * MiB);
+  o.signal = 9;
+  o.kernel.oom_kills = 1;
+  o.kernel.oom_at_limit = true;
+  EXPECT_TRUE(decide(spec.tests[0], o).passed) << "a kill at the limit: its peak is there";
+  // A huge page's charge failed 2 MiB short of the limit: still memrun's.
+  o.kernel.peak = 62 * MiB;
+  EXPECT_TRUE(decide(spec.tests[0], o).passed);
+  // The test lowered its (sealed leaf's) limit to 8 MiB and left it there.
+  o.kernel.peak = 8 * MiB;
+  o.kernel.limit_at_end = 8 * MiB;
+  Verdict lowered = decide(spec.tests[0], o);
+  EXPECT_FALSE(lowered.passed);
+  EXPECT_NE(lowered.reason.find("limit was 8.00 MiB at the end, not the 64.0 MiB memrun set: the test lowered it"),
+            std::string::npos)
+      << lowered.reason;
+  // ... or put it back before its end: the kernel's peak stayed far below.
+  o.kernel.limit_at_end = 64 * MiB;
+  Verdict put_back = decide(spec.tests[0], o);
+  EXPECT_FALSE(put_back.passed);
+  EXPECT_NE(put_back.reason.find("OOM-killed with the kernel's peak at 8.00 MiB, far below its limit 64.0 MiB"),
+            std::string::npos)
+      << put_back.reason;
+  // The kernel keeps whole pages of a limit that is not a multiple of one.
+  Spec odd = parse_spec("tests:\n  - {name: t, run: x, memory: 10000000}\n", "s.yaml", tmp());
+  Observation ok = Fixture::exited(0, MiB / 2);
+  ok.kernel.limit_at_end = 10000000 / 4096 * 4096;
+  EXPECT_TRUE(decide(odd.tests[0], ok).passed) << decide(odd.tests[0], ok).reason;
 }
 
 // A test that exited 0 with a 1 MiB kernel peak, before its verdict.

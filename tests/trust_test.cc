@@ -70,6 +70,25 @@ TEST_F(Trust, ATestThatRaisesItsLimitNeverPasses) {
   EXPECT_EQ(t["limit_at_end_bytes"], 1u << 30) << t;
 }
 
+TEST_F(Trust, AnOomUnderALimitTheTestLoweredNeverMeetsExpectOom) {
+  // As root a test can lower the limit it reaches (sealed: its leaf's; else
+  // its group's) and be OOM-killed under it: `expect: oom` is never met by
+  // a limit the test chose, whether it left the limit lowered or put it
+  // back after a child was killed under it.
+  std::string lower = "lower() { if [ -e $1/memory.max ]; then echo $2 > $1/memory.max; "
+                      "else echo $2 > $1/memory.limit_in_bytes; fi; }; ";
+  std::string left = kFindGroup + lower + "lower $G 8M || exit 99; exec {W} --touch 32MiB";
+  std::string back = kFindGroup + lower + "lower $G 8M || exit 99; {W} --touch 32MiB; lower $G 64M || exit 98; exit 0";
+  auto run = run_spec(dir, "tests:\n  - {name: left, run: " + yaml_quoted(left) + ", memory: 64MiB, expect: oom}\n"
+                           "  - {name: back, run: " + yaml_quoted(back) + ", memory: 64MiB, expect: oom}\n");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  for (const char* name : {"left", "back"}) {
+    const auto& t = test_named(run, name);
+    EXPECT_FALSE(t["passed"]) << t.dump();
+    EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit"), std::string::npos) << t.dump();
+  }
+}
+
 // Shell lines that raise the limit of the group in $1 (and its swap limit,
 // which v1 keeps at or above it) to 1G, or put both back to 32M.
 const std::string kRaiseAndLower =

@@ -92,7 +92,8 @@ size_t entries(const std::string& dir) {
 }
 
 // A barrier between tests that must run at the same moment: notes this
-// process in `dir`, then waits until `count` have. Exits 3 after 60 s, so a
+// process in `dir`, then waits until `count` have. Exits 3 after 300 s (an
+// emulated CPU under load starts forty tests in over a minute), so a
 // runner that never ran them together fails the test instead of hanging it.
 void arrive(const std::string& dir, int count) {
   if (dir.empty()) return;
@@ -101,8 +102,8 @@ void arrive(const std::string& dir, int count) {
   std::string mark = dir + "/arrived-XXXXXX";
   int fd = ::mkstemp(mark.data());
   if (fd >= 0) ::close(fd);
-  if (!wait_until([&] { return entries(dir) >= static_cast<size_t>(count); }, std::chrono::seconds(60))) {
-    std::fprintf(stderr, "memrun-workload: only %zu of %d tests reached the barrier in %s within 60 s\n",
+  if (!wait_until([&] { return entries(dir) >= static_cast<size_t>(count); }, std::chrono::seconds(300))) {
+    std::fprintf(stderr, "memrun-workload: only %zu of %d tests reached the barrier in %s within 300 s\n",
                  entries(dir), count, dir.c_str());
     std::exit(3);
   }

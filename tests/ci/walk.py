@@ -3,7 +3,10 @@
 with --gitlab, a GitLab CI pipeline's: see GitLab below), on
 this machine, as the user that runs it: the jobs in the order of their
 `needs`, each matrix combination in turn, every `run:` step with bash, a
-local composite action's steps (`uses: ./path`) with its inputs filled in.
+local composite action's steps (`uses: ./path`) with its inputs filled in,
+and a published one's (`uses: OWNER/REPO/PATH@REF`) from a local copy of
+that repository (--action-repo OWNER/REPO=DIR), laid out under
+RUNNER_TEMP/_actions/OWNER/REPO/REF as a runner checks it out.
 Steps taken from the workflow and action files themselves, never copied.
 
 What a runner does that this cannot (the network, a fresh machine per
@@ -12,8 +15,9 @@ checkout, made by the caller), `actions/upload-artifact` copies the files it
 names into ARTIFACTS/NAME, `actions/download-artifact` copies them back.
 Any other `uses:` is an error: nothing is skipped unseen.
 
-    walk.py WORKFLOW --workspace DIR --artifacts DIR [--event push]
-    walk.py --gitlab .gitlab-ci.yml --workspace DIR --artifacts DIR
+    walk.py WORKFLOW --workspace DIR --artifacts DIR [--event push|pull_request]
+            [--action-repo OWNER/REPO=DIR]...
+    walk.py --gitlab .gitlab-ci.yml --workspace DIR --artifacts DIR [--variable K=V]...
 
 Exit 0 when every job that ran passed; each step's output is shown.
 """
@@ -183,7 +187,9 @@ class Job:
         return self.name + ("" if not self.matrix else " (" + ", ".join(f"{k}={v}" for k, v in self.matrix.items()) + ")")
 
     def context(self, extra=None):
-        c = {"github": dict(self.walk.github), "matrix": self.matrix, "env": self.env, "runner": {"temp": self.temp},
+        env = {k: str(v) for k, v in (self.walk.workflow.get("env") or {}).items()}
+        env.update(self.env)
+        c = {"github": dict(self.walk.github), "matrix": self.matrix, "env": env, "runner": {"temp": self.temp},
              "needs": self.walk.needs_context(self.spec)}
         c.update(extra or {})
         return c
@@ -240,11 +246,19 @@ class Job:
             return self.download(given)
         if uses.startswith("./"):
             return self.composite(os.path.join(self.walk.workspace, uses[2:]), given, context)
+        m = re.fullmatch(r"([^/@]+/[^/@]+)(?:/([^@]+))?@(.+)", uses)
+        if m and m.group(1) in self.walk.action_repos:
+            # As a runner checks out a used action: _actions/OWNER/REPO/REF.
+            top = os.path.join(self.walk.actions_dir, m.group(1), m.group(3))
+            if not os.path.isdir(top):
+                shutil.copytree(self.walk.action_repos[m.group(1)], top, symlinks=True)
+            return self.composite(os.path.join(top, m.group(2) or ""), given, context)
         raise WalkError(f"the walk does not know the action {uses}")
 
     def run_step(self, step, context):
         script = expand(step["run"], context)
         env = dict(os.environ)
+        env.update(expand({k: str(v) for k, v in (self.walk.workflow.get("env") or {}).items()}, context))
         env.update(self.env)
         env.update(expand({k: str(v) for k, v in (step.get("env") or {}).items()}, context))
         output = os.path.join(self.temp, "step-output")
@@ -362,12 +376,17 @@ def read_outputs(path):
 # --- the workflow ---------------------------------------------------------
 
 class Walk:
-    def __init__(self, workflow, workspace, artifacts, event):
+    def __init__(self, workflow, workspace, artifacts, event, action_repos=None):
         self.workflow = yaml.safe_load(open(workflow))
         self.workspace = os.path.abspath(workspace)
         self.artifacts = os.path.abspath(artifacts)
-        self.github = {"event_name": event, "workspace": self.workspace, "token": "", "base_ref": "",
-                       "ref": "refs/heads/main", "repository": "local/memrun"}
+        self.action_repos = action_repos or {}
+        self.actions_dir = tempfile.mkdtemp(prefix="runner-actions-")
+        pr = event == "pull_request"
+        self.github = {"event_name": event, "workspace": self.workspace, "token": "",
+                       "base_ref": "main" if pr else "", "head_ref": "change" if pr else "",
+                       "ref": "refs/pull/1/merge" if pr else "refs/heads/main", "repository": "local/project",
+                       "workflow": self.workflow.get("name") or os.path.basename(workflow)}
         self.results = {}
 
     def needs_context(self, spec):
@@ -415,14 +434,32 @@ class GitLab:
 
     KEYWORDS = {"stages", "variables", "default", "workflow", "include", "image", "services", "cache"}
 
-    def __init__(self, pipeline, workspace, artifacts):
+    def __init__(self, pipeline, workspace, artifacts, variables=None):
         self.pipeline = yaml.safe_load(open(pipeline))
         self.workspace = os.path.abspath(workspace)
         self.artifacts = os.path.abspath(artifacts)
+        self.variables = variables or {}
+
+    def resolved(self, name, job, seen=()):
+        """The job with what it `extends:` merged in, as GitLab merges it
+        (the job's own keys win; hashes merged, other values replaced)."""
+        parents = job.get("extends") or []
+        parents = [parents] if isinstance(parents, str) else parents
+        merged = {}
+        for parent in parents:
+            if parent in seen or parent not in self.pipeline:
+                raise WalkError(f"job {name}: cannot extend {parent}")
+            for k, v in self.resolved(parent, self.pipeline[parent], seen + (parent,)).items():
+                merged[k] = dict(merged[k], **v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        for k, v in job.items():
+            if k != "extends":
+                merged[k] = dict(merged[k], **v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        return merged
 
     def jobs(self):
         stages = self.stages = self.pipeline.get("stages") or ["build", "test", "deploy"]
-        jobs = [(n, j) for n, j in self.pipeline.items() if n not in self.KEYWORDS and not n.startswith(".")]
+        jobs = [(n, self.resolved(n, j)) for n, j in self.pipeline.items()
+                if n not in self.KEYWORDS and not n.startswith(".")]
         for name, job in jobs:
             if job.get("stage", "test") not in stages:
                 raise WalkError(f"job {name}: stage {job.get('stage')} is not in stages:")
@@ -457,7 +494,9 @@ class GitLab:
         env = dict(os.environ, CI="true", GITLAB_CI="true", CI_PROJECT_DIR=self.workspace, **node)
         env.update({k: str(v) for k, v in (self.pipeline.get("variables") or {}).items()})
         env.update({k: str(v) for k, v in (job.get("variables") or {}).items()})
-        script = "\n".join(job.get("script") or [])
+        # Variables of the project's CI/CD settings win over the file's.
+        env.update(self.variables)
+        script = "\n".join((job.get("before_script") or []) + (job.get("script") or []))
         started = time.monotonic()
         rc = subprocess.call(["bash", "-eo", "pipefail", "-c", script], cwd=self.workspace, env=env)
         print(f"=== job {label}: {'success' if rc == 0 else f'failure (exit {rc})'} ({time.monotonic() - started:.1f} s)")
@@ -489,12 +528,17 @@ def main():
     p.add_argument("--artifacts", required=True)
     p.add_argument("--event", default="push")
     p.add_argument("--gitlab", action="store_true", help="the file is a .gitlab-ci.yml")
+    p.add_argument("--action-repo", action="append", default=[], metavar="OWNER/REPO=DIR",
+                   help="uses: OWNER/REPO/...@REF runs from a copy of DIR")
+    p.add_argument("--variable", action="append", default=[], metavar="K=V",
+                   help="a GitLab CI/CD settings variable (wins over the file's)")
     a = p.parse_args()
+    pairs = lambda items: dict(i.split("=", 1) for i in items)
     try:
         if a.gitlab:
-            ok = GitLab(a.workflow, a.workspace, a.artifacts).run()
+            ok = GitLab(a.workflow, a.workspace, a.artifacts, pairs(a.variable)).run()
         else:
-            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event).run()
+            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event, pairs(a.action_repo)).run()
     except WalkError as e:
         print(f"walk: {e}", file=sys.stderr)
         return 2
