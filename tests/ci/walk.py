@@ -16,7 +16,7 @@ names into ARTIFACTS/NAME, `actions/download-artifact` copies them back.
 Any other `uses:` is an error: nothing is skipped unseen.
 
     walk.py WORKFLOW --workspace DIR --artifacts DIR [--event push|pull_request]
-            [--action-repo OWNER/REPO=DIR]...
+            [--action-repo OWNER/REPO=DIR]... [--job NAME]...
     walk.py --gitlab .gitlab-ci.yml --workspace DIR --artifacts DIR [--variable K=V]...
 
 Exit 0 when every job that ran passed; each step's output is shown.
@@ -376,11 +376,14 @@ def read_outputs(path):
 # --- the workflow ---------------------------------------------------------
 
 class Walk:
-    def __init__(self, workflow, workspace, artifacts, event, action_repos=None):
+    def __init__(self, workflow, workspace, artifacts, event, action_repos=None, only=None):
         self.workflow = yaml.safe_load(open(workflow))
         self.workspace = os.path.abspath(workspace)
         self.artifacts = os.path.abspath(artifacts)
         self.action_repos = action_repos or {}
+        # --job: only these jobs run; those they need count as succeeded (a
+        # rerun of one job of a workflow run, as GitHub's "re-run job").
+        self.only = set(only or [])
         self.actions_dir = tempfile.mkdtemp(prefix="runner-actions-")
         pr = event == "pull_request"
         self.github = {"event_name": event, "workspace": self.workspace, "token": "",
@@ -392,7 +395,7 @@ class Walk:
     def needs_context(self, spec):
         needs = spec.get("needs") or []
         needs = [needs] if isinstance(needs, str) else needs
-        return {n: {"result": self.results.get(n, "skipped")} for n in needs}
+        return {n: {"result": self.results.get(n, "success" if self.only else "skipped")} for n in needs}
 
     def order(self):
         jobs = self.workflow["jobs"]
@@ -408,7 +411,12 @@ class Walk:
         return order
 
     def run(self):
+        unknown = self.only - set(self.workflow["jobs"])
+        if unknown:
+            raise WalkError(f"no such job: {', '.join(sorted(unknown))}")
         for name in self.order():
+            if self.only and name not in self.only:
+                continue
             spec = self.workflow["jobs"][name]
             needs = self.needs_context(spec)
             status = "success" if all(n["result"] == "success" for n in needs.values()) else "failure"
@@ -530,6 +538,7 @@ def main():
     p.add_argument("--gitlab", action="store_true", help="the file is a .gitlab-ci.yml")
     p.add_argument("--action-repo", action="append", default=[], metavar="OWNER/REPO=DIR",
                    help="uses: OWNER/REPO/...@REF runs from a copy of DIR")
+    p.add_argument("--job", action="append", default=[], help="run only this job (its needs count as succeeded)")
     p.add_argument("--variable", action="append", default=[], metavar="K=V",
                    help="a GitLab CI/CD settings variable (wins over the file's)")
     a = p.parse_args()
@@ -538,7 +547,7 @@ def main():
         if a.gitlab:
             ok = GitLab(a.workflow, a.workspace, a.artifacts, pairs(a.variable)).run()
         else:
-            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event, pairs(a.action_repo)).run()
+            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event, pairs(a.action_repo), a.job).run()
     except WalkError as e:
         print(f"walk: {e}", file=sys.stderr)
         return 2
