@@ -307,6 +307,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
   Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  prepare_runner_process(ro);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
   if (view) view->clear();
