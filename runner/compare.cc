@@ -132,7 +132,7 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   // eviction (then the kernel's exact peak is the same cold every run).
   bool working_set = o.gate == Gate::working_set ||
                      (o.gate == Gate::automatic && b.test.inputs.empty() && h.test.inputs.empty() &&
-                      b.verdict.headroom_basis == "working_set" && h.verdict.headroom_basis == "working_set");
+                      b.verdict.headroom_basis == HeadroomBasis::working_set && h.verdict.headroom_basis == HeadroomBasis::working_set);
   c.figure = working_set ? "working set" : "peak";
   auto bf = figures(b, working_set), hf = figures(h, working_set);
   c.base_lo = bf.front(), c.base = median(bf), c.base_hi = bf.back(), c.base_runs = bf.size();
