@@ -493,7 +493,10 @@ void prepare_runner_process(RunOptions& options) {
   // Daemons a test leaves behind are reparented to memrun, not to PID 1,
   // so that they can be reaped once their group is killed.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  options.oom_score_adj = protect_memrun();
+  // Once per process: a second protect_memrun() would read back memrun's
+  // own lowered value, not the one tests must get.
+  static const std::string tests_oom_score_adj = protect_memrun();
+  options.oom_score_adj = tests_oom_score_adj;
   options.open_files = raise_open_files();
 }
 
