@@ -329,7 +329,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
     comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
                                        o.comparing);
     fmt::print(con, "\n{}", comparison_text(*comparison));
-    info.comparison_json = comparison_json(*comparison);
+    info.comparison = *comparison;
   }
   auto unwritten = write_outputs(o, report ? &*report : nullptr, info, comparison ? &*comparison : nullptr);
   int compared = comparison ? exit_code_of(*comparison) : kExitOk;

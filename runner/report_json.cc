@@ -672,9 +672,9 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
   sink(",\n  \"tests\": ");
   sink(tests == 0 ? "[]" : "[\n");
   for (size_t i = 0; i < tests; ++i) sink(test_text(i) + (i + 1 < tests ? ",\n" : "\n  ]"));
-  if (!info.comparison_json.empty()) {
+  if (info.comparison) {
     // Indented to its depth, as one dump(2) of the whole would print it.
-    std::string text = info.comparison_json;
+    std::string text = comparison_json(*info.comparison);
     while (!text.empty() && text.back() == '\n') text.pop_back();
     std::string indented;
     for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
@@ -694,6 +694,8 @@ ReportData parse_report(const std::string& text, const std::string& path) {
     throw Error(kExitUsage, path + ": not a memrun report (schema " + kSchema + "); write one with --json");
   ReportData report;
   report.info = head_from(Fields(j, path));
+  if (j.contains("comparison") && !j["comparison"].is_null())
+    report.info.comparison = comparison_from_json(j["comparison"], path + ": comparison");
   const Json& setups = j["setups"];
   if (!setups.is_null() && !setups.is_array()) throw Error(kExitUsage, path + ": field 'setups' should be a list");
   for (size_t i = 0; setups.is_array() && i < setups.size(); ++i) {

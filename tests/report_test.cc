@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runner/comparison.h"
 #include "runner/error.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
@@ -814,6 +815,45 @@ TEST(ReportReader, AValidReportReadsBackAndItsRunInfoToo) {
   auto again = nlohmann::ordered_json::parse(report_text(r));
   EXPECT_EQ(again["spec_environment"], j["spec_environment"]);
   EXPECT_EQ(again["memrun_path"], j["memrun_path"]);
+}
+
+TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
+  // A run with --baseline carries its comparison; a report read back has
+  // it as data, and merge of shards keeps every shard's.
+  Comparison c;
+  c.base_name = "base.json";
+  c.head_name = "this run";
+  c.warnings = {"another kernel: 6.1 in base, 6.8 in head"};
+  TestChange up;
+  up.name = "big";
+  up.spec = "s.yaml";
+  up.line = 4;
+  up.change = Change::regressed;
+  up.figure = "peak";
+  up.base_lo = 10, up.base = 11, up.base_hi = 12, up.head_lo = 20, up.head = 21, up.head_hi = 22;
+  up.base_runs = up.head_runs = 3;
+  up.allowed = 5;
+  up.base_outcomes = up.head_outcomes = "pass 3/3";
+  up.note = "noted";
+  TestChange failed = up;
+  failed.name = "other";
+  failed.change = Change::failed_in_head;
+  failed.base = failed.head = failed.base_lo = failed.base_hi = failed.head_lo = failed.head_hi = 0;  // not measured
+  failed.reason = "oom";
+  c.tests = {up, failed};
+  ReportData shard = parse_report(valid_report().dump(), "r.json");
+  shard.info.comparison = c;
+  ReportData back = parse_report(report_text(shard), "r.json");
+  ASSERT_TRUE(back.info.comparison);
+  EXPECT_EQ(comparison_json(*back.info.comparison), comparison_json(c));
+  ReportData merged = merge_reports({back}, {"r.json"});
+  ASSERT_TRUE(merged.info.comparison) << "merge dropped the comparison";
+  EXPECT_EQ(comparison_json(*merged.info.comparison), comparison_json(c));
+  EXPECT_EQ(nlohmann::ordered_json::parse(report_text(merged))["comparison"]["tests"].size(), 2u);
+  // A comparison that is not one is refused, naming it.
+  auto j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["change"] = "worse";
+  EXPECT_NE(refusal(j).find("r.json: comparison: test 'big' has the change"), std::string::npos) << refusal(j);
 }
 
 TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
