@@ -9,7 +9,8 @@
 //   Group::kill_step -> every process in the group, however it detached;
 //                       called again until the group is empty
 //   Group::remove_step -> rmdir of the subtree, retried while EBUSY
-// kill_all and destroy do the same for callers without an event loop.
+// kill_all_blocking and destroy_blocking do the same for callers without an
+// event loop; they wait. Nothing else here waits, destructors included.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,7 @@ struct Placement {
 /// The normalized part of memory.stat that explains where memory went.
 struct Breakdown {
   uint64_t anon = 0, file = 0, kernel = 0, shmem = 0, sock = 0;
+  bool operator==(const Breakdown&) const = default;
 };
 
 /// A sample taken while the test runs.
@@ -127,10 +129,13 @@ struct Final {
   /// memory cgroup). They are killed with the rest. (The runner adds those
   /// it saw leave while the test ran, on every backend.)
   uint64_t escaped = 0;
+  bool operator==(const Final&) const = default;
 };
 
-/// One test's cgroup. Destroyed (processes killed, directory removed) by
-/// destroy() or, as a last resort, by the destructor.
+/// One test's cgroup. Removed by remove_step() (a loop retries it on a
+/// timer) or destroy_blocking(); the destructor, as a last resort, makes
+/// one attempt (kill, rmdir) and never waits: what is still busy then is
+/// left for gc.
 class Group {
  public:
   virtual ~Group() = default;
@@ -156,7 +161,7 @@ class Group {
   virtual std::string outside(int pid) const = 0;
   /// Current usage; a handful of small reads, cheap enough to sample often.
   virtual Usage usage() const = 0;
-  /// Reads every figure; call after the test ended and before destroy().
+  /// Reads every figure; call after the test ended and before its removal.
   virtual Final finish() const = 0;
   /// memory.pressure's `full` total in microseconds: how long all of the
   /// group's tasks were stalled on memory at once (reclaim, refaults), its
@@ -167,7 +172,7 @@ class Group {
   /// may keep it for diagnostics; the cgroupfs backends need nothing.
   virtual void started(int pid) { (void)pid; }
   /// Sends `sig` once to every process of the group and its sub-groups: a
-  /// polite SIGTERM before kill_all, which a process may catch.
+  /// polite SIGTERM before the kill, which a process may catch.
   virtual void signal_all(int sig) = 0;
   /// Kills every process in the group and its sub-groups (a test may make
   /// them) once, and returns at once: true when no process is left. Never
@@ -180,17 +185,20 @@ class Group {
   /// process has not finished exiting: kill_step again, then retry).
   /// Throws Failure on any other error.
   virtual bool remove_step() = 0;
-  /// kill_step until it says true, for up to `timeout_ms` (for callers
-  /// without a loop: gc, probe, the destructor). Returns false if
-  /// processes remain.
-  bool kill_all(int timeout_ms = 2000);
-  /// kill_all, then remove_step until it says true (for up to 2 s).
+  /// kill_step until it says true, sleeping between tries, for up to
+  /// `timeout_ms`: for callers without a loop only (probe, a suite's
+  /// listing). Returns false if processes remain.
+  bool kill_all_blocking(int timeout_ms = 2000);
+  /// kill_all_blocking, then remove_step until it says true, sleeping
+  /// between tries, for up to 2 s: for callers without a loop only.
   /// Idempotent; throws Failure when the group cannot be removed.
-  void destroy();
+  void destroy_blocking();
 
  protected:
-  /// For the destructors of backends: destroy(), and nothing thrown.
-  void destroy_quietly() noexcept;
+  /// For the destructors of backends: a remove_step, and if the group is
+  /// still there a kill_step and another remove_step; never waits, throws
+  /// nothing.
+  void last_attempt() noexcept;
 
  private:
   bool destroyed_ = false;
@@ -225,7 +233,7 @@ class Backend {
   /// Makes a group named "probe" with a `limit` (and a pids limit), reads
   /// back what it offers, and removes it. Throws Error when it cannot.
   virtual Capabilities probe(uint64_t limit) = 0;
-  /// Removes the run's directory (after every group was destroyed).
+  /// Removes the run's directory (after every group was removed).
   virtual void close() = 0;
 };
 

@@ -149,7 +149,7 @@ bool remove_groups_step(const std::vector<std::string>& groups) {
   return true;
 }
 
-bool Group::kill_all(int timeout_ms) {
+bool Group::kill_all_blocking(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (!kill_step()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -158,9 +158,9 @@ bool Group::kill_all(int timeout_ms) {
   return true;
 }
 
-void Group::destroy() {
+void Group::destroy_blocking() {
   if (destroyed_) return;
-  kill_all(2000);
+  kill_all_blocking(2000);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!remove_step()) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -172,9 +172,11 @@ void Group::destroy() {
   destroyed_ = true;
 }
 
-void Group::destroy_quietly() noexcept {
+void Group::last_attempt() noexcept {
+  if (destroyed_) return;
   try {
-    destroy();
+    // remove_step first: a group the run's loop removed says so at once.
+    destroyed_ = remove_step() || (kill_step(), remove_step());
   } catch (...) {
   }
 }

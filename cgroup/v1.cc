@@ -53,7 +53,7 @@ class V1Group : public Group {
   /// `ancestors_limit`: the lowest limit above the group, read once per run.
   V1Group(std::string mem, std::string pids, uint64_t ancestors_limit)
       : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit) {}
-  ~V1Group() override { destroy_quietly(); }
+  ~V1Group() override { last_attempt(); }
 
   /// Opens what placement() hands out: the groups' cgroup.procs, or their
   /// sealed leaves' (`sealed`), which the test is then sealed in.
@@ -184,7 +184,7 @@ class V1Group : public Group {
   }
 
   bool remove_step() override {
-    if (removed_) return true;  // (destroy() after the run's loop removed it)
+    if (removed_) return true;  // (the destructor after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
     for (int* fd : {&usage_fd_, &limit_fd_})
@@ -304,7 +304,7 @@ class V1Backend : public Backend {
                        "(memory.kmem.tcp.limit_in_bytes); unix-socket buffers charged as kernel memory"
                      : "no: TCP buffers are not charged (this kernel has no memory.kmem.tcp.limit_in_bytes): a "
                        "test may queue any amount in TCP sockets unseen";
-    group->destroy();
+    group->destroy_blocking();
     return c;
   }
 

@@ -104,7 +104,7 @@ class V2Group : public Group {
   V2Group(std::string path, bool has_kill, uint64_t ancestors_limit, std::vector<std::string> hugetlb_events)
       : path_(std::move(path)), has_kill_(has_kill), ancestors_limit_(ancestors_limit),
         hugetlb_events_(std::move(hugetlb_events)) {}
-  ~V2Group() override { destroy_quietly(); }
+  ~V2Group() override { last_attempt(); }
 
   /// Opens what placement() hands out: for the group itself, or for its
   /// sealed leaf (`sealed`), which the test is then sealed in.
@@ -244,7 +244,7 @@ class V2Group : public Group {
   }
 
   bool remove_step() override {
-    if (removed_) return true;  // (destroy() after the run's loop removed it)
+    if (removed_) return true;  // (the destructor after the run's loop removed it)
     if (dir_fd_ >= 0) ::close(dir_fd_);
     if (procs_fd_ >= 0) ::close(procs_fd_);
     if (init_procs_fd_ >= 0) ::close(init_procs_fd_);
@@ -371,7 +371,7 @@ class V2Backend : public Backend {
     c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
     c.sealed = sealed_sentence(seal_);
     c.sockets = "charged with the rest of the test's memory (memory.stat sock)";
-    group->destroy();
+    group->destroy_blocking();
     return c;
   }
 

@@ -64,7 +64,9 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
         p.limit_reached = r.observed.kernel.limit_reached;
       }
     } observer(p);
-    auto results = run_plan(plan, backend, {}, observer);
+    RunOptions options;
+    prepare_runner_process(options);
+    auto results = run_plan(plan, backend, options, observer);
     if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");
     p.passed = p.last.outcome == Outcome::pass;
   }

@@ -307,6 +307,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
   Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  prepare_runner_process(ro);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
   if (view) view->clear();
@@ -328,7 +329,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
     comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
                                        o.comparing);
     fmt::print(con, "\n{}", comparison_text(*comparison));
-    info.comparison_json = comparison_json(*comparison);
+    info.comparison = *comparison;
   }
   auto unwritten = write_outputs(o, report ? &*report : nullptr, info, comparison ? &*comparison : nullptr);
   int compared = comparison ? exit_code_of(*comparison) : kExitOk;

@@ -10,6 +10,7 @@
 #include <pugixml.hpp>
 
 #include "runner/ci_report.h"
+#include "runner/error.h"
 #include "runner/units.h"
 #include "runner/utf8.h"
 
@@ -132,7 +133,7 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   // eviction (then the kernel's exact peak is the same cold every run).
   bool working_set = o.gate == Gate::working_set ||
                      (o.gate == Gate::automatic && b.test.inputs.empty() && h.test.inputs.empty() &&
-                      b.verdict.headroom_basis == "working_set" && h.verdict.headroom_basis == "working_set");
+                      b.verdict.headroom_basis == HeadroomBasis::working_set && h.verdict.headroom_basis == HeadroomBasis::working_set);
   c.figure = working_set ? "working set" : "peak";
   auto bf = figures(b, working_set), hf = figures(h, working_set);
   c.base_lo = bf.front(), c.base = median(bf), c.base_hi = bf.back(), c.base_runs = bf.size();
@@ -375,6 +376,51 @@ std::string comparison_json(const Comparison& c) {
                           {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::string& where) {
+  auto refuse = [&](const std::string& why) {
+    return Error(kExitUsage, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
+  };
+  if (!j.is_object() || j.value("schema", "") != "memrun-compare/1") throw refuse("not a memrun-compare/1 object");
+  try {
+    Comparison c;
+    c.base_name = j.at("base").get<std::string>();
+    c.head_name = j.at("head").get<std::string>();
+    c.warnings = j.value("warnings", std::vector<std::string>{});
+    auto bytes = [](const nlohmann::ordered_json& v) { return v.is_null() ? uint64_t{0} : v.get<uint64_t>(); };
+    for (const auto& e : j.at("tests")) {
+      TestChange t;
+      t.name = e.at("name").get<std::string>();
+      t.spec = e.at("spec").get<std::string>();
+      t.line = e.at("line").get<int>();
+      std::string change = e.at("change").get<std::string>();
+      bool known = false;
+      for (Change k : {Change::regressed, Change::improved, Change::unchanged, Change::added, Change::gone,
+                       Change::not_comparable, Change::failed_in_head, Change::failed_in_base, Change::failed_in_both,
+                       Change::skipped})
+        if (change == to_string(k)) t.change = k, known = true;
+      if (!known) throw refuse("test '" + printable(t.name) + "' has the change " + printable(change) + ", not one memrun writes");
+      t.figure = e.at("figure").get<std::string>();
+      t.base = bytes(e.at("base_bytes"));
+      t.head = bytes(e.at("head_bytes"));
+      const auto& br = e.at("base_range_bytes");
+      const auto& hr = e.at("head_range_bytes");
+      if (!br.is_null()) t.base_lo = br.at(0).get<uint64_t>(), t.base_hi = br.at(1).get<uint64_t>();
+      if (!hr.is_null()) t.head_lo = hr.at(0).get<uint64_t>(), t.head_hi = hr.at(1).get<uint64_t>();
+      t.allowed = e.at("allowed_increase_bytes").get<uint64_t>();
+      t.base_runs = e.at("base_runs").get<size_t>();
+      t.head_runs = e.at("head_runs").get<size_t>();
+      t.base_outcomes = e.at("base_outcomes").get<std::string>();
+      t.head_outcomes = e.at("head_outcomes").get<std::string>();
+      t.reason = e.at("reason").get<std::string>();
+      t.note = e.at("note").get<std::string>();
+      c.tests.push_back(std::move(t));
+    }
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw refuse(std::string("a field is missing or of the wrong type (") + e.what() + ")");
+  }
 }
 
 std::string comparison_junit(const Comparison& c) {

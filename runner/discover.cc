@@ -145,14 +145,14 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
   } while (ready < 0 && errno == EINTR);
   bool ended = ready == 1;
   // Everything the tool started goes with it (pytest may start workers).
-  if (group) group->kill_all();
+  if (group) group->kill_all_blocking();
   else if (!ended) ::kill(child.pid, SIGKILL);
   Listing l;
   while (::waitpid(child.pid, &l.status, 0) < 0 && errno == EINTR) {
   }
   if (group) {
     l.oom_kills = group->finish().oom_kills;
-    group->destroy();
+    group->destroy_blocking();
   }
   l.out = read_back(out.get(), &l.cut), l.err = read_back(err.get(), &l.cut);
   if (with_cases_fd) l.cases = read_back(cases.get(), &l.cut);

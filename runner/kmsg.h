@@ -20,6 +20,7 @@ struct OomKill {
   /// root; "/" when the machine ran out, `global_oom`), or "" when the
   /// kernel left that line out (rate-limited).
   std::string oom_memcg;
+  bool operator==(const OomKill&) const = default;
 };
 
 /// The kernel log from the moment it is opened. Reading /dev/kmsg needs
@@ -28,7 +29,7 @@ struct OomKill {
 class KernelLog {
  public:
   KernelLog();
-  ~KernelLog();
+  virtual ~KernelLog();
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
   /// The OOM kills logged since the log was opened in the cgroup (or one of
@@ -43,11 +44,16 @@ class KernelLog {
   /// Reads what is there and returns at once: the kernel may log a kill a
   /// moment after the victim's exit was seen, so a caller that found none
   /// asks again later (the run's loop does, for up to 200 ms).
-  std::vector<OomKill> oom_kills(const std::string& group_suffix, const std::set<int>& known = {},
-                                 std::chrono::steady_clock::time_point since = {});
+  virtual std::vector<OomKill> oom_kills(const std::string& group_suffix, const std::set<int>& known = {},
+                                         std::chrono::steady_clock::time_point since = {});
   /// False when the log cannot be read (no root where dmesg is restricted):
   /// no kill will ever be found, so there is nothing to wait for.
-  bool readable() const { return fd_ >= 0; }
+  virtual bool readable() const { return fd_ >= 0; }
+
+ protected:
+  /// For a fake log (tests/fake_backend.h): opens nothing.
+  struct NoDevice {};
+  explicit KernelLog(NoDevice) {}
 
  private:
   static constexpr size_t kMaxPending = 4096;

@@ -59,6 +59,18 @@ ReportData merge_reports(std::vector<ReportData> reports, const std::vector<std:
     merged.info.ended = std::max(merged.info.ended, info.ended);
     if (!info.interrupted_by.empty()) merged.info.interrupted_by = info.interrupted_by;
     for (auto& s : reports[i].setups) merged.setups.push_back(std::move(s));
+    // Each shard compared its own tests with the baseline: the merged
+    // report's comparison holds them all.
+    if (info.comparison && i != order[0]) {
+      if (!merged.info.comparison) {
+        merged.info.comparison = std::move(info.comparison);
+      } else {
+        auto& into = *merged.info.comparison;
+        for (auto& t : info.comparison->tests) into.tests.push_back(std::move(t));
+        for (auto& w : info.comparison->warnings)
+          if (std::find(into.warnings.begin(), into.warnings.end(), w) == into.warnings.end()) into.warnings.push_back(w);
+      }
+    }
     for (auto& t : reports[i].tests) {
       if (auto [it, fresh] = where.emplace(t.test.spec + ":" + t.test.name, paths[i]); !fresh)
         throw Error(kExitUsage, "test '" + t.test.name + "' of " + t.test.spec + " appears twice: in " + it->second +

@@ -32,6 +32,7 @@ struct Timeline {
   double peak_t_s = 0;               ///< when the highest sample was taken
   /// Adds a sample (or skips it, per the stride).
   void add(double t, uint64_t cur, uint64_t a, uint64_t f);
+  bool operator==(const Timeline&) const = default;
 };
 
 /// How a test ended, as the verdict names it.
@@ -104,6 +105,7 @@ struct Observation {
   /// discarded of it.
   uint64_t stdout_bytes = 0, stderr_bytes = 0, log_discarded_bytes = 0;
   double duration_s = 0, cpu_user_s = 0, cpu_system_s = 0;
+  /// To the millisecond, as the report keeps them.
   std::chrono::system_clock::time_point started, ended;
   /// A suite's case whose tool reads its output (ToolRules): which of the
   /// pass, fail and skip expressions matched it (stdout, then stderr).
@@ -111,7 +113,23 @@ struct Observation {
   /// The last lines of stderr, then of stdout, of a test that did not pass
   /// (so that outputs made elsewhere, `memrun merge`, can show them).
   std::string log_tail;
+  bool operator==(const Observation&) const = default;
 };
+
+/// What a test's headroom is measured against (Verdict::headroom_basis).
+enum class HeadroomBasis {
+  peak,         ///< the peak: limit - peak
+  working_set,  ///< the working-set estimate: the peak was mostly page cache
+};
+/// "peak", "working_set".
+const char* to_string(HeadroomBasis basis);
+/// The basis named `text`, or nullopt.
+std::optional<HeadroomBasis> headroom_basis_named(const std::string& text);
+
+/// "exited", "timed_out", "thrashed", "interrupted", "not_started", "not_run".
+const char* to_string(Ending ending);
+/// The Ending named `text`, or nullopt.
+std::optional<Ending> ending_named(const std::string& text);
 
 /// The judgement on one observation against its spec.
 struct Verdict {
@@ -129,7 +147,7 @@ struct Verdict {
   /// "peak" when headroom is limit - peak; "working_set" (an estimate) when
   /// the peak reached the limit but the samples near it were mostly page
   /// cache, which the kernel reclaims instead of killing.
-  std::string headroom_basis = "peak";
+  HeadroomBasis headroom_basis = HeadroomBasis::peak;
   /// Bytes over the test's allowance, negative when over: the limit less
   /// the peak (or working set); with `swap:` allowed, the limit and the
   /// swap allowed less memory and swap used.
@@ -143,6 +161,7 @@ struct Verdict {
   /// Skipped because its tool disables it (GoogleTest's DISABLED_, ctest's
   /// DISABLED): never started.
   bool disabled = false;
+  bool operator==(const Verdict&) const = default;
 };
 
 /// What the spec asked of a test, as the outputs name it (a copy: a record
@@ -162,6 +181,7 @@ struct TestIdentity {
   std::optional<std::pair<double, uint64_t>> max_increase;  ///< percent, bytes
   std::vector<std::string> inputs;  ///< the spec's `inputs` (evicted before each run)
   double timeout_s = 0;             ///< the spec's `timeout`
+  bool operator==(const TestIdentity&) const = default;
 };
 
 /// The figures of one run of a test, as a comparison needs them (--repeat
@@ -171,6 +191,7 @@ struct RunFigures {
   Outcome outcome = Outcome::error;
   bool passed = false;
   double duration_s = 0;
+  bool operator==(const RunFigures&) const = default;
 };
 
 /// One test's record: identity, observation, verdict, and the figures of
@@ -180,6 +201,7 @@ struct TestRecord {
   Observation observed;
   Verdict verdict;
   std::vector<RunFigures> runs;
+  bool operator==(const TestRecord&) const = default;
 };
 
 /// The record of a test run several times (--repeat): the runs' figures
@@ -204,6 +226,7 @@ struct SetupRecord {
   std::string spec;
   bool ran = false;  ///< false: its outputs were up to date
   std::optional<TestRecord> result;
+  bool operator==(const SetupRecord&) const = default;
 };
 
 /// Tests passed, failed and skipped among some records (a skipped test,

@@ -68,11 +68,11 @@ void Console::test(const TestRecord& r) const {
   std::string headroom = "-";
   if (memory != "-") {
     headroom = fmt::format("headroom {} ({:.0f}%)", format_signed_size(v.headroom), v.headroom_pct);
-    if (v.headroom_basis == "working_set") headroom += " excl. page cache";
+    if (v.headroom_basis == HeadroomBasis::working_set) headroom += " excl. page cache";
   }
   fmt::print(out_, "{}  {:<{}}  {:<16} {:<28} {:<36} {}\n", verdict, r.test.name, width_, outcome, memory,
              headroom, format_duration(o.duration_s));
-  if (v.headroom_basis == "working_set")
+  if (v.headroom_basis == HeadroomBasis::working_set)
     fmt::print(out_, "      {}; working set ~{} (sampled), {} of reclaimable cache at the end\n",
                v.peak + v.limit / 50 >= v.limit ? "the kernel peak is the limit because page cache filled it"
                                                 : "page cache made up much of the kernel peak",

@@ -159,6 +159,9 @@ class Fields {
   void require(const char* key) const {
     if (!find(key)) throw missing(key);
   }
+  /// Whether the entry has `key` at all, null included: a report written
+  /// before the field existed has not.
+  bool has(const char* key) const { return j_.contains(key); }
   Fields object(const char* key) const {
     const Json* v = find(key);
     static const Json empty = Json::object();
@@ -253,6 +256,8 @@ std::vector<OomKill> victims_from(const Fields& t) {
 Json timeline_json(const TestRecord& r) {
   const Timeline& tl = r.observed.timeline;
   return {{"interval_s", tl.interval_s * tl.stride},
+          {"stride", tl.stride},
+          {"skipped", tl.skipped},
           {"t_s", tl.t_s},
           {"current", tl.current},
           {"anon", tl.anon},
@@ -262,12 +267,18 @@ Json timeline_json(const TestRecord& r) {
 
 Timeline timeline_from(const Fields& tl) {
   Timeline out;
-  out.interval_s = tl.seconds("interval_s");
+  out.stride = static_cast<int>(tl.integer("stride", 1, INT_MAX, 1));
+  out.skipped = static_cast<int>(tl.integer("skipped", 0, INT_MAX));
+  // Written times the stride (the points' spacing); a power of two, so the
+  // division is exact.
+  out.interval_s = tl.seconds("interval_s") / out.stride;
   out.t_s = tl.seconds_list("t_s");
   out.current = tl.byte_list("current");
   out.anon = tl.byte_list("anon");
   out.file = tl.byte_list("file");
-  out.peak_t_s = tl.object("kernel_peak").seconds("t_s");
+  // Without a point the kernel's peak is drawn at the test's end; the
+  // timeline's own peak time is then 0 (no sample was taken).
+  if (!out.t_s.empty()) out.peak_t_s = tl.object("kernel_peak").seconds("t_s");
   // One point is one entry of each array: the plots index them together.
   size_t n = out.t_s.size();
   if (out.current.size() != n || out.anon.size() != n || out.file.size() != n)
@@ -436,8 +447,8 @@ Json to_json(const TestRecord& r) {
       {"working_set_peak_bytes", v.working_set_peak},
       {"page_cache_bytes", v.page_cache},
       {"headroom_bytes", v.headroom},
-      {"headroom_pct", std::round(v.headroom_pct * 100) / 100},
-      {"headroom_basis", v.headroom_basis},
+      {"headroom_pct", v.headroom_pct},  // whole: outputs for people round it
+      {"headroom_basis", to_string(v.headroom_basis)},
       {"swap_peak_bytes", v.swap_peak},
       {"swap_bytes", v.swap_at_end},
       {"limit_reached", k.limit_reached},
@@ -483,6 +494,29 @@ Json to_json(const TestRecord& r) {
       {"runs", runs_json(r.runs)},
       {"inputs", t.inputs},
       {"timeout_s", t.timeout_s},
+      // The rest of the observation, so that a record read back is the
+      // record written (the CI outputs and --baseline read the spool).
+      {"ending", to_string(o.ending)},
+      {"start_error", null_or(o.start_error.empty(), o.start_error)},
+      {"escaped_to", null_or(o.escaped_to.empty(), o.escaped_to)},
+      {"log_error", null_or(o.log_error.empty(), o.log_error)},
+      {"sampled_working_set_bytes", o.sampled_working_set},
+      {"reclaimable_at_sampled_peak_bytes", o.reclaimable_at_sampled_peak},
+      {"sampled_swap_peak_bytes", o.sampled_swap_peak},
+      {"thrash", o.ending != Ending::thrashed && o.thrash_refaulted == 0 && o.thrash_window_s == 0 &&
+                         o.thrash_stalled_s == 0
+                     ? Json(nullptr)
+                     : Json({{"refaulted_bytes", o.thrash_refaulted},
+                             {"window_s", o.thrash_window_s},
+                             {"stalled_s", o.thrash_stalled_s}})},
+      {"matched", {{"pass", o.pass_matched}, {"fail", o.fail_matched}, {"skip", o.skip_matched}}},
+      {"kernel",
+       {{"peak_bytes", null_or(!k.peak, k.peak.value_or(0))},
+        {"effective_limit_bytes", null_or(k.effective_limit == UINT64_MAX, k.effective_limit)},
+        {"reclaimable_file_bytes", k.reclaimable_file},
+        {"swap_peak_bytes", null_or(!k.swap_peak, k.swap_peak.value_or(0))},
+        {"memory_and_swap_peak_bytes", null_or(!k.memory_and_swap_peak, k.memory_and_swap_peak.value_or(0))},
+        {"swap_at_end_bytes", k.swap_at_end}}},
   };
 }
 
@@ -522,14 +556,21 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   v.page_cache = f.bytes("page_cache_bytes");
   v.headroom = f.integer("headroom_bytes", -static_cast<int64_t>(kMaxBytes), static_cast<int64_t>(kMaxBytes));
   v.headroom_pct = f.real("headroom_pct", -1e30, 100);  // headroom is at most the allowance
-  v.headroom_basis = f.get<std::string>("headroom_basis", "peak");
+  auto basis = headroom_basis_named(f.get<std::string>("headroom_basis", "peak"));
+  if (!basis) throw Error(kExitUsage, f.where() + ": field 'headroom_basis' should be \"peak\" or \"working_set\"");
+  v.headroom_basis = *basis;
   v.swap_peak = f.bytes("swap_peak_bytes");
   v.swap_at_end = f.bytes("swap_bytes");
 
   Observation& o = r.observed;
   cgroup::Final& k = o.kernel;
-  o.ending = ending_of(v.outcome);
-  if (!v.peak_sampled) k.peak = v.peak;
+  if (f.has("ending")) {
+    auto ending = ending_named(f.get<std::string>("ending"));
+    if (!ending) throw Error(kExitUsage, f.where() + ": field 'ending' is not an ending memrun writes");
+    o.ending = *ending;
+  } else {
+    o.ending = ending_of(v.outcome);  // a report from before the field
+  }
   k.limit_reached = f.get<bool>("limit_reached");
   k.limit_at_end = f.bytes("limit_at_end_bytes", UINT64_MAX);
   o.sampled_peak = f.bytes("sampled_peak_bytes");
@@ -542,7 +583,6 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   k.stat = f.counters("memory_stat");
   k.events = f.counters("events");
   k.pressure_us = f.counters("pressure_us");
-  k.reclaimable_file = v.page_cache;
   o.cleanup_error = f.get<std::string>("cleanup_error");
   // An exit status is 0..255; a signal number 1..64 (SIGRTMAX), 128 allows for more.
   o.exit_code = static_cast<int>(f.integer("exit_code", 0, 255, -1));
@@ -567,6 +607,34 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   r.runs = runs_from(f, v, o);
   t.inputs = f.get<std::vector<std::string>>("inputs");
   t.timeout_s = f.seconds("timeout_s");
+  o.start_error = f.get<std::string>("start_error");
+  o.escaped_to = f.get<std::string>("escaped_to");
+  o.log_error = f.get<std::string>("log_error");
+  o.sampled_working_set = f.bytes("sampled_working_set_bytes");
+  o.reclaimable_at_sampled_peak = f.bytes("reclaimable_at_sampled_peak_bytes");
+  o.sampled_swap_peak = f.bytes("sampled_swap_peak_bytes");
+  Fields thrash = f.object("thrash");
+  o.thrash_refaulted = thrash.bytes("refaulted_bytes");
+  o.thrash_window_s = thrash.seconds("window_s");
+  o.thrash_stalled_s = thrash.seconds("stalled_s");
+  Fields matched = f.object("matched");
+  o.pass_matched = matched.get<bool>("pass");
+  o.fail_matched = matched.get<bool>("fail");
+  o.skip_matched = matched.get<bool>("skip");
+  if (f.has("kernel")) {
+    Fields kf = f.object("kernel");
+    if (!kf.raw("peak_bytes").is_null()) k.peak = kf.bytes("peak_bytes");
+    k.effective_limit = kf.raw("effective_limit_bytes").is_null() ? UINT64_MAX : kf.bytes("effective_limit_bytes");
+    k.reclaimable_file = kf.bytes("reclaimable_file_bytes");
+    if (!kf.raw("swap_peak_bytes").is_null()) k.swap_peak = kf.bytes("swap_peak_bytes");
+    if (!kf.raw("memory_and_swap_peak_bytes").is_null()) k.memory_and_swap_peak = kf.bytes("memory_and_swap_peak_bytes");
+    k.swap_at_end = kf.bytes("swap_at_end_bytes");
+  } else {  // a report from before the field: what the verdict says of them
+    if (!v.peak_sampled) k.peak = v.peak;
+    k.reclaimable_file = v.page_cache;
+    k.effective_limit = v.limit;
+    k.swap_at_end = v.swap_at_end;
+  }
   return r;
 }
 
@@ -604,9 +672,9 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
   sink(",\n  \"tests\": ");
   sink(tests == 0 ? "[]" : "[\n");
   for (size_t i = 0; i < tests; ++i) sink(test_text(i) + (i + 1 < tests ? ",\n" : "\n  ]"));
-  if (!info.comparison_json.empty()) {
+  if (info.comparison) {
     // Indented to its depth, as one dump(2) of the whole would print it.
-    std::string text = info.comparison_json;
+    std::string text = comparison_json(*info.comparison);
     while (!text.empty() && text.back() == '\n') text.pop_back();
     std::string indented;
     for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
@@ -626,6 +694,8 @@ ReportData parse_report(const std::string& text, const std::string& path) {
     throw Error(kExitUsage, path + ": not a memrun report (schema " + kSchema + "); write one with --json");
   ReportData report;
   report.info = head_from(Fields(j, path));
+  if (j.contains("comparison") && !j["comparison"].is_null())
+    report.info.comparison = comparison_from_json(j["comparison"], path + ": comparison");
   const Json& setups = j["setups"];
   if (!setups.is_null() && !setups.is_array()) throw Error(kExitUsage, path + ": field 'setups' should be a list");
   for (size_t i = 0; setups.is_array() && i < setups.size(); ++i) {

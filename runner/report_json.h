@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/comparison.h"
 #include "runner/files.h"
 #include "runner/record.h"
 
@@ -50,9 +51,9 @@ struct RunInfo {
   std::string cleanup_error;
   std::vector<std::string> merged_from;  ///< `memrun merge`'s inputs
   Environment environment;
-  /// With --baseline: the comparison with the baseline as JSON
-  /// (memrun-compare/1, compare.h), written as the report's "comparison".
-  std::string comparison_json;
+  /// With --baseline: the comparison with the baseline, written as the
+  /// report's "comparison" (memrun-compare/1), read back, kept by merge.
+  std::optional<Comparison> comparison;
 };
 
 /// A whole report, typed: what `memrun merge` and `repro` read.

@@ -23,12 +23,11 @@
 #include "runner/error.h"
 #include "runner/files.h"
 #include "runner/inputs.h"
+#include "runner/clock.h"
 #include "runner/running.h"
 
 namespace memrun {
 namespace {
-
-using clock = std::chrono::steady_clock;
 
 // While memrun runs tests, every signal whose default action would end
 // memrun (and that a process may catch) arrives on a signalfd instead, so
@@ -109,29 +108,26 @@ TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& rea
   return make_record(p, std::move(o));
 }
 
-itimerspec at(clock::time_point t) {
-  itimerspec spec{};
-  if (t == clock::time_point::max()) return spec;  // disarmed
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  // steady_clock is CLOCK_MONOTONIC; a zero time would disarm the timer.
-  ns = std::max<int64_t>(ns, 1);
-  spec.it_value.tv_sec = ns / 1000000000;
-  spec.it_value.tv_nsec = ns % 1000000000;
-  return spec;
-}
-
 using Done = std::function<void(size_t, TestRecord)>;
 
 class Loop {
  public:
   Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer)
-      : options_(options), observer_(observer) {
-    // Daemons a test leaves behind are reparented to memrun, not to PID 1,
-    // so that they can be reaped once their group is killed.
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+      : options_(options),
+        observer_(observer),
+        clock_(options.clock ? *options.clock : steady_clock()),
+        leftovers_(clock_) {
+    if (options.kernel_log) {
+      kernel_log_ = options.kernel_log;
+    } else {
+      own_log_ = std::make_unique<KernelLog>();
+      kernel_log_ = own_log_.get();
+    }
     context_.backend = &backend;
-    context_.oom_score_adj = protect_memrun();
-    context_.open_files = raise_open_files();
+    context_.clock = &clock_;
+    context_.leftovers = &leftovers_;
+    context_.oom_score_adj = options.oom_score_adj;
+    context_.open_files = options.open_files;
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;
     context_.pid_namespace = options.pid_namespace;
@@ -142,11 +138,39 @@ class Loop {
     watch(timer_, tag(kTimerSerial, kLoop));
     watch(evictor_.fd(), tag(kEvictorSerial, kLoop));
   }
+  // Never waits: close() drained the groups left to remove; what a failing
+  // run left goes with one attempt each (see ~RunningTest).
   ~Loop() {
-    slots_.clear();  // destroys what a failing run left (see ~RunningTest)
+    slots_.clear();
     ahead_.group.reset();
     ::close(timer_);
     ::close(epoll_);
+  }
+
+  /// The end of the run: kills what is still running (a run that failed),
+  /// then retries the groups left to remove on the loop's timer for up to
+  /// kDrain. What is still busy then stays for `memrun gc` (the backend's
+  /// close() says so). Other tests need no sampling any more: this is the
+  /// only wait of the loop not bounded by a test's next deadline.
+  void close() {
+    static constexpr auto kDrain = std::chrono::seconds(2);
+    for (auto& s : slots_) s.test->abandon();
+    slots_.clear();
+    if (ahead_.group) leftovers_.add(std::move(ahead_.group));
+    auto bound = clock_.now() + kDrain;
+    while (!leftovers_.empty() && clock_.now() < bound) {
+      epoll_event events[8];
+      int n = clock_.wait(epoll_, timer_, events, 8, std::min(bound, leftovers_.next()));
+      if (n < 0 && errno != EINTR) throw_errno(1, "epoll_wait");
+      bool signalled = false;
+      for (int i = 0; i < n; ++i) {
+        uint64_t expirations;
+        if (events[i].data.u64 == tag(kTimerSerial, kLoop)) (void)!::read(timer_, &expirations, sizeof expirations);
+        if (events[i].data.u64 == tag(kSignalSerial, kLoop)) signalled = signals_.take() != 0;
+      }
+      if (signalled) break;  // the user wants out: what is left is gc's
+      leftovers_.retry(clock_.now());
+    }
   }
 
   int interrupted_by() const { return interrupted_by_; }
@@ -173,7 +197,7 @@ class Loop {
       else done(i, unstarted(*tests[i], Ending::not_started, refusal));
     }
     bool stop_starting = false;
-    auto next_tick = clock::now() + options_.tick;
+    auto next_tick = clock_.now() + options_.tick;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = start_what_fits(tests, queue, admission, fail_fast, done);
       bool cooling = !stop_starting && !interrupted_by_ && (!evicting_.empty() || !cold_.empty());
@@ -181,7 +205,8 @@ class Loop {
       if (!stop_starting && !interrupted_by_) make_ahead(tests, queue);
       wait(next_tick);
       if (std::exchange(evicted_, false) && !take_evicted(tests, done, admission) && fail_fast) stop_starting = true;
-      auto now = clock::now();
+      auto now = clock_.now();
+      leftovers_.retry(now);
       for (auto& s : slots_) {
         RunningTest& t = *s.test;
         if (t.exited()) continue;
@@ -314,10 +339,10 @@ class Loop {
     bool stop = false;
     reap();
     find_orphans_outside();  // before a test's figures are read
-    auto now = clock::now();
+    auto now = clock_.now();
     for (auto it = slots_.begin(); it != slots_.end();) {
       RunningTest& t = *it->test;
-      bool settled = t.exited() && t.next_settle() <= now && t.settle(kernel_log_);
+      bool settled = t.exited() && t.next_settle() <= now && t.settle(*kernel_log_);
       // With fail-fast, the next test waits for this one's verdict.
       if (t.released() && !it->released && (settled || !fail_fast)) {
         admission.ended(t.planned().test->memory);
@@ -345,16 +370,15 @@ class Loop {
 
   // One wait: until an fd is ready or the nearest deadline, then handles
   // the fds (signals, logs). Deadlines are checked by the caller.
-  void wait(clock::time_point next_tick) {
-    auto next = options_.tick.count() > 0 ? next_tick : clock::time_point::max();
+  void wait(Clock::time_point next_tick) {
+    auto next = options_.tick.count() > 0 ? next_tick : Clock::time_point::max();
+    next = std::min(next, leftovers_.next());
     for (const auto& s : slots_) {
       next = std::min({next, s.test->deadline(), s.test->next_sample(), s.test->next_settle()});
       if (s.test->grace_end()) next = std::min(next, *s.test->grace_end());
     }
-    auto spec = at(next);
-    ::timerfd_settime(timer_, TFD_TIMER_ABSTIME, &spec, nullptr);
     epoll_event events[32];
-    int n = ::epoll_wait(epoll_, events, 32, -1);
+    int n = clock_.wait(epoll_, timer_, events, 32, next);
     if (n < 0 && errno != EINTR) throw_errno(1, "epoll_wait");
     for (int i = 0; i < n; ++i) {
       uint64_t serial = events[i].data.u64 >> 2;
@@ -426,8 +450,11 @@ class Loop {
 
   const RunOptions& options_;
   RunObserver& observer_;
+  Clock& clock_;
+  Leftovers leftovers_;
   SignalGuard signals_;
-  KernelLog kernel_log_;
+  std::unique_ptr<KernelLog> own_log_;
+  KernelLog* kernel_log_ = nullptr;
   RunContext context_;
   int epoll_ = -1, timer_ = -1;
   uint64_t next_serial_ = 3;  // 0 to 2 are the loop's own
@@ -445,6 +472,34 @@ class Loop {
 
 }  // namespace
 
+int SteadyClock::wait(int epoll, int timer, epoll_event* events, int max, time_point until) {
+  itimerspec spec{};  // zero: disarmed
+  if (until != time_point::max()) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until.time_since_epoch()).count();
+    ns = std::max<int64_t>(ns, 1);  // steady_clock is CLOCK_MONOTONIC; a zero time would disarm the timer
+    spec.it_value.tv_sec = ns / 1000000000;
+    spec.it_value.tv_nsec = ns % 1000000000;
+  }
+  ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &spec, nullptr);
+  return ::epoll_wait(epoll, events, max, -1);
+}
+
+Clock& steady_clock() {
+  static SteadyClock clock;
+  return clock;
+}
+
+void prepare_runner_process(RunOptions& options) {
+  // Daemons a test leaves behind are reparented to memrun, not to PID 1,
+  // so that they can be reaped once their group is killed.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Once per process: a second protect_memrun() would read back memrun's
+  // own lowered value, not the one tests must get.
+  static const std::string tests_oom_score_adj = protect_memrun();
+  options.oom_score_adj = tests_oom_score_adj;
+  options.open_files = raise_open_files();
+}
+
 int jobs_within_open_files() {
   raise_open_files();
   rlimit limit{};
@@ -453,9 +508,26 @@ int jobs_within_open_files() {
   return static_cast<int>(std::clamp<int64_t>(fit, 1, INT_MAX));
 }
 
+namespace {
+RunResults run_with(Loop& loop, const Plan& plan, const RunOptions& options, RunObserver& observer);
+}  // namespace
+
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer) {
   Loop loop(backend, options, observer);
+  try {
+    RunResults out = run_with(loop, plan, options, observer);
+    loop.close();
+    return out;
+  } catch (...) {
+    loop.close();
+    throw;
+  }
+}
+
+namespace {
+
+RunResults run_with(Loop& loop, const Plan& plan, const RunOptions& options, RunObserver& observer) {
   RunResults out;
   // Setups, one at a time and in spec order: a test may need the outputs
   // of its spec's setup, and setups are not bound by the budget.
@@ -495,5 +567,7 @@ RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions
   out.interrupted_by = loop.interrupted_by();
   return out;
 }
+
+}  // namespace
 
 }  // namespace memrun

@@ -3,6 +3,8 @@
 // decided here.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -18,6 +20,9 @@
 #include "runner/units.h"
 
 namespace memrun {
+
+class Clock;
+class KernelLog;
 
 /// Options of a run.
 struct RunOptions {
@@ -42,7 +47,22 @@ struct RunOptions {
   std::chrono::milliseconds grace{5000};
   /// How often RunObserver::tick is called; 0: never.
   std::chrono::milliseconds tick{0};
+  /// What prepare_runner_process() gave: the tests' oom_score_adj ("":
+  /// memrun's own) and RLIMIT_NOFILE ({0, 0}: memrun's own).
+  std::string oom_score_adj;
+  rlimit open_files{0, 0};
+  /// Seams for unit tests: the loop's clock (null: the steady clock) and
+  /// the kernel log it reads OOM kills from (null: /dev/kmsg).
+  Clock* clock = nullptr;
+  KernelLog* kernel_log = nullptr;
 };
+
+/// memrun's process-wide set-up for running tests, once per command that
+/// runs any: it becomes its descendants' subreaper (what a test leaves is
+/// reaped once its group is killed), lowers its own oom_score_adj (the OOM
+/// killer picks a test, never memrun) and raises its open-files limit to
+/// the hard one; `options` gets what the tests must get back.
+void prepare_runner_process(RunOptions& options);
 
 /// Everything a run produced, beyond what its observer was told.
 struct RunResults {

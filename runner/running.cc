@@ -43,18 +43,56 @@ double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.t
 RunningTest::RunningTest(const PlannedTest& planned) : planned_(&planned) {}
 
 RunningTest::~RunningTest() {
-  // Only reached early when memrun itself fails mid-run: never leave the
-  // process or the group behind.
+  // Never waits: the loop has the group by now (abandon(), remove_group()),
+  // unless memrun failed before its close; then the group's own destructor
+  // makes one attempt, and what is left is the next run's gc's.
   if (child_.pidfd >= 0) ::close(child_.pidfd);
   if (child_.status_fd >= 0) ::close(child_.status_fd);
   kill_escaped();
   for (const auto& [pid, fd] : escaped_) ::close(fd);
-  if (group_) {
-    try {
-      group_->destroy();
-    } catch (...) {
-    }
+}
+
+void RunningTest::abandon() {
+  kill_escaped();
+  if (!group_) return;
+  try {
+    group_->kill_step();
+  } catch (const cgroup::Failure&) {  // the leftovers kill again
   }
+  context_->leftovers->add(std::move(group_));
+}
+
+void Leftovers::add(std::unique_ptr<cgroup::Group> group) {
+  if (group) groups_.emplace_back(clock_.now(), std::move(group));
+}
+
+void Leftovers::retry(Clock::time_point now) {
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (it->first > now) {
+      ++it;
+      continue;
+    }
+    bool gone = true;
+    try {
+      it->second->kill_step();
+      gone = it->second->remove_step();
+    } catch (const cgroup::Failure&) {
+      // Another error than EBUSY will not pass by retrying: the group stays
+      // for gc, and the backend's close() says the run's folder is not empty.
+    }
+    if (gone) {
+      it = groups_.erase(it);
+      continue;
+    }
+    it->first = now + kRetry;
+    ++it;
+  }
+}
+
+Clock::time_point Leftovers::next() const {
+  auto next = Clock::time_point::max();
+  for (const auto& [when, group] : groups_) next = std::min(next, when);
+  return next;
 }
 
 std::unique_ptr<cgroup::Group> RunningTest::make_group(const PlannedTest& p, const RunContext& context) {
@@ -65,8 +103,9 @@ std::unique_ptr<cgroup::Group> RunningTest::make_group(const PlannedTest& p, con
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
-  observed_.started = std::chrono::system_clock::now();
-  t0_ = clock::now();
+  context_ = &context;
+  observed_.started = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  t0_ = context_->clock->now();
   interval_ = context.sample_interval;
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
@@ -90,8 +129,16 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   cmd.stderr_fd = err_->writer();
   auto failed = [&](const std::string& why) {
     observed_.start_error = why;
-    if (group_) group_->destroy();
-    group_.reset();
+    // Its process never started or was killed by launch(): the group goes
+    // now or, if the kernel still says EBUSY, on the loop's timer.
+    if (group_) {
+      try {
+        group_->kill_step();
+        if (group_->remove_step()) group_.reset();
+      } catch (const cgroup::Failure&) {
+      }
+      context.leftovers->add(std::move(group_));
+    }
     out_->finish();
     err_->finish();
     return false;
@@ -134,7 +181,7 @@ void RunningTest::sample() {
   Observation& o = observed_;
   ++o.samples;
   double t = elapsed_s();
-  auto now = clock::now();
+  auto now = context_->clock->now();
   // The timeline keeps the regular cadence; the samples in between (near
   // the limit, below) only sharpen the peak estimates.
   if (now >= next_point_) {
@@ -241,7 +288,7 @@ bool RunningTest::thrashing(const cgroup::Usage& u, clock::time_point now, uint6
   observed_.thrash_refaulted = read_back;
   observed_.thrash_window_s = std::chrono::duration<double>(now - *window_start_).count();
   deadline_ = next_sample_ = clock::time_point::max();
-  group_->kill_step();
+  kill_step();
   return true;
 }
 
@@ -259,7 +306,7 @@ void RunningTest::time_out() {
   next_sample_ = clock::time_point::max();
   // The main process dies with the rest; its exit starts the cleanup,
   // which kills again until the group is empty.
-  group_->kill_step();
+  kill_step();
 }
 
 void RunningTest::interrupt(std::chrono::milliseconds grace) {
@@ -269,12 +316,23 @@ void RunningTest::interrupt(std::chrono::milliseconds grace) {
   // SIGTERM first, as a shell's Ctrl-C or `docker stop` would: a test may
   // remove its temporary files before it goes.
   group_->signal_all(SIGTERM);
-  grace_end_ = clock::now() + grace;
+  grace_end_ = context_->clock->now() + grace;
 }
 
 void RunningTest::kill_now() {
   grace_end_.reset();
-  group_->kill_step();
+  kill_step();
+}
+
+bool RunningTest::kill_step() {
+  try {
+    return group_->kill_step();
+  } catch (const cgroup::Failure& e) {
+    // Tried again on the loop's timer, up to the cleanup's bound; then the
+    // removal says what is left. Never the test's verdict.
+    if (observed_.cleanup_error.empty()) observed_.cleanup_error = e.what();
+    return false;
+  }
 }
 
 // A test's processes stay in its group: one found elsewhere left its limit
@@ -351,8 +409,8 @@ void RunningTest::reaped(int status, const rusage& usage) {
   usage_ = usage;
   deadline_ = next_sample_ = clock::time_point::max();
   grace_end_.reset();
-  give_up_ = clock::now() + std::chrono::seconds(2);
-  next_settle_ = clock::now();
+  give_up_ = context_->clock->now() + std::chrono::seconds(2);
+  next_settle_ = context_->clock->now();
   ::close(child_.pidfd);
   child_.pidfd = -1;
   Observation& o = observed_;
@@ -360,7 +418,7 @@ void RunningTest::reaped(int status, const rusage& usage) {
   if (WIFSIGNALED(status_)) o.signal = WTERMSIG(status_);
   o.cpu_user_s = seconds(usage_.ru_utime);
   o.cpu_system_s = seconds(usage_.ru_stime);
-  o.ended = std::chrono::system_clock::now();
+  o.ended = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
   o.duration_s = elapsed_s();
 }
 
@@ -368,11 +426,11 @@ void RunningTest::after(std::chrono::microseconds delay) {
   // Backing off from 0.5 ms to 16 ms: an exiting process is usually gone
   // within a millisecond, a large one may take tens of them.
   backoff_ = backoff_.count() == 0 ? delay : std::min(backoff_ * 2, std::chrono::microseconds(16000));
-  next_settle_ = clock::now() + backoff_;
+  next_settle_ = context_->clock->now() + backoff_;
 }
 
 bool RunningTest::settle(KernelLog& kernel_log) {
-  auto now = clock::now();
+  auto now = context_->clock->now();
   switch (phase_) {
     case Phase::running: return false;
     case Phase::killing:
@@ -380,7 +438,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // dies with it; the run's reaper collects them (memrun is their
       // subreaper). Past the bound, what remains is reported by the removal.
       kill_escaped();
-      if (!group_->kill_step() && now < give_up_) {
+      if (!kill_step() && now < give_up_) {
         after(std::chrono::microseconds(500));
         return false;
       }
@@ -488,13 +546,16 @@ void RunningTest::remove_group() {
   bool gone = false;
   try {
     gone = group_->remove_step();
-    if (!gone && clock::now() >= give_up_) {
+    if (!gone && context_->clock->now() >= give_up_) {
       errno = EBUSY;
       cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot remove cgroup " + group_->path(), group_->path());
     }
   } catch (const cgroup::Failure& e) {
-    observed_.cleanup_error = e.what();
-    gone = true;  // given up on: said in the report, never in place of it
+    // Given up on: said in the report, never in place of it. The loop keeps
+    // trying to remove it on its timer until the run ends (Leftovers).
+    observed_.cleanup_error += (observed_.cleanup_error.empty() ? "" : "; ") + std::string(e.what());
+    context_->leftovers->add(std::move(group_));
+    gone = true;
   }
   if (!gone) {
     after(std::chrono::microseconds(1000));
@@ -503,14 +564,14 @@ void RunningTest::remove_group() {
   group_.reset();
   bool wait_for_victims = observed_.kernel.oom_kills > 0 && observed_.oom_victims.empty();
   phase_ = wait_for_victims ? Phase::awaiting_victims : Phase::done;
-  give_up_ = clock::now() + std::chrono::milliseconds(200);
+  give_up_ = context_->clock->now() + std::chrono::milliseconds(200);
 }
 
 TestRecord RunningTest::record() { return make_record(planned(), std::move(observed_)); }
 
 TestRecord RunningTest::not_started() {
   observed_.ending = Ending::not_started;
-  observed_.ended = std::chrono::system_clock::now();
+  observed_.ended = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
   observed_.duration_s = elapsed_s();
   return make_record(planned(), std::move(observed_));
 }

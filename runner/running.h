@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cgroup/cgroup.h"
+#include "runner/clock.h"
 #include "runner/kmsg.h"
 #include "runner/launch.h"
 #include "runner/relay.h"
@@ -19,9 +20,31 @@
 
 namespace memrun {
 
+/// Groups whose removal the kernel still refuses (EBUSY: a process has not
+/// finished exiting) once their test's record is made, or that a test left
+/// when it could not start: the loop retries each on its timer, and drains
+/// them, bounded, when it closes (Loop::close). Never waits.
+class Leftovers {
+ public:
+  explicit Leftovers(const Clock& clock) : clock_(clock) {}
+  void add(std::unique_ptr<cgroup::Group> group);
+  /// A kill and a removal attempt for each group whose retry is due.
+  void retry(Clock::time_point now);
+  /// When retry() has something to do; time_point::max() when empty.
+  Clock::time_point next() const;
+  bool empty() const { return groups_.empty(); }
+
+ private:
+  static constexpr auto kRetry = std::chrono::milliseconds(20);
+  const Clock& clock_;
+  std::vector<std::pair<Clock::time_point, std::unique_ptr<cgroup::Group>>> groups_;
+};
+
 /// What every test of a run shares.
 struct RunContext {
   cgroup::Backend* backend = nullptr;
+  const Clock* clock = nullptr;
+  Leftovers* leftovers = nullptr;
   std::string oom_score_adj;  ///< for the tests' /proc/self/oom_score_adj
   rlimit open_files{0, 0};    ///< the tests' RLIMIT_NOFILE, when memrun raised its own
   std::chrono::milliseconds sample_interval{0};
@@ -31,7 +54,7 @@ struct RunContext {
 
 class RunningTest {
  public:
-  using clock = std::chrono::steady_clock;
+  using clock = Clock;
 
   explicit RunningTest(const PlannedTest& planned);
   ~RunningTest();
@@ -67,7 +90,7 @@ class RunningTest {
   clock::time_point next_settle() const { return next_settle_; }
   /// memory.current as last sampled; read now when sampling is off.
   uint64_t current() const;
-  double elapsed_s() const { return std::chrono::duration<double>(clock::now() - t0_).count(); }
+  double elapsed_s() const { return std::chrono::duration<double>(context_->clock->now() - t0_).count(); }
 
   /// Samples usage into the timeline and the peak estimates.
   void sample();
@@ -116,6 +139,9 @@ class RunningTest {
   bool released() const { return phase_ != Phase::running && phase_ != Phase::killing; }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
+  /// The run stops before this test's cleanup is done (memrun failed):
+  /// kills what runs, once, and hands the group to the leftovers.
+  void abandon();
 
  private:
   enum class Phase { running, killing, removing, awaiting_victims, done };
@@ -128,6 +154,9 @@ class RunningTest {
   /// working_refaulted_ (see running.cc).
   void count_refaults(const cgroup::Usage& u);
   void remove_group();
+  /// Group::kill_step; a Failure is the test's cleanup_error, and the
+  /// group counts as not empty yet.
+  bool kill_step();
   /// Sets Final::oom_at_limit from the victims' `oom_memcg=` where the
   /// kernel's counters left it open.
   void oom_at_limit();
@@ -136,6 +165,7 @@ class RunningTest {
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
 
   const PlannedTest* planned_;
+  const RunContext* context_ = nullptr;
   Observation observed_;
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;

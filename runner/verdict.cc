@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "runner/record.h"
 #include "runner/spec.h"
@@ -28,6 +29,33 @@ std::optional<Outcome> outcome_named(const std::string& text) {
   for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::oom, Outcome::timeout, Outcome::thrash, Outcome::error,
                     Outcome::interrupted, Outcome::skipped})
     if (text == to_string(o)) return o;
+  return std::nullopt;
+}
+
+const char* to_string(HeadroomBasis basis) { return basis == HeadroomBasis::working_set ? "working_set" : "peak"; }
+
+std::optional<HeadroomBasis> headroom_basis_named(const std::string& text) {
+  for (HeadroomBasis b : {HeadroomBasis::peak, HeadroomBasis::working_set})
+    if (text == to_string(b)) return b;
+  return std::nullopt;
+}
+
+const char* to_string(Ending ending) {
+  switch (ending) {
+    case Ending::exited: return "exited";
+    case Ending::timed_out: return "timed_out";
+    case Ending::thrashed: return "thrashed";
+    case Ending::interrupted: return "interrupted";
+    case Ending::not_started: return "not_started";
+    case Ending::not_run: return "not_run";
+  }
+  return "not_started";
+}
+
+std::optional<Ending> ending_named(const std::string& text) {
+  for (Ending e : {Ending::exited, Ending::timed_out, Ending::thrashed, Ending::interrupted, Ending::not_started,
+                   Ending::not_run})
+    if (text == to_string(e)) return e;
   return std::nullopt;
 }
 
@@ -137,8 +165,8 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   // And a few pages of cache are no reason for an estimate: it takes 5% of
   // the limit.
   bool much_cache = r.peak - r.working_set_peak >= r.limit / 20;
-  r.headroom_basis = peak_seen && !oom && much_cache ? "working_set" : "peak";
-  uint64_t basis = r.headroom_basis == "peak" ? r.peak : r.working_set_peak;
+  r.headroom_basis = peak_seen && !oom && much_cache ? HeadroomBasis::working_set : HeadroomBasis::peak;
+  uint64_t basis = r.headroom_basis == HeadroomBasis::peak ? r.peak : r.working_set_peak;
   // Swap: what the test had there is memory it used. With `swap:` allowed,
   // the allowance is the limit plus that swap, and what was used of it is
   // memory and swap together: the kernel's joint mark on v1 (memsw), else
@@ -149,7 +177,7 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   r.swap_peak = std::max({kernel.swap_peak.value_or(0), o.sampled_swap_peak, kernel.swap_at_end});
   uint64_t allowance = r.limit + t.swap;
   uint64_t used = basis + r.swap_peak;
-  if (kernel.memory_and_swap_peak && r.headroom_basis == "peak" && t.swap > 0)
+  if (kernel.memory_and_swap_peak && r.headroom_basis == HeadroomBasis::peak && t.swap > 0)
     used = std::max(*kernel.memory_and_swap_peak, r.peak);
   r.headroom = static_cast<int64_t>(allowance) - static_cast<int64_t>(used);
   r.headroom_pct = allowance ? 100.0 * static_cast<double>(r.headroom) / static_cast<double>(allowance) : 0;

@@ -3,9 +3,44 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 
+#include "cgroup/error.h"
+
 namespace memrun::testing {
+
+int FakeClock::wait(int epoll, int, epoll_event* events, int max, time_point until) {
+  // A hold longer than this (real time) is a bug of the hold, not an exit
+  // on its way: the clock moves on rather than hang the test.
+  if (!hold_since_) hold_since_ = std::chrono::steady_clock::now();
+  const auto bound = *hold_since_ + std::chrono::seconds(5);
+  for (;;) {
+    bool held = hold && hold() && std::chrono::steady_clock::now() < bound;
+    int n = ::epoll_wait(epoll, events, max, held ? 1 : until == time_point::max() ? -1 : 0);
+    // Held: back to the loop, whose reaper collects what exited meanwhile
+    // (an orphan's exit is no event of the loop's), at the same instant.
+    if (n != 0 || held) return n;
+    hold_since_.reset();
+    now_ = std::max(now_, until);
+    return 0;
+  }
+}
+
+std::vector<OomKill> FakeKernelLog::oom_kills(const std::string& group_suffix, const std::set<int>&,
+                                              std::chrono::steady_clock::time_point) {
+  ++asked;
+  for (auto& [name, k] : kills) {
+    const std::string tail = "/" + name;
+    if (group_suffix.size() < tail.size() || group_suffix.compare(group_suffix.size() - tail.size(), tail.size(), tail))
+      continue;
+    if (!k.asked) k.asked = clock_.now();
+    if (k.taken || clock_.now() < *k.asked + k.delay) return {};
+    k.taken = true;
+    return k.victims;
+  }
+  return {};
+}
 
 // A group is a name and its limits. Its processes are the test's process
 // group: the launched child calls setsid(), so its pid is its group's id.
@@ -13,13 +48,14 @@ class FakeGroup : public cgroup::Group {
  public:
   FakeGroup(FakeBackend& backend, std::string test, const cgroup::Limits& limits)
       : backend_(backend), test_(std::move(test)), limits_(limits), path_(backend.run_path() + "/" + test_) {}
-  ~FakeGroup() override { destroy_quietly(); }
+  ~FakeGroup() override { last_attempt(); }
 
   const std::string& path() const override { return path_; }
   std::string kernel_path() const override { return path_; }
   cgroup::Placement placement() const override { return {}; }
   std::string outside(int) const override { return ""; }
   cgroup::Usage usage() const override {
+    backend_.seen[test_].samples.push_back(backend_.clock.now());
     cgroup::Usage u = script().usage;
     u.refaulted += static_cast<uint64_t>(script().refaulted_per_s * elapsed_s());
     return u;
@@ -37,19 +73,32 @@ class FakeGroup : public cgroup::Group {
   }
   void started(int pid) override {
     pid_ = pid;
-    start_ = std::chrono::steady_clock::now();
+    start_ = backend_.clock.now();
+    backend_.seen[test_].started = start_;
     backend_.running_bytes += limits_.memory_max;
     backend_.most_running_bytes = std::max(backend_.most_running_bytes, backend_.running_bytes);
     backend_.most_running_groups = std::max(backend_.most_running_groups, ++backend_.running_groups);
   }
   void signal_all(int sig) override {
-    if (pid_ > 0) ::kill(-pid_, sig);
+    if (pid_ <= 0) return;
+    ::kill(-pid_, sig);
+    // Only a SIGKILL is sure to end them: after a SIGTERM the clock must
+    // move on to the grace period's end.
+    if (sig == SIGKILL) backend_.signalled.insert(pid_);
   }
   bool kill_step() override {
+    auto& seen = backend_.seen[test_];
+    if (!seen.first_kill) seen.first_kill = backend_.clock.now();
+    if (script().fail_kill) {
+      errno = EACCES;
+      cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot write " + path_ + "/cgroup.kill", path_);
+    }
     signal_all(SIGKILL);
+    if (++seen.kill_calls < script().kill_steps) return false;
     if (pid_ > 0 && !gone_) {
       // The test's process group was its only process, and memrun reaped it.
       gone_ = true;
+      seen.emptied = backend_.clock.now();
       backend_.running_bytes -= limits_.memory_max;
       --backend_.running_groups;
     }
@@ -57,15 +106,18 @@ class FakeGroup : public cgroup::Group {
   }
   bool remove_step() override {
     if (removed_) return true;
+    auto& seen = backend_.seen[test_];
+    auto now = backend_.clock.now();
+    if (!seen.first_remove) seen.first_remove = now;
+    if (++seen.remove_calls <= script().busy_tries || now < *seen.first_remove + script().busy_for) return false;
     removed_ = true;
+    seen.removed = now;
     --backend_.live_groups;
     return true;
   }
 
  private:
-  double elapsed_s() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double elapsed_s() const { return std::chrono::duration<double>(backend_.clock.now() - start_).count(); }
   const FakeBackend::Script& script() const {
     static const FakeBackend::Script none;
     auto it = backend_.scripts.find(test_);
@@ -76,13 +128,36 @@ class FakeGroup : public cgroup::Group {
   cgroup::Limits limits_;
   std::string path_;
   int pid_ = -1;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Clock::time_point start_ = backend_.clock.now();
   bool removed_ = false, gone_ = false;
 };
+
+FakeBackend::FakeBackend() {
+  // The clock stands still while a killed process is still on its way out
+  // (kill(-pgid, 0) succeeds until the last of it was reaped: by memrun,
+  // when the test binary is the subreaper, as memrun is).
+  clock.hold = [this] {
+    for (auto it = signalled.begin(); it != signalled.end();) {
+      if (::kill(-*it, 0) == 0) return true;
+      it = signalled.erase(it);
+    }
+    return false;
+  };
+}
 
 std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, const cgroup::Limits& limits) {
   // Groups are named NNN-<test>: the scripts go by the test's name.
   std::string test = name.substr(name.find('-') + 1);
+  const Script& s = scripts[test];
+  if (s.fail_create) {
+    errno = ENOSPC;
+    cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot create cgroup " + run_path_ + "/" + name, run_path_);
+  }
+  if (s.fail_limit) {
+    errno = EINVAL;
+    cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot write " + run_path_ + "/" + name + "/memory.max",
+                       run_path_);
+  }
   created.push_back({test, limits});
   ++live_groups;
   return std::make_unique<FakeGroup>(*this, test, limits);

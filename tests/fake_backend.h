@@ -1,24 +1,70 @@
 // A cgroup backend without a kernel, the seam for testing the run's event
-// loop (admission under a budget, timeouts, interrupts, verdicts) in
-// milliseconds, as ninja tests its build loop with a fake command runner.
-// Processes still run (the loop needs real children and pidfds), in the
-// test binary's own cgroup; limits are only recorded, and the kernel's
-// figures are what a test scripts. Never a stand-in for the real-kernel
-// tests: it proves the loop's logic, not enforcement.
+// loop (admission under a budget, timeouts, interrupts, verdicts, every
+// step of a test's cleanup) in milliseconds, as ninja tests its build loop
+// with a fake command runner and a virtual clock. Processes still run (the
+// loop needs real children and pidfds), in the test binary's own cgroup;
+// limits are only recorded, the kernel's figures and how the kernel
+// answers kills and removals are what a test scripts, and time is a fake
+// clock (FakeClock) that the loop's waits advance. Never a stand-in for the
+// real-kernel tests: it proves the loop's logic, not enforcement.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/clock.h"
+#include "runner/kmsg.h"
 
 namespace memrun::testing {
 
+/// Time that moves only when the loop waits: a wait with no fd ready jumps
+/// to the loop's next deadline at once. While `hold` says true (a process
+/// was signalled and has not exited yet, in real time) it waits on the fds
+/// for real instead and the clock stands still, so that a kill and the exit
+/// it causes are one instant apart on the fake clock.
+class FakeClock : public Clock {
+ public:
+  time_point now() const override { return now_; }
+  int wait(int epoll, int timer, epoll_event* events, int max, time_point until) override;
+  void advance(std::chrono::nanoseconds by) { now_ += by; }
+  std::function<bool()> hold;
+
+ private:
+  time_point now_ = time_point(std::chrono::hours(1));
+  std::optional<std::chrono::steady_clock::time_point> hold_since_;  // real time
+};
+
+/// A kernel log whose OOM kills are scripted, by test name: `victims` are
+/// "logged" `delay` after the loop first asks for that test's.
+class FakeKernelLog : public KernelLog {
+ public:
+  struct Kills {
+    std::chrono::milliseconds delay{0};
+    std::vector<OomKill> victims;
+    std::optional<Clock::time_point> asked;
+    bool taken = false;
+  };
+  explicit FakeKernelLog(const Clock& clock) : KernelLog(NoDevice{}), clock_(clock) {}
+  std::vector<OomKill> oom_kills(const std::string& group_suffix, const std::set<int>& known,
+                                 std::chrono::steady_clock::time_point since) override;
+  bool readable() const override { return true; }
+  std::map<std::string, Kills> kills;
+  int asked = 0;  ///< calls, all tests together
+
+ private:
+  const Clock& clock_;
+};
+
 class FakeBackend : public cgroup::Backend {
  public:
+  FakeBackend();
   /// What the "kernel" reports for one test, by the test's name.
   struct Script {
     cgroup::Usage usage;  ///< every sample
@@ -29,8 +75,26 @@ class FakeBackend : public cgroup::Backend {
     /// stalled on memory (stalled_us), none where the kernel keeps none.
     double refaulted_per_s = 0;
     std::optional<double> stalled_share;
+    /// kill_step says the group is empty at its Nth call (a large process
+    /// takes a while to exit).
+    int kill_steps = 1;
+    /// remove_step says EBUSY for this many calls, or until this long
+    /// after its first call, whichever is later.
+    int busy_tries = 0;
+    std::chrono::milliseconds busy_for{0};
+    /// Failures the "kernel" answers with: the group cannot be made, its
+    /// limit cannot be written, the kill's write fails.
+    bool fail_create = false, fail_limit = false, fail_kill = false;
+  };
+  /// What happened to one test's group, on the fake clock.
+  struct Seen {
+    std::vector<Clock::time_point> samples;  ///< each usage() read
+    std::optional<Clock::time_point> started, first_kill, emptied, first_remove, removed;
+    int kill_calls = 0, remove_calls = 0;
   };
   std::map<std::string, Script> scripts;
+  std::map<std::string, Seen> seen;
+  FakeClock clock;
   /// Every group made, in order: the test's name and its limits.
   std::vector<std::pair<std::string, cgroup::Limits>> created;
   int live_groups = 0;  ///< groups made and not yet removed
@@ -40,6 +104,8 @@ class FakeBackend : public cgroup::Backend {
   /// gone and that waits for its removal, can be charged nothing.
   uint64_t running_bytes = 0, most_running_bytes = 0;
   int running_groups = 0, most_running_groups = 0;
+  /// Process groups signalled: while one of them lives, the clock holds.
+  std::set<int> signalled;
 
   std::string name() const override { return "fake"; }
   const std::string& run_path() const override { return run_path_; }

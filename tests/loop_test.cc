@@ -1,7 +1,9 @@
-// The run's event loop against a fake backend (tests/fake_backend.h): what
-// it decides (who starts when, timeouts, signals, verdicts from the
-// kernel's figures) in milliseconds, without a kernel. Enforcement itself is
-// proven by the real-kernel tests (host.*, vm.*).
+// The run's event loop against a fake backend and a fake clock
+// (tests/fake_backend.h): what it decides (who starts when, timeouts,
+// signals, thrash, every step of a test's cleanup, verdicts from the
+// kernel's figures) in milliseconds of real time, without a kernel; times
+// are asserted on the fake clock. Enforcement itself is proven by the
+// real-kernel tests (host.*, vm.*).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,8 +22,18 @@ namespace {
 
 class Collector : public RunObserver {
  public:
-  void test_done(size_t, const TestRecord& r) override { done.push_back(r.test.name); }
+  explicit Collector(const Clock& clock) : clock_(clock) {}
+  void test_done(size_t, const TestRecord& r) override {
+    done.push_back(r.test.name);
+    records.emplace(r.test.name, r);
+    at.emplace(r.test.name, clock_.now());
+  }
   std::vector<std::string> done;
+  std::map<std::string, TestRecord> records;
+  std::map<std::string, Clock::time_point> at;  ///< when each record came, on the fake clock
+
+ private:
+  const Clock& clock_;
 };
 
 class Loop : public ::testing::Test {
@@ -37,7 +49,11 @@ class Loop : public ::testing::Test {
     specs_ = {parse_spec(yaml, dir_ + "/spec.yaml", dir_)};
     plan_ = make_plan(specs_, Selection{}, dir_ + "/run");
     std::filesystem::create_directories(plan_.run_dir);
-    options.sample_interval = std::chrono::milliseconds(5);
+    if (options.sample_interval == RunOptions{}.sample_interval) options.sample_interval = std::chrono::milliseconds(5);
+    options.clock = &backend.clock;
+    options.kernel_log = &kernel_log;
+    // As `memrun run` does: what a killed test leaves is reaped by the loop.
+    prepare_runner_process(options);
     return run_plan(plan_, backend, options, collector);
   }
   /// The verdict of the test `name` (the plan is in the spec's order).
@@ -48,7 +64,8 @@ class Loop : public ::testing::Test {
   }
 
   FakeBackend backend;
-  Collector collector;
+  FakeKernelLog kernel_log{backend.clock};
+  Collector collector{backend.clock};
 
  private:
   std::string dir_;
@@ -102,6 +119,8 @@ TEST_F(Loop, ATimeoutEndsATestWithItsOwnOutcome) {
   auto r = run("tests:\n  - {name: slow, run: 'sleep 30', memory: 16MiB, timeout: 50ms}\n");
   EXPECT_EQ(named(r, "slow").outcome, Outcome::timeout);
   EXPECT_FALSE(named(r, "slow").passed);
+  EXPECT_EQ(backend.seen["slow"].first_kill, *backend.seen["slow"].started + std::chrono::milliseconds(50))
+      << "killed at its timeout on the loop's clock";
 }
 
 TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
@@ -130,7 +149,7 @@ TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
   // times), as over a slow disk. Where the kernel keeps pressure and all
   // tasks were stalled for most of the window, that is thrashing; stalled
   // without reading back, or reading back without pressure figures (v1),
-  // it is not, and the test runs to its end.
+  // it is not, and the test runs to its timeout.
   for (const char* name : {"stalled", "stalled-no-refaults", "no-pressure"}) {
     auto& script = backend.scripts[name];
     script.usage.current = 60 * MiB;
@@ -140,14 +159,16 @@ TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
   }
   RunOptions options;
   options.jobs = 3;
-  auto r = run("tests:\n  - {name: stalled, run: 'sleep 60', memory: 64MiB}\n"
-               "  - {name: stalled-no-refaults, run: 'sleep 6', memory: 64MiB}\n"
-               "  - {name: no-pressure, run: 'sleep 6', memory: 64MiB}\n",
+  auto r = run("tests:\n  - {name: stalled, run: 'sleep 600', memory: 64MiB}\n"
+               "  - {name: stalled-no-refaults, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n"
+               "  - {name: no-pressure, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n",
                options);
   EXPECT_EQ(named(r, "stalled").outcome, Outcome::thrash) << named(r, "stalled").reason;
   EXPECT_NE(named(r, "stalled").reason.find("stalled on memory for"), std::string::npos) << named(r, "stalled").reason;
-  EXPECT_EQ(named(r, "stalled-no-refaults").outcome, Outcome::pass) << named(r, "stalled-no-refaults").reason;
-  EXPECT_EQ(named(r, "no-pressure").outcome, Outcome::pass) << named(r, "no-pressure").reason;
+  EXPECT_EQ(named(r, "stalled-no-refaults").outcome, Outcome::timeout) << named(r, "stalled-no-refaults").reason;
+  EXPECT_EQ(named(r, "no-pressure").outcome, Outcome::timeout) << named(r, "no-pressure").reason;
+  // Two windows of 5 s each passed without a verdict of thrash.
+  EXPECT_GE(collector.records.at("no-pressure").observed.duration_s, 11.0);
 }
 
 TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
@@ -166,13 +187,13 @@ TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
   }
   RunOptions options;
   options.jobs = 3;
-  auto r = run("tests:\n  - {name: maps, run: 'sleep 60', memory: 64MiB}\n"
-               "  - {name: rereads, run: 'sleep 6', memory: 64MiB}\n"
-               "  - {name: 'off', run: 'sleep 6', memory: 64MiB, thrash: off}\n",
+  auto r = run("tests:\n  - {name: maps, run: 'sleep 600', memory: 64MiB}\n"
+               "  - {name: rereads, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n"
+               "  - {name: 'off', run: 'sleep 600', memory: 64MiB, thrash: off, timeout: 11s}\n",
                options);
   EXPECT_EQ(named(r, "maps").outcome, Outcome::thrash) << named(r, "maps").reason;
-  EXPECT_EQ(named(r, "rereads").outcome, Outcome::pass) << named(r, "rereads").reason;
-  EXPECT_EQ(named(r, "off").outcome, Outcome::pass) << named(r, "off").reason;
+  EXPECT_EQ(named(r, "rereads").outcome, Outcome::timeout) << named(r, "rereads").reason;
+  EXPECT_EQ(named(r, "off").outcome, Outcome::timeout) << named(r, "off").reason;
 }
 
 TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
@@ -187,6 +208,111 @@ TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
   EXPECT_EQ(named(r, "signals").outcome, Outcome::interrupted);
   EXPECT_EQ(named(r, "never").outcome, Outcome::interrupted);
   EXPECT_EQ(backend.live_groups, 0);
+}
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST_F(Loop, AStuckCleanupHoldsUpNoOtherTest) {
+  // `stuck` times out; its processes take five kills to go, and the kernel
+  // refuses to remove its group for 3 s. Meanwhile `other` is sampled at
+  // its interval, never later; `stuck` is reported after the 2 s the
+  // removal is given, with a cleanup_error and its own verdict; its group
+  // is removed by the loop's retries once the kernel lets it.
+  backend.scripts["stuck"].kill_steps = 5;
+  backend.scripts["stuck"].busy_for = seconds(3);
+  RunOptions o;
+  o.jobs = 2;
+  o.sample_interval = milliseconds(20);
+  auto r = run("tests:\n  - {name: stuck, run: 'sleep 600', memory: 16MiB, timeout: 1s}\n"
+               "  - {name: other, run: 'sleep 600', memory: 16MiB, timeout: 8s}\n",
+               o);
+  const auto& stuck = backend.seen["stuck"];
+  EXPECT_EQ(named(r, "stuck").outcome, Outcome::timeout);
+  const TestRecord& record = collector.records.at("stuck");
+  EXPECT_NE(record.observed.cleanup_error.find("cannot remove cgroup"), std::string::npos)
+      << record.observed.cleanup_error;
+  ASSERT_TRUE(stuck.first_kill && stuck.emptied && stuck.first_remove && stuck.removed);
+  EXPECT_GE(stuck.kill_calls, 5);
+  EXPECT_GT(*stuck.emptied, *stuck.first_kill) << "the kill took steps on the loop's timer";
+  EXPECT_GE(collector.at.at("stuck") - *stuck.first_remove, seconds(2));
+  EXPECT_LT(collector.at.at("stuck"), *stuck.removed) << "the record waited for the group";
+  EXPECT_GE(*stuck.removed - *stuck.first_remove, seconds(3));
+  EXPECT_EQ(backend.live_groups, 0) << "the loop's retries removed it";
+  EXPECT_EQ(named(r, "other").outcome, Outcome::timeout);
+  // `other` ran through all of it, sampled every 20 ms on the clock.
+  const auto& samples = backend.seen["other"].samples;
+  ASSERT_GE(samples.size(), 2u);
+  EXPECT_LE(samples.front(), *stuck.first_kill);
+  EXPECT_GE(samples.back(), *stuck.removed);
+  for (size_t i = 1; i < samples.size(); ++i)
+    ASSERT_LE(samples[i] - samples[i - 1], milliseconds(20)) << "a gap in other's samples at sample " << i;
+}
+
+TEST_F(Loop, ACleanupThatNeverEndsIsGivenUpOnAndTheGroupLeftForGc) {
+  // The kill never empties the group and the kernel never lets it go: the
+  // kill is given 2 s, the removal 2 s, the loop's close 2 s more; then the
+  // run ends, the group left to gc, the verdict the test's own.
+  backend.scripts["forever"].kill_steps = 1 << 30;
+  backend.scripts["forever"].busy_for = std::chrono::hours(1);
+  auto r = run("tests:\n  - {name: forever, run: 'true', memory: 16MiB}\n");
+  const auto& seen = backend.seen["forever"];
+  EXPECT_EQ(named(r, "forever").outcome, Outcome::pass) << named(r, "forever").reason;
+  EXPECT_NE(collector.records.at("forever").observed.cleanup_error.find("cannot remove cgroup"), std::string::npos);
+  ASSERT_TRUE(seen.first_kill && seen.first_remove);
+  EXPECT_FALSE(seen.emptied);
+  EXPECT_GE(*seen.first_remove - *seen.first_kill, seconds(2)) << "the kill's bound";
+  EXPECT_GE(collector.at.at("forever") - *seen.first_remove, seconds(2)) << "the removal's bound";
+  EXPECT_GT(seen.remove_calls, 20) << "retried on the loop's timer";
+  EXPECT_EQ(backend.live_groups, 1);
+}
+
+TEST_F(Loop, AFailedKillIsTheTestsCleanupErrorNeverItsVerdict) {
+  backend.scripts["unkillable"].fail_kill = true;
+  auto r = run("tests:\n  - {name: unkillable, run: 'true', memory: 16MiB}\n"
+               "  - {name: next, run: 'true', memory: 16MiB}\n");
+  EXPECT_TRUE(named(r, "unkillable").passed) << named(r, "unkillable").reason;
+  EXPECT_NE(collector.records.at("unkillable").observed.cleanup_error.find("cgroup.kill"), std::string::npos)
+      << collector.records.at("unkillable").observed.cleanup_error;
+  EXPECT_TRUE(named(r, "next").passed);
+  EXPECT_EQ(backend.live_groups, 0);
+}
+
+TEST_F(Loop, AGroupThatCannotBeMadeOrLimitedIsThatTestsError) {
+  backend.scripts["no-group"].fail_create = true;
+  backend.scripts["no-limit"].fail_limit = true;
+  auto r = run("tests:\n  - {name: no-group, run: 'true', memory: 16MiB}\n"
+               "  - {name: no-limit, run: 'true', memory: 16MiB}\n"
+               "  - {name: fine, run: 'true', memory: 16MiB}\n");
+  EXPECT_EQ(named(r, "no-group").outcome, Outcome::error);
+  EXPECT_NE(named(r, "no-group").reason.find("cannot create cgroup"), std::string::npos) << named(r, "no-group").reason;
+  EXPECT_EQ(named(r, "no-limit").outcome, Outcome::error);
+  EXPECT_NE(named(r, "no-limit").reason.find("memory.max"), std::string::npos) << named(r, "no-limit").reason;
+  EXPECT_TRUE(named(r, "fine").passed);
+  EXPECT_EQ(backend.live_groups, 0);
+}
+
+TEST_F(Loop, TheRecordWaitsUpTo200msForTheKernelLogToNameAnOomKillsVictims) {
+  for (const char* name : {"logged-late", "never-logged"}) {
+    backend.scripts[name].final.oom_kills = 1;
+    backend.scripts[name].final.limit_reached = true;
+  }
+  OomKill victim;
+  victim.pid = 4242;
+  victim.name = "workload";
+  kernel_log.kills["logged-late"] = {milliseconds(50), {victim}, std::nullopt, false};
+  auto r = run("tests:\n  - {name: logged-late, run: 'true', memory: 16MiB}\n"
+               "  - {name: never-logged, run: 'true', memory: 16MiB}\n");
+  EXPECT_EQ(named(r, "logged-late").outcome, Outcome::oom);
+  EXPECT_EQ(named(r, "never-logged").outcome, Outcome::oom) << "the kill counts without its victims";
+  const auto& late = collector.records.at("logged-late").observed.oom_victims;
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].pid, 4242);
+  EXPECT_TRUE(collector.records.at("never-logged").observed.oom_victims.empty());
+  auto waited = [&](const char* name) { return collector.at.at(name) - *backend.seen[name].removed; };
+  EXPECT_GE(waited("logged-late"), milliseconds(40));
+  EXPECT_LT(waited("logged-late"), milliseconds(200));
+  EXPECT_GE(waited("never-logged"), milliseconds(200));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runner/comparison.h"
 #include "runner/error.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
@@ -319,7 +320,7 @@ TEST(Decide, PageCacheDoesNotEatHeadroom) {
   Fixture f;
   Verdict r = f.sampled(64, 10, 63, 61, 2, true).verdict;
   EXPECT_TRUE(r.passed);
-  EXPECT_EQ(r.headroom_basis, "working_set");
+  EXPECT_EQ(r.headroom_basis, HeadroomBasis::working_set);
   EXPECT_EQ(r.headroom, 61ll << 20);
 }
 
@@ -328,7 +329,7 @@ TEST(Decide, AMissedSpikeKeepsTheKernelPeak) {
   Fixture f;
   Verdict r = f.sampled(62, 3, 5, 1, 4).verdict;
   EXPECT_EQ(r.working_set_peak, 61ull << 20);  // only the cache seen is taken off
-  EXPECT_EQ(r.headroom_basis, "peak");         // 1 MiB of cache is no reason to estimate
+  EXPECT_EQ(r.headroom_basis, HeadroomBasis::peak);         // 1 MiB of cache is no reason to estimate
   EXPECT_EQ(r.headroom, 2ll << 20);
 }
 
@@ -338,7 +339,7 @@ TEST(Decide, CacheOfAnInputReadFirstDoesNotEatHeadroom) {
   // test would not pay for it.
   Fixture f;
   Verdict r = f.sampled(60, 50, 59, 20, 39).verdict;
-  EXPECT_EQ(r.headroom_basis, "working_set");
+  EXPECT_EQ(r.headroom_basis, HeadroomBasis::working_set);
   EXPECT_EQ(r.working_set_peak, 40ull << 20);
   EXPECT_EQ(r.headroom, 24ll << 20);
   EXPECT_TRUE(r.passed) << r.reason;
@@ -348,7 +349,7 @@ TEST(Decide, CacheIsNotSubtractedWhenTheSamplesMissedThePeak) {
   // A spike the samples missed while 20 MiB of cache was around.
   Fixture f;
   Verdict r = f.sampled(62, 10, 30, 20, 10).verdict;
-  EXPECT_EQ(r.headroom_basis, "peak");
+  EXPECT_EQ(r.headroom_basis, HeadroomBasis::peak);
   EXPECT_EQ(r.headroom, 2ll << 20);
   EXPECT_FALSE(r.passed);
 }
@@ -450,6 +451,140 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
     EXPECT_EQ(e.exit_code(), kExitUsage);
     EXPECT_NE(std::string(e.what()).find("r.json: tests[0] 'big': field 'peak_bytes'"), std::string::npos) << e.what();
   }
+}
+
+// A record with every field set to something other than its default: what
+// the round trip must keep.
+TestRecord every_field_set() {
+  TestRecord r;
+  TestIdentity& t = r.test;
+  t.name = "every";
+  t.spec = "specs/all.yaml";
+  t.line = 7;
+  t.command = "./work --all";
+  t.env = {{"A", "1"}};
+  t.tags = {"slow", "io"};
+  t.expected = "oom";
+  t.requested_limit = 64 * MiB;
+  t.swap_limit = 8 * MiB;
+  t.memory_high = 60 * MiB;
+  t.stdout_path = "/run/o";
+  t.stderr_path = "/run/e";
+  t.max_increase = std::pair{5.5, 2 * MiB};
+  t.inputs = {"data/in.parquet"};
+  t.timeout_s = 30.5;
+  Observation& o = r.observed;
+  o.ending = Ending::thrashed;
+  o.start_error = "not started: why";
+  o.exit_code = 3;
+  o.signal = 9;
+  cgroup::Final& k = o.kernel;
+  k.peak = 63 * MiB;
+  k.oom_kills = 2;
+  k.oom_group_kills = 1;
+  k.limit_reached = true;
+  k.oom_at_limit = false;
+  k.events = {{"oom_kill", 2}, {"max", 7}};
+  k.stat = {{"anon", 5 * MiB}};
+  k.breakdown = {1, 2, 3, 4, 5};
+  k.reclaimable_file = 6 * MiB;
+  k.pressure_us = {{"some", 11}, {"full", 12}};
+  k.effective_limit = 62 * MiB;
+  k.limit_at_end = 64 * MiB;
+  k.swap_peak = 3 * MiB;
+  k.memory_and_swap_peak = 66 * MiB;
+  k.swap_at_end = MiB;
+  k.escaped = 1;
+  o.samples = 9;
+  o.sampled_peak = 61 * MiB;
+  o.reclaimable_at_sampled_peak = 4 * MiB;
+  o.sampled_working_set = 57 * MiB;
+  o.sampled_swap_peak = 2 * MiB;
+  o.sampled_limit = 64 * MiB;
+  o.escaped_to = "0::/elsewhere";
+  o.at_peak = {6, 7, 8, 9, 10};
+  o.timeline.interval_s = 0.02;
+  o.timeline.t_s = {0.04, 0.08};
+  o.timeline.current = {10 * MiB, 60 * MiB};
+  o.timeline.anon = {9 * MiB, 59 * MiB};
+  o.timeline.file = {MiB, MiB};
+  o.timeline.stride = 2;
+  o.timeline.skipped = 1;
+  o.timeline.peak_t_s = 0.08;
+  o.oom_victims = {{41, "big", 60 * MiB, MiB, 2, "/x/memrun-r/001-every"}};
+  o.placement = "clone3";
+  o.thrash_refaulted = 640 * MiB;
+  o.thrash_window_s = 5.25;
+  o.thrash_stalled_s = 4.5;
+  o.cleanup_error = "cannot remove cgroup x: Device or resource busy";
+  o.log_error = "cannot write /run/o: No space left on device";
+  o.stdout_bytes = 12;
+  o.stderr_bytes = 13;
+  o.log_discarded_bytes = 14;
+  o.duration_s = 6.125;
+  o.cpu_user_s = 1.5;
+  o.cpu_system_s = 0.25;
+  o.started = std::chrono::system_clock::from_time_t(1796032800) + std::chrono::milliseconds(123);
+  o.ended = o.started + std::chrono::milliseconds(6125);
+  o.pass_matched = o.fail_matched = o.skip_matched = true;
+  o.log_tail = "last line\n";
+  Verdict& v = r.verdict;
+  v.outcome = Outcome::thrash;
+  v.passed = false;
+  v.reason = "thrashing";
+  v.limit = 62 * MiB;
+  v.peak = 61 * MiB;
+  v.peak_sampled = true;
+  v.working_set_peak = 57 * MiB;
+  v.page_cache = 6 * MiB;
+  v.headroom_basis = HeadroomBasis::working_set;
+  v.headroom = -3 * static_cast<int64_t>(MiB);
+  v.headroom_pct = -4.29;
+  v.swap_peak = 3 * MiB;
+  v.swap_at_end = MiB;
+  v.disabled = true;
+  r.runs = {{61 * MiB, 57 * MiB, Outcome::thrash, false, 6.125}, {60 * MiB, 56 * MiB, Outcome::pass, true, 5.5}};
+  return r;
+}
+
+TEST(Report, EveryFieldOfARecordComesBackFromItsJson) {
+  // The CI outputs and --baseline work from records read back from the
+  // spool: a record read back must be the record written, field by field.
+  TestRecord r = every_field_set();
+  TestRecord back = record_from_json(to_json(r), "t");
+  EXPECT_TRUE(back.test == r.test);
+  EXPECT_TRUE(back.verdict == r.verdict);
+  EXPECT_TRUE(back.runs == r.runs);
+  EXPECT_TRUE(back.observed.kernel == r.observed.kernel);
+  EXPECT_TRUE(back.observed.timeline == r.observed.timeline);
+  EXPECT_TRUE(back.observed == r.observed);
+  EXPECT_TRUE(back == r) << to_json(back).dump(1) << "\n" << to_json(r).dump(1);
+  // And a record with every optional field unset, and one that never started.
+  // (Every record has its runs: make_record gives it one.)
+  TestRecord bare;
+  bare.test.name = "bare";
+  bare.test.spec = "s.yaml";
+  bare.runs = {RunFigures{}};
+  EXPECT_TRUE(record_from_json(to_json(bare), "t") == bare) << to_json(record_from_json(to_json(bare), "t")).dump(1);
+  TestRecord refused = bare;
+  refused.observed.ending = Ending::not_run;
+  refused.verdict.outcome = Outcome::interrupted;
+  EXPECT_TRUE(record_from_json(to_json(refused), "t") == refused);
+}
+
+TEST(Report, TheSpoolGivesBackTheRecordsWritten) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("memrun-spool-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  TestRecord r = every_field_set();
+  {
+    Report report(dir);
+    report.add_test(0, r);
+    std::vector<TestRecord> back;
+    report.records()([&](const TestRecord& t) { back.push_back(t); });
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_TRUE(back[0] == r) << to_json(back[0]).dump(1);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Report, ConsoleLineIsPlainWithoutColor) {
@@ -715,6 +850,45 @@ TEST(ReportReader, AValidReportReadsBackAndItsRunInfoToo) {
   auto again = nlohmann::ordered_json::parse(report_text(r));
   EXPECT_EQ(again["spec_environment"], j["spec_environment"]);
   EXPECT_EQ(again["memrun_path"], j["memrun_path"]);
+}
+
+TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
+  // A run with --baseline carries its comparison; a report read back has
+  // it as data, and merge of shards keeps every shard's.
+  Comparison c;
+  c.base_name = "base.json";
+  c.head_name = "this run";
+  c.warnings = {"another kernel: 6.1 in base, 6.8 in head"};
+  TestChange up;
+  up.name = "big";
+  up.spec = "s.yaml";
+  up.line = 4;
+  up.change = Change::regressed;
+  up.figure = "peak";
+  up.base_lo = 10, up.base = 11, up.base_hi = 12, up.head_lo = 20, up.head = 21, up.head_hi = 22;
+  up.base_runs = up.head_runs = 3;
+  up.allowed = 5;
+  up.base_outcomes = up.head_outcomes = "pass 3/3";
+  up.note = "noted";
+  TestChange failed = up;
+  failed.name = "other";
+  failed.change = Change::failed_in_head;
+  failed.base = failed.head = failed.base_lo = failed.base_hi = failed.head_lo = failed.head_hi = 0;  // not measured
+  failed.reason = "oom";
+  c.tests = {up, failed};
+  ReportData shard = parse_report(valid_report().dump(), "r.json");
+  shard.info.comparison = c;
+  ReportData back = parse_report(report_text(shard), "r.json");
+  ASSERT_TRUE(back.info.comparison);
+  EXPECT_EQ(comparison_json(*back.info.comparison), comparison_json(c));
+  ReportData merged = merge_reports({back}, {"r.json"});
+  ASSERT_TRUE(merged.info.comparison) << "merge dropped the comparison";
+  EXPECT_EQ(comparison_json(*merged.info.comparison), comparison_json(c));
+  EXPECT_EQ(nlohmann::ordered_json::parse(report_text(merged))["comparison"]["tests"].size(), 2u);
+  // A comparison that is not one is refused, naming it.
+  auto j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["change"] = "worse";
+  EXPECT_NE(refusal(j).find("r.json: comparison: test 'big' has the change"), std::string::npos) << refusal(j);
 }
 
 TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
