@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/explain.h"
 #include "runner/kmsg.h"
 
 namespace memrun {
@@ -180,6 +181,8 @@ struct TestRecord {
   Observation observed;
   Verdict verdict;
   std::vector<RunFigures> runs;
+  /// Where its memory went, by a second run under a profiler (explain.h).
+  std::optional<Explanation> explanation;
 };
 
 /// The record of a test run several times (--repeat): the runs' figures

@@ -416,7 +416,7 @@ Json to_json(const TestRecord& r) {
   const Observation& o = r.observed;
   const Verdict& v = r.verdict;
   const cgroup::Final& k = o.kernel;
-  return {
+  Json j = {
       {"name", t.name},
       {"spec", t.spec},
       {"line", t.line},
@@ -484,6 +484,9 @@ Json to_json(const TestRecord& r) {
       {"inputs", t.inputs},
       {"timeout_s", t.timeout_s},
   };
+  // Only where a test was explained: other reports stay as they were.
+  if (r.explanation) j["explanation"] = explanation_json(*r.explanation);
+  return j;
 }
 
 TestRecord record_from_json(const Json& entry, const std::string& where) {
@@ -567,6 +570,8 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   r.runs = runs_from(f, v, o);
   t.inputs = f.get<std::vector<std::string>>("inputs");
   t.timeout_s = f.seconds("timeout_s");
+  if (entry.contains("explanation") && !entry.at("explanation").is_null())
+    r.explanation = explanation_from_json(entry.at("explanation"));
   return r;
 }
 
