@@ -346,7 +346,7 @@ bool python_file(const std::string& file) {
 // memray's profiles, one per process it followed.
 std::string read_memray(const Profiling& p, const std::string& out_base, const std::vector<std::string>& env,
                         const std::string& dir, Explanation& e, std::map<int, std::string>& profiled) {
-  Ran ran = run_helper({p.python, "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites)}, env, dir,
+  Ran ran = run_helper({p.python, "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)}, env, dir,
                        std::chrono::seconds(300));
   if (!ok(ran)) return "memray's profile could not be read: " + ran.err.substr(0, 2000);
   auto j = nlohmann::json::parse(ran.out, nullptr, false);
@@ -375,6 +375,25 @@ std::string read_memray(const Profiling& p, const std::string& out_base, const s
       e.sites.push_back(std::move(site));
     }
   }
+  // memray keeps apart what one Python line allocated through different
+  // native paths (or bytecode offsets: three calls on one line): one site
+  // per process and Python stack, as a developer reads them.
+  std::map<std::string, size_t> by_stack;
+  std::vector<AllocationSite> merged;
+  for (auto& site : e.sites) {
+    std::string key = site.process;
+    for (const auto& f : site.stack)
+      if (!f.native) key += fmt::format("\n{}\t{}\t{}", f.function, f.file, f.line);
+    auto [at, fresh] = by_stack.emplace(key, merged.size());
+    if (fresh || key == site.process) {
+      if (!fresh) at->second = merged.size();
+      merged.push_back(std::move(site));
+      continue;
+    }
+    merged[at->second].bytes += site.bytes;
+    merged[at->second].allocations += site.allocations;
+  }
+  e.sites = std::move(merged);
   if (j.empty()) return "memray wrote no profile (did the test's Python start?)";
   if (e.sites.empty() && !errors.empty()) return "memray's profile could not be read: " + errors;
   return "";
