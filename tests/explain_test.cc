@@ -203,6 +203,19 @@ TEST_F(Explain, WithoutTheProfilerExplainSaysWhatToInstallAndTheVerdictStands) {
   EXPECT_NE(asked.out.find("apt-get install heaptrack"), std::string::npos) << asked.out;
 }
 
+TEST_F(Explain, MemrunExplainRerunsATestOfAnEarlierReportUnderTheProfiler) {
+  if (!have_heaptrack()) GTEST_SKIP() << "heaptrack is not installed (./setup.sh test installs it)";
+  auto run = run_spec(dir, "tests:\n  - name: two-sites\n    run: [" + workload() +
+                               ", --heap, \"10MiB,200MiB\"]\n    memory: 128MiB\n");
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_FALSE(test_named(run, "two-sites").contains("explanation"));
+  auto again = run_memrun({"explain", dir.path() + "/report.json", "two-sites"}, dir.path());
+  // The rerun's verdict and exit code are its own run's, as repro's line.
+  EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
+  EXPECT_NE(again.out.find("heap_big_site ("), std::string::npos) << again.out << again.err;
+  EXPECT_NE(again.out.find("a second run under heaptrack"), std::string::npos) << again.out;
+}
+
 TEST_F(Explain, ABadExplainValueIsRefusedWithItsPlace) {
   auto run = run_spec(dir, "tests:\n  - name: t\n    run: [true]\n    memory: 64MiB\n    explain: sometimes\n");
   EXPECT_EQ(run.exit_code, 2);
