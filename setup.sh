@@ -30,7 +30,8 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # python3-pytest runs the example pytest suite (tests/suites/pytest).
 # dpkg-dev's dpkg-shlibdeps gives the .deb its Depends (tests/install).
 # sudo, curl and python3-yaml: the CI templates walked as a runner's user (tests/ci).
-test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo curl python3-yaml
+# heaptrack: explain profiles native programs with it (tests/explain_test.cc).
+test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo curl python3-yaml heaptrack
   "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.

@@ -156,7 +156,12 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
       auto f = c.append_child(error ? "error" : "failure");
       f.append_attribute("message") = summary_of(t).c_str();
       f.append_attribute("type") = to_string(v.outcome);
-      f.text() = (v.reason + "\nbreakdown at the highest sample: " + breakdown_json_text(t.observed.at_peak)).c_str();
+      std::string text = v.reason + "\nbreakdown at the highest sample: " + breakdown_json_text(t.observed.at_peak);
+      // Where the memory went (explain.h): the sites in the failure text,
+      // which is what a CI test tab shows.
+      if (t.explanation)
+        for (const auto& line : explanation_lines(*t.explanation, 10)) text += "\n" + escape_controls(line, true);
+      f.text() = text.c_str();
     }
     if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
   });
@@ -187,6 +192,31 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
   return xml_text(doc);
 }
 
+std::string explanation_markdown(const TestRecord& t) {
+  if (!t.explanation) return "";
+  const Explanation& e = *t.explanation;
+  std::string out = fmt::format("\n<details><summary>where the memory of <code>{}</code> went ({})</summary>\n\n",
+                                markdown_literal(t.test.name), markdown_literal(e.why));
+  if (e.status != "explained") return out + markdown_literal(e.message) + "\n\n</details>\n";
+  out += fmt::format("A second run under {} (the verdict is the first run's): {}\n\n", markdown_literal(e.profiler),
+                     markdown_literal(e.summary));
+  out += "| bytes | of peak | site | called from |\n|---:|---:|---|---|\n";
+  for (const auto& s : e.sites) {
+    const StackFrame* caller = site_caller(s);
+    out += fmt::format("| {} | {:.0f}% | <code>{}</code> | {} |\n", format_size(s.bytes), 100 * s.share,
+                       markdown_literal(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
+                       caller ? "<code>" + markdown_literal(frame_text(*caller)) + "</code>" : "");
+  }
+  const Unseen& u = e.unseen;
+  out += fmt::format("\nUnseen by the profiler: {} (page cache {}, kernel {}, shmem {}, other processes {}). Profiled "
+                     "run: peak {} under {} in {}; the run explained: peak {} in {}.\n",
+                     format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
+                     format_size(u.other_processes), format_size(e.kernel_peak), format_size(e.limit),
+                     format_duration(e.duration_s), format_size(e.explained_peak),
+                     format_duration(e.explained_duration_s));
+  return out + "\n</details>\n";
+}
+
 std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   std::string out = "| verdict | test | outcome | peak | limit | headroom |\n|---|---|---|---:|---:|---:|\n";
   Tally tally;
@@ -202,6 +232,9 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
                        markdown_literal(t.test.name), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
                        format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
   });
+  // Where the memory went, a collapsible section per explained test, so
+  // that a pull request's comment names the line.
+  records([&](const TestRecord& t) { out += explanation_markdown(t); });
   std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
   if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
   // A merged report's host fields come from its inputs: data, like names.

@@ -37,6 +37,9 @@ std::string markdown_literal(const std::string& text);
 
 /// GitHub's workflow command escaping, of a message and of a property
 /// (file=, title=).
+/// A test's explanation (explain.h) as a collapsible Markdown section;
+/// "" without one.
+std::string explanation_markdown(const TestRecord& t);
 std::string escape_data(const std::string& s);
 std::string escape_property(const std::string& s);
 

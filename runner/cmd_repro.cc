@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <re2/re2.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "runner/command.h"
@@ -51,6 +54,65 @@ std::optional<std::vector<std::string>> exec_words(const std::string& command) {
 // `memrun exec`'s --expect for a report's `expected` ("exit 3" -> "3").
 std::string expect_flag(const std::string& expected) {
   return expected.rfind("exit ", 0) == 0 ? expected.substr(5) : expected.empty() ? "pass" : expected;
+}
+
+
+// How to rerun one test of a report: from which folder, with which
+// variables set and unset, and the argv.
+struct Rerun {
+  std::string cwd;
+  std::vector<std::pair<std::string, std::optional<std::string>>> env;
+  std::vector<std::string> argv;
+};
+
+Rerun rerun_of(const std::string& report_path, const std::string& name, const std::string& spec) {
+  ReportData report = read_report(report_path);
+  std::vector<const TestIdentity*> found;
+  for (const auto& t : report.tests)
+    if (t.test.name == name && (spec.empty() || t.test.spec == spec)) found.push_back(&t.test);
+  if (found.empty())
+    throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
+  if (found.size() > 1) {
+    std::string specs;
+    for (const auto* t : found) specs += "\n  " + t->spec;
+    throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
+                                "\nsay which with --spec SPEC");
+  }
+  const auto& t = *found[0];
+  const RunInfo& info = report.info;
+  Rerun r;
+  r.cwd = info.cwd;
+  // The specs read these of memrun's environment (a `python:` built from
+  // ${POLARS_VERSION}): set, or unset, as they were.
+  for (const auto& [k, v] : info.spec_environment) {
+    if (!v) r.env.push_back({k, std::nullopt});
+    else if (!t.env.count(k)) r.env.push_back({k, *v});
+  }
+  for (const auto& [k, v] : t.env) r.env.push_back({k, v});
+  // The memrun that made the report (an older report does not say: the
+  // one on PATH).
+  r.argv.push_back(info.memrun_path.empty() ? "memrun" : info.memrun_path);
+  std::vector<std::string> flags = {"--backend", info.backend.empty() ? "auto" : info.backend};
+  if (info.host_cgroups) flags.push_back("--host-cgroups");
+  if (t.spec == "memrun exec") {
+    // A report of `memrun exec`: no spec file, the command itself.
+    auto words = exec_words(t.command);
+    if (!words)
+      throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
+                                  t.command + "' is not one memrun exec writes; rerun it by hand");
+    for (const std::string& w : {std::string("exec"), std::string("--memory"), std::to_string(t.requested_limit),
+                                 std::string("--name"), name, std::string("--expect"), expect_flag(t.expected)})
+      r.argv.push_back(w);
+    if (t.timeout_s > 0) r.argv.insert(r.argv.end(), {"--timeout", fmt::format("{}ms", std::llround(t.timeout_s * 1e3))});
+    r.argv.insert(r.argv.end(), flags.begin(), flags.end());
+    r.argv.push_back("--");
+    r.argv.insert(r.argv.end(), words->begin(), words->end());
+  } else {
+    r.argv.insert(r.argv.end(), {t.spec, "--filter", "^" + RE2::QuoteMeta(name) + "$", "--set",
+                                 name + ".memory=" + std::to_string(t.requested_limit)});
+    r.argv.insert(r.argv.end(), flags.begin(), flags.end());
+  }
+  return r;
 }
 
 }  // namespace
@@ -105,6 +167,26 @@ int repro_command(const std::string& report_path, const std::string& name, const
   }
   fmt::print("cd {} && {}{}{}\n", shell_quote(info.cwd), env.empty() ? "" : "env ", env, command);
   return kExitOk;
+}
+
+int explain_command(const std::string& report_path, const std::string& name, const std::string& spec) {
+  // The repro line's run, with the test explained whatever its verdict:
+  // exec'd, so that its exit code and outputs are the run's.
+  Rerun r = rerun_of(report_path, name, spec);
+  // Before `exec`'s own words (its options fall through to memrun's).
+  r.argv.insert(r.argv.begin() + 1, "--explain=always");
+  if (::chdir(r.cwd.c_str()) != 0)
+    throw Error(kExitUsage, "cannot enter " + r.cwd + ", the folder the report's run was made in: " +
+                                std::strerror(errno));
+  for (const auto& [k, v] : r.env) {
+    if (v) ::setenv(k.c_str(), v->c_str(), 1);
+    else ::unsetenv(k.c_str());
+  }
+  std::vector<char*> args;
+  for (auto& a : r.argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  throw Error(kExitUsage, "cannot run " + r.argv[0] + ": " + std::strerror(errno));
 }
 
 }  // namespace memrun

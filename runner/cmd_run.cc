@@ -16,6 +16,7 @@
 #include "runner/bisect.h"
 #include "runner/budget.h"
 #include "runner/command.h"
+#include "runner/explaining.h"
 #include "runner/files.h"
 #include "runner/live.h"
 #include "runner/report.h"
@@ -46,8 +47,15 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 // above the live view) and the report's entry.
 class Outputs : public RunObserver {
  public:
-  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan)
-      : out_(out), console_(console), live_(live), report_(report), plan_(plan) {}
+  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan, ExplainMode explain)
+      : out_(out), console_(console), live_(live), report_(report), plan_(plan), explain_(explain) {}
+  /// A record to explain after the run: its plan index, and why.
+  struct ToExplain {
+    size_t index;
+    TestRecord record;
+    std::string why;
+  };
+  std::vector<ToExplain>& to_explain() { return to_explain_; }
   void setup_done(const SetupRecord& s) override {
     if (live_) live_->clear();
     console_.setup(s);
@@ -82,6 +90,10 @@ class Outputs : public RunObserver {
     std::fflush(out_);
     tally_.add(r.verdict);
     if (report_) report_->add_test(index, r);
+    const TestSpec& t = *plan_.tests[index].test;
+    std::string why =
+        explain_why(t.explain.value_or(explain_), r);
+    if (!why.empty()) to_explain_.push_back({index, r, why});
   }
   void flush(size_t first) {
     std::vector<TestRecord> runs;
@@ -95,6 +107,8 @@ class Outputs : public RunObserver {
   LiveView* live_;
   Report* report_;  // null when no report is asked for
   const Plan& plan_;
+  ExplainMode explain_;
+  std::vector<ToExplain> to_explain_;
   Tally tally_;
   std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
 };
@@ -306,11 +320,25 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   // A report nobody asked for is not rendered: that is work on every test.
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
-  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan,
+                   explain_mode_named(o.explain).value_or(ExplainMode::never));
   prepare_runner_process(ro);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
   if (view) view->clear();
+  // explain: each test to explain runs once more under a profiler, one at
+  // a time once the run is over; its verdict stays the first run's.
+  if (!run.interrupted_by && !observer.to_explain().empty()) {
+    fmt::print(con, "\nexplain: running {} test{} once more under an allocation profiler\n",
+               observer.to_explain().size(), observer.to_explain().size() == 1 ? "" : "s");
+    std::fflush(con);
+    for (auto& x : observer.to_explain()) {
+      x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, *backend, ro, run_dir);
+      console.explanation(x.record);
+      std::fflush(con);
+      if (report) report->replace_test(x.index, x.record);
+    }
+  }
   // What cannot be removed is said, and the report is written all the same.
   try {
     backend->close();

@@ -46,6 +46,9 @@ struct Options {
   std::string live = "auto";      ///< --live auto|on|off
   std::string baseline;           ///< --baseline: a report to compare this run with
   Comparing comparing;            ///< --max-increase, --gate (with --baseline)
+  /// --explain[=on-failure|always|never]: for tests whose spec has no
+  /// `explain:` ("": never).
+  std::string explain;
 };
 
 /// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
@@ -99,6 +102,10 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
 
 /// memrun repro REPORT NAME [--spec SPEC]: the shell line that reruns one test.
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec);
+
+/// memrun explain REPORT NAME [--spec SPEC]: reruns one test of a report
+/// as `repro` would, explained whatever its verdict (never returns).
+int explain_command(const std::string& report_path, const std::string& name, const std::string& spec);
 
 /// memrun compare BASE HEAD: what changed between two reports, with CI
 /// outputs; 1 when a test regressed.

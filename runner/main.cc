@@ -21,11 +21,12 @@ namespace {
 struct Cli {
   Options o;
   CLI::App *doctor = nullptr, *gc = nullptr, *list = nullptr, *merge = nullptr, *bisect = nullptr, *repro = nullptr,
-           *compare = nullptr, *exec = nullptr;
+           *compare = nullptr, *exec = nullptr, *explain = nullptr;
   std::vector<std::string> list_specs, merge_inputs, bisect_words;
   std::string merge_output, bisect_test, bisect_range, bisect_tolerance;
   int bisect_trials = 1;
   std::string repro_report, repro_name, repro_spec;
+  std::string explain_report, explain_name, explain_spec;
   std::string compare_base, compare_head;
   Comparing comparing;  ///< of `memrun compare`
   ExecOptions exec_options;
@@ -94,7 +95,10 @@ void add_run_flags(CLI::App& app, Options& o) {
                  "regressed beyond --max-increase")
       ->check(CLI::ExistingFile);
   add_comparing_flags(app, o.comparing);
-
+  app.add_flag("--explain{on-failure}", o.explain,
+               "run a test that failed on memory once more under an allocation profiler (memray, heaptrack) and "
+               "report where its memory went; --explain=always: every test (a test's `explain:` overrides it)")
+      ->check(CLI::IsMember({"on-failure", "always", "never"}));
 }
 
 void add_commands(CLI::App& app, Cli& c) {
@@ -153,6 +157,11 @@ void add_commands(CLI::App& app, Cli& c) {
   repro->add_option("report", c.repro_report, "a JSON report")->required()->check(CLI::ExistingFile);
   repro->add_option("name", c.repro_name, "the test's name")->required();
   repro->add_option("--spec", c.repro_spec, "the test's spec, when specs of the report share the name");
+  auto* explain = c.explain = app.add_subcommand(
+      "explain", "rerun one test of a report as `repro` prints it, under an allocation profiler: where its memory went");
+  explain->add_option("report", c.explain_report, "a JSON report")->required()->check(CLI::ExistingFile);
+  explain->add_option("name", c.explain_name, "the test's name")->required();
+  explain->add_option("--spec", c.explain_spec, "the test's spec, when specs of the report share the name");
 }
 
 int dispatch(const Cli& c) {
@@ -162,6 +171,7 @@ int dispatch(const Cli& c) {
   if (*c.bisect)
     return bisect_command(c.bisect_words, c.bisect_test, c.bisect_range, c.bisect_tolerance, c.bisect_trials, o);
   if (*c.repro) return repro_command(c.repro_report, c.repro_name, c.repro_spec);
+  if (*c.explain) return explain_command(c.explain_report, c.explain_name, c.explain_spec);
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);

@@ -24,6 +24,32 @@ std::string esc(const std::string& s) {
   return out;
 }
 
+// Where the memory went (explain.h): a table of the sites, each with its
+// stack folded in a <details> (innermost frame first).
+std::string explanation_html(const Explanation& e) {
+  std::string out = fmt::format("<h3>where the memory went ({})</h3>\n", esc(e.why));
+  if (e.status != "explained") return out + "<p>" + esc(e.message) + "</p>\n";
+  out += fmt::format("<p>A second run under {} (the verdict is the first run's): {}</p>\n", esc(e.profiler),
+                     esc(e.summary));
+  out += "<table class=\"explain\"><tr><th>bytes</th><th>of peak</th><th>site</th><th>stack</th></tr>\n";
+  for (const auto& s : e.sites) {
+    std::string stack;
+    for (const auto& f : s.stack) stack += esc(frame_text(f)) + "\n";
+    out += fmt::format("<tr><td>{}</td><td>{:.0f}%</td><td><code>{}</code></td><td><details><summary>{} frames"
+                       "</summary><pre>{}</pre></details></td></tr>\n",
+                       format_size(s.bytes), 100 * s.share, esc(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
+                       s.stack.size(), stack);
+  }
+  const Unseen& u = e.unseen;
+  out += fmt::format("</table>\n<p>unseen by the profiler: {} (page cache {}, kernel {}, shmem {}, other processes "
+                     "{}); profiled run: peak {} under {} in {}; the run explained: peak {} in {}</p>\n",
+                     format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
+                     format_size(u.other_processes), format_size(e.kernel_peak), format_size(e.limit),
+                     format_duration(e.duration_s), format_size(e.explained_peak),
+                     format_duration(e.explained_duration_s));
+  return out;
+}
+
 // A "nice" tick step: 1, 2 or 5 times a power of ten, about `span / 5`.
 double tick_step(double span) {
   double raw = span / 5, power = std::pow(10, std::floor(std::log10(raw)));
@@ -189,6 +215,7 @@ void html_report(const RunInfo& info, const EachRecord& records, const Sink& sin
                                format_size(k.shmem_rss));
       if (!t.observed.log_tail.empty()) section += "<pre>" + esc(t.observed.log_tail) + "</pre>\n";
     }
+    if (t.explanation) section += explanation_html(*t.explanation);
     sink(section + "</section>\n");
   });
   sink("</body></html>\n");

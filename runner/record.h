@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/explain.h"
 #include "runner/kmsg.h"
 
 namespace memrun {
@@ -201,6 +202,8 @@ struct TestRecord {
   Observation observed;
   Verdict verdict;
   std::vector<RunFigures> runs;
+  /// Where its memory went, by a second run under a profiler (explain.h).
+  std::optional<Explanation> explanation;
   bool operator==(const TestRecord&) const = default;
 };
 

@@ -132,6 +132,12 @@ void Console::details(const TestRecord& r) const {
   }
 }
 
+void Console::explanation(const TestRecord& r) const {
+  if (!r.explanation) return;
+  fmt::print(out_, "{}  {}\n", paint("1;33", "WHY "), one_line(r.test.name));
+  for (const auto& line : explanation_lines(*r.explanation, 5)) fmt::print(out_, "      {}\n", one_line(line));
+}
+
 void Console::summary(const Tally& tally, size_t planned, const std::string& interrupted_by) const {
   size_t not_run = planned - tally.total;
   std::string line = fmt::format("{} passed, {} failed", tally.passed, tally.failed());
@@ -199,6 +205,17 @@ void Report::add_test(size_t index, const TestRecord& r) {
   }
   added_.push_back(index);
   tally_.add(r.verdict);
+}
+
+void Report::replace_test(size_t index, const TestRecord& r) {
+  std::string text = entry_text(r);
+  if (spool_ >= 0 && write_all(spool_, text, spooled_)) {
+    tests_.at(index) = {spooled_, static_cast<uint32_t>(text.size()), false, digest_of(key_, text)};
+    spooled_ += text.size();
+  } else {
+    tests_.at(index) = {0, static_cast<uint32_t>(text.size()), true};
+    held_[index] = std::move(text);
+  }
 }
 
 std::string Report::entry(size_t index) const {

@@ -27,6 +27,9 @@ class Console {
   /// One line for a spec's setup: skipped (up to date), or how it ran, and
   /// the reason and log tail when it failed.
   void setup(const SetupRecord& s) const;
+  /// A test's explanation (explain.h), under its name: the top 5 sites,
+  /// one line each.
+  void explanation(const TestRecord& r) const;
   /// The closing line: "N passed, N failed", the tests not run, and the
   /// signal that interrupted the run (its name; empty if none).
   void summary(const Tally& tally, size_t planned, const std::string& interrupted_by) const;
@@ -57,6 +60,8 @@ class Report {
   /// The record of the plan's `index`-th test; tests never added (never
   /// started under --fail-fast) are absent from the report.
   void add_test(size_t index, const TestRecord& r);
+  /// Replaces the record of a test added before (its explanation came).
+  void replace_test(size_t index, const TestRecord& r);
   /// Hands the whole report, in pieces, to `sink`.
   void render(const RunInfo& info, const Sink& sink) const;
   /// Writes the whole report to `path` with write_atomically.

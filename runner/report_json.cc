@@ -427,7 +427,7 @@ Json to_json(const TestRecord& r) {
   const Observation& o = r.observed;
   const Verdict& v = r.verdict;
   const cgroup::Final& k = o.kernel;
-  return {
+  Json j = {
       {"name", t.name},
       {"spec", t.spec},
       {"line", t.line},
@@ -518,6 +518,9 @@ Json to_json(const TestRecord& r) {
         {"memory_and_swap_peak_bytes", null_or(!k.memory_and_swap_peak, k.memory_and_swap_peak.value_or(0))},
         {"swap_at_end_bytes", k.swap_at_end}}},
   };
+  // Only where a test was explained: other reports stay as they were.
+  if (r.explanation) j["explanation"] = explanation_json(*r.explanation);
+  return j;
 }
 
 TestRecord record_from_json(const Json& entry, const std::string& where) {
@@ -635,6 +638,8 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.effective_limit = v.limit;
     k.swap_at_end = v.swap_at_end;
   }
+  if (entry.contains("explanation") && !entry.at("explanation").is_null())
+    r.explanation = explanation_from_json(entry.at("explanation"));
   return r;
 }
 

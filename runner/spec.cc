@@ -30,16 +30,16 @@ const std::vector<std::string> kSetupKeys = {"run", "memory", "memory_high", "sw
 const std::vector<std::string> kTestKeys = {"name", "run", "memory", "memory_high",
                                             "swap", "timeout", "env", "cwd", "expect",
                                             "min_headroom", "tags", "pids", "max_increase", "inputs",
-                                            "service_manager", "transparent_hugepages", "thrash"};
+                                            "service_manager", "transparent_hugepages", "thrash", "explain"};
 // A suite: its source, and what every case gets unless a rule says otherwise.
 const std::vector<std::string> kSuiteKeys = {"name", "gtest", "pytest", "python", "ctest", "cases", "exclude",
                                              "memory", "memory_high", "swap", "timeout", "env", "cwd",
                                              "expect", "min_headroom", "tags", "pids", "max_increase",
-                                             "inputs", "service_manager", "transparent_hugepages", "thrash"};
+                                             "inputs", "service_manager", "transparent_hugepages", "thrash", "explain"};
 // A rule of a suite's `cases:`; the keys a marker may set are a subset.
 const std::vector<std::string> kRuleKeys = {"match", "memory", "memory_high", "swap", "timeout", "env",
                                             "expect", "min_headroom", "tags", "pids", "max_increase",
-                                            "inputs", "service_manager", "transparent_hugepages", "thrash"};
+                                            "inputs", "service_manager", "transparent_hugepages", "thrash", "explain"};
 
 // Optimal string alignment distance: edits plus adjacent swaps, so that
 // "memroy" and "tset" are one step from what was meant.
@@ -73,6 +73,7 @@ struct Fields {
   std::optional<bool> service_manager;
   std::optional<bool> hugepages_off;
   std::optional<bool> thrash;
+  std::optional<ExplainMode> explain;
   std::optional<YAML::Node> inputs;  // read in finish(), against the test's cwd and env
 };
 
@@ -211,6 +212,12 @@ class Parser {
                   "`thrash`) or off (it runs until it ends or times out), not " +
                       std::string(v.IsScalar() ? "'" + v.Scalar() + "'" : kind_of(v)));
         f.thrash = b;
+      } else if (key == "explain") {
+        std::string m = scalar(v, key, "on-failure, always or never");
+        f.explain = explain_mode_named(m);
+        if (!f.explain)
+          fail(v, "'explain' must be on-failure (a test that fails on memory runs once more under an allocation "
+                  "profiler), always or never, not '" + m + "'");
       } else if (key == "service_manager") {
         bool b = false;
         if (!YAML::convert<bool>::decode(v, b))
@@ -372,6 +379,7 @@ class Parser {
     t.service_manager = f.service_manager.value_or(false);
     t.hugepages_off = f.hugepages_off.value_or(false);
     t.thrash = f.thrash.value_or(true);
+    t.explain = f.explain;
     if (!is_setup && f.inputs) t.inputs = read_paths(*f.inputs, "inputs", t);
     return t;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runner/discover.h"
+#include "runner/explain.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -88,6 +89,9 @@ struct TestSpec {
   /// `thrash: off`: the test is never ended as thrashing (running.cc); it
   /// runs until it ends or its timeout.
   bool thrash = true;
+  /// `explain:` (explain.h); nullopt: as --explain says (on-failure with
+  /// it, never without).
+  std::optional<ExplainMode> explain;
   /// A suite's case: where its limit and expectation came from ("suite
   /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
   /// written in `tests:`.

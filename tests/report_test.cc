@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "runner/comparison.h"
+#include "runner/ci_report.h"
 #include "runner/error.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
@@ -404,6 +406,51 @@ TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
   EXPECT_EQ(text, j.dump(2) + "\n");
 }
 
+// An explanation with every field set (explain.h), names that are markup.
+Explanation an_explanation() {
+  Explanation e;
+  e.status = "explained";
+  e.why = "oom";
+  e.profiler = "memray 1.20.0";
+  e.command = "python -m memray run x.py";
+  e.explained_peak = 96 * MiB;
+  e.explained_duration_s = 1.25;
+  e.limit = 256 * MiB;
+  e.outcome = "pass";
+  e.exit_code = 0;
+  e.kernel_peak = 170 * MiB;
+  e.duration_s = 3.5;
+  e.at_peak = {150 * MiB, MiB, 2 * MiB, 3 * MiB, 4096};
+  e.profiled_peak = 125 * MiB;
+  e.unseen = {45 * MiB, MiB, 2 * MiB + 4096, 3 * MiB, 5 * MiB, 20 * MiB};
+  e.summary = "120 MiB by helper";
+  AllocationSite s;
+  s.bytes = 120 * MiB;
+  s.allocations = 3;
+  s.share = 120.0 / 170.0;
+  s.process = "python x.py (pid 2)";
+  s.stack = {{"default_malloc", "", 0, true},
+             {"helper<script>|`x`", "/t/a|b.py", 5, false},
+             {"test_it", "/t/a|b.py", 9, false}};
+  s.where = 1;
+  e.sites = {s};
+  e.processes = {{2, "python x.py", 125 * MiB, "memray"}, {7, "child <b>", 5 * MiB, ""}};
+  return e;
+}
+
+TEST(Report, AnExplanationIsEscapedInMarkdownAndJUnitLikeEveryName) {
+  TestRecord r;
+  r.test.name = "t";
+  r.explanation = an_explanation();
+  std::string md = explanation_markdown(r);
+  EXPECT_EQ(md.find("<script>"), std::string::npos) << md;
+  EXPECT_EQ(md.find("a|b"), std::string::npos) << md;  // no cell separator from data
+  EXPECT_NE(md.find("helper&#60;script&#62;&#124;&#96;x&#96;"), std::string::npos) << md;
+  auto lines = explanation_lines(*r.explanation, 5);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[1].find("helper<script>|`x` (/t/a|b.py:5) <- test_it (/t/a|b.py:9)"), std::string::npos) << lines[1];
+}
+
 TEST(Report, ARecordReadBackIsTheRecordWritten) {
   // One serialization both ways: every field of a record the report
   // carries comes back with its type, so that merge, repro and the CI
@@ -432,9 +479,24 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   o.duration_s = 2;
   o.cleanup_error = "cannot remove cgroup x: Device or resource busy";
   TestRecord written_record = make_record(f.planned, o);
+  written_record.explanation = an_explanation();
   nlohmann::ordered_json j = to_json(written_record);
   TestRecord back = record_from_json(j, "t");
   EXPECT_EQ(to_json(back), j);
+  // The explanation too, field by field (explain.h).
+  ASSERT_TRUE(back.explanation);
+  const Explanation &a = *written_record.explanation, &b = *back.explanation;
+  EXPECT_EQ(b.sites, a.sites);
+  EXPECT_EQ(b.processes, a.processes);
+  EXPECT_EQ(b.unseen, a.unseen);
+  EXPECT_EQ(std::tie(b.status, b.message, b.why, b.profiler, b.command, b.summary, b.outcome),
+            std::tie(a.status, a.message, a.why, a.profiler, a.command, a.summary, a.outcome));
+  EXPECT_EQ(std::tie(b.explained_peak, b.explained_duration_s, b.limit, b.exit_code, b.kernel_peak, b.duration_s,
+                     b.profiled_peak),
+            std::tie(a.explained_peak, a.explained_duration_s, a.limit, a.exit_code, a.kernel_peak, a.duration_s,
+                     a.profiled_peak));
+  EXPECT_EQ(std::tie(b.at_peak.anon, b.at_peak.file, b.at_peak.kernel, b.at_peak.shmem, b.at_peak.sock),
+            std::tie(a.at_peak.anon, a.at_peak.file, a.at_peak.kernel, a.at_peak.shmem, a.at_peak.sock));
   EXPECT_EQ(back.verdict.outcome, Outcome::oom);
   EXPECT_EQ(back.observed.oom_victims.at(0).name, "big, \"quoted\"");
   EXPECT_EQ(back.observed.oom_victims.at(0).oom_memcg, "/x/memrun-r/001-big");

@@ -10,6 +10,7 @@
 //   memrun-workload --arrive DIR --await 2 --touch 1MiB (a barrier: overlap made certain)
 //   memrun-workload --touch 50MiB --until FILE       (hold until the test says so)
 //   memrun-workload --tcp-queue 256MiB               (socket buffers nobody reads)
+//   memrun-workload --heap 10MiB,200MiB              (malloc'd in two functions: profilers name them)
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -46,6 +48,23 @@ char* touch(uint64_t bytes) {
   char* c = static_cast<char*>(p);
   for (uint64_t i = 0; i < bytes; i += 4096) c[i] = 1;
   return c;
+}
+
+// Two allocation sites an allocation profiler must tell apart (explain's
+// tests): each mallocs and touches its bytes in a function of its own,
+// never inlined, so that the stack names it (different bytes: identical
+// bodies would be folded into one). The memory is kept.
+__attribute__((noinline)) char* heap_small_site(uint64_t bytes) {
+  auto* p = static_cast<char*>(std::malloc(bytes));
+  for (uint64_t i = 0; p && i < bytes; i += 4096) p[i] = 1;
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
+}
+__attribute__((noinline)) char* heap_big_site(uint64_t bytes) {
+  auto* p = static_cast<char*>(std::malloc(bytes));
+  for (uint64_t i = 0; p && i < bytes; i += 4096) p[i] = 2;
+  asm volatile("" : : "r"(p) : "memory");
+  return p;
 }
 
 uint64_t size_arg(const std::string& s) {
@@ -165,7 +184,7 @@ int queue_tcp(uint64_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until, hugetlb_s, tcp_s;
+  std::string touch_s, spike_s, hold, shm_s, daemon_pidfile, arrive_dir, until, hugetlb_s, tcp_s, heap_s;
   int children = 0, loops = 0, exit_code = 0, await = 2;
   CLI::App app{"a workload with a known memory behaviour"};
   app.add_option("--touch", touch_s, "anonymous memory to touch and keep");
@@ -184,6 +203,7 @@ int main(int argc, char** argv) {
   app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
   app.add_option("--tcp-queue", tcp_s, "queue this much in TCP loopback buffers nobody reads; exit 3 if refused");
   std::string map_file;
+  app.add_option("--heap", heap_s, "SMALL,BIG: malloc and touch SMALL in heap_small_site(), then BIG in heap_big_site()");
   app.add_option("--map", map_file, "map this file and read a byte of each page, over and over, forever");
   CLI11_PARSE(app, argc, argv);
   if (!map_file.empty()) {
@@ -253,6 +273,16 @@ int main(int argc, char** argv) {
     return failed ? 1 : exit_code;
   }
   touch(bytes);
+
+  if (!heap_s.empty()) {
+    auto comma = heap_s.find(',');
+    if (comma == std::string::npos) {
+      std::fprintf(stderr, "memrun-workload: --heap wants SMALL,BIG (e.g. 10MiB,200MiB)\n");
+      return 2;
+    }
+    if (!heap_small_site(size_arg(heap_s.substr(0, comma))) || !heap_big_site(size_arg(heap_s.substr(comma + 1))))
+      return 3;
+  }
 
   if (!shm_s.empty()) {
     std::string path = "/dev/shm/memrun-workload." + std::to_string(::getpid());
