@@ -37,6 +37,24 @@ std::string name_of(const ExecOptions& e) {
 
 }  // namespace
 
+int exec_status(const TestSpec& t, const TestRecord& r, int run_code) {
+  // Only a plain run (expect pass) hands on the command's status: a test
+  // that expects oom, fail or a code passes exactly when memrun says so.
+  if (run_code != kExitOk && run_code != kExitTestFailed) return run_code;  // interrupted, a report unwritten
+  if (t.expect.kind != Expectation::pass || r.verdict.outcome != Outcome::fail) return run_code;
+  const Observation& o = r.observed;
+  // The memory verdict alone: the same observation judged as if the
+  // command's ending had been expected. Where that passes, memory held.
+  TestSpec as_expected = t;
+  if (o.signal) {
+    as_expected.expect = Expectation{Expectation::fail, 0};
+  } else {
+    as_expected.expect = Expectation{Expectation::exit_code, o.exit_code};
+  }
+  if (!decide(as_expected, o).passed) return run_code;
+  return o.signal ? 128 + o.signal : o.exit_code;
+}
+
 int exec_command(const ExecOptions& e, const Options& o) {
   if (e.argv.empty())
     throw Error(kExitUsage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
@@ -70,7 +88,9 @@ int exec_command(const ExecOptions& e, const Options& o) {
   t.service_manager = e.service_manager;
   t.line = t.column = 1;
   // Reports name the spec "memrun exec"; there is no file to point at.
-  return run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o);
+  std::vector<TestRecord> records;
+  int code = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{true, &records});
+  return records.size() == 1 ? exec_status(t, records[0], code) : code;
 }
 
 }  // namespace memrun

@@ -46,8 +46,9 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 // above the live view) and the report's entry.
 class Outputs : public RunObserver {
  public:
-  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan)
-      : out_(out), console_(console), live_(live), report_(report), plan_(plan) {}
+  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan,
+          std::vector<TestRecord>* records)
+      : out_(out), console_(console), live_(live), report_(report), plan_(plan), records_(records) {}
   void setup_done(const SetupRecord& s) override {
     if (live_) live_->clear();
     console_.setup(s);
@@ -82,6 +83,7 @@ class Outputs : public RunObserver {
     std::fflush(out_);
     tally_.add(r.verdict);
     if (report_) report_->add_test(index, r);
+    if (records_) records_->push_back(r);
   }
   void flush(size_t first) {
     std::vector<TestRecord> runs;
@@ -95,6 +97,7 @@ class Outputs : public RunObserver {
   LiveView* live_;
   Report* report_;  // null when no report is asked for
   const Plan& plan_;
+  std::vector<TestRecord>* records_;  // null unless asked for
   Tally tally_;
   std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
 };
@@ -260,7 +263,7 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, R
 
 int run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 
-int run_specs(std::vector<Spec> specs, const Options& o) {
+int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
   apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;
@@ -297,8 +300,15 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
   Console console(con, want_color(con), width);
   announce(con, o, tests, info, ro);
+  if (extras.echo) {
+    // The tests' output where memrun's console is not in its way: with the
+    // report on stdout, both streams go to stderr.
+    ro.echo_stdout = con == stdout ? STDOUT_FILENO : STDERR_FILENO;
+    ro.echo_stderr = STDERR_FILENO;
+  }
   std::optional<LiveView> view;
-  if (con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
+  // No live view over the tests' own output.
+  if (!extras.echo && con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
     view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
                  ro.timings);
     ro.tick = std::chrono::milliseconds(200);
@@ -306,7 +316,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   // A report nobody asked for is not rendered: that is work on every test.
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
-  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan);
+  Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan, extras.records);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
   if (view) view->clear();

@@ -4,12 +4,14 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
 #include "runner/error.h"
+#include "runner/cli_scan.h"
 #include "runner/command.h"
 #include "runner/doctor.h"
 
@@ -134,9 +136,17 @@ void add_commands(CLI::App& app, Cli& c) {
   compare->add_option("--junit", c.comparing.junit, "write JUnit XML: a failure per regression");
   add_comparing_flags(*compare, c.comparing);
   auto* exec = c.exec = app.add_subcommand(
-      "exec", "run one command under one memory limit, as a test: memrun exec --memory 200MiB -- CMD ARGS... "
-              "(the verdict line, the reports, the exit code of a spec run)");
-  exec->add_option("command", c.exec_options.argv, "the command and its arguments, after --")->required();
+      "exec", "run one command under one memory limit, as a test: memrun exec --memory 200MiB CMD ARGS... "
+              "Its output passes through as it runs (and is kept in the run folder); memrun's verdict line "
+              "follows. Exit status: the command's own when the memory verdict passed (no OOM kill, "
+              "--min-headroom held); 1 when it did not; 128+N when a signal N ended it; with --expect other than "
+              "pass, 0 when the expectation held, else 1");
+  // Never filled by CLI11: scan_command_line() takes the command off the
+  // line first (every word from the first that is not exec's), so that no
+  // flag of the command's is taken for memrun's. Listed for --help.
+  exec->add_option("command", c.exec_options.argv,
+                   "the command and its arguments: every word from the first that is not a flag of exec's (or "
+                   "after --)");
   exec->add_option("--memory", c.exec_options.memory, "the hard limit, e.g. 200MiB")->required();
   exec->add_option("--expect", c.exec_options.expect, "pass (default), oom, fail, or an exit code");
   exec->add_option("--timeout", c.exec_options.timeout, "kill it after this long (default 10m)");
@@ -220,7 +230,13 @@ int main(int argc, char** argv) {
   add_commands(app, cli);
   app.require_subcommand(0, 1);
   try {
-    app.parse(argc, argv);
+    auto scanned = scan_command_line(app, std::vector<std::string>(argv + 1, argv + argc), "exec");
+    std::reverse(scanned.args.begin(), scanned.args.end());  // CLI11 takes them last first
+    app.parse(scanned.args);
+    cli.exec_options.argv = std::move(scanned.command);
+  } catch (const Error& e) {
+    fmt::print(stderr, "memrun: {}\n", e.what());
+    return e.exit_code();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

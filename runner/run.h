@@ -42,6 +42,9 @@ struct RunOptions {
   std::chrono::milliseconds grace{5000};
   /// How often RunObserver::tick is called; 0: never.
   std::chrono::milliseconds tick{0};
+  /// Where the tests' stdout and stderr are also shown as they come (the
+  /// logs keep them all the same); -1: nowhere. `memrun exec` sets them.
+  int echo_stdout = -1, echo_stderr = -1;
 };
 
 /// Everything a run produced, beyond what its observer was told.

@@ -73,5 +73,74 @@ TEST_F(Exec, BadFlagsSayWhatToWriteAndRunNothing) {
   EXPECT_EQ(none.exit_code, 2);
 }
 
+// Every word from the first that is not a flag of exec's is the command's:
+// its own flags (--version, --json) are never memrun's.
+TEST_F(Exec, TheCommandStartsAtItsFirstWordWithoutDoubleDash) {
+  std::string runs = dir.path() + "/runs";
+  auto sort = run_memrun({"exec", "--memory", "64MiB", "--run-dir", runs, "sort", "--version"}, dir.path());
+  EXPECT_EQ(sort.exit_code, 0) << sort.out << sort.err;
+  EXPECT_NE(sort.out.find("sort (GNU coreutils)"), std::string::npos) << sort.out;
+  EXPECT_NE(sort.out.find("PASS  sort"), std::string::npos) << sort.out;
+  auto echo = run_memrun({"exec", "--memory", "64MiB", "--run-dir", runs, "echo", "--json", "x.json", "--"},
+                         dir.path());
+  EXPECT_EQ(echo.exit_code, 0) << echo.out << echo.err;
+  EXPECT_NE(echo.out.find("--json x.json --\n"), std::string::npos) << echo.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x.json"));
+}
+
+// The command's output passes through as it runs, before the verdict, and
+// the logs keep it all the same.
+TEST_F(Exec, TheCommandsOutputPassesThroughAndIsLogged) {
+  auto r = exec({"--memory", "64MiB"}, {"sh", "-c", "echo to-stdout; echo to-stderr >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto shown = r.out.find("to-stdout\n"), verdict = r.out.find("PASS  sh");
+  ASSERT_NE(shown, std::string::npos) << r.out;
+  EXPECT_LT(shown, verdict) << r.out;
+  EXPECT_NE(r.err.find("to-stderr\n"), std::string::npos) << r.err;
+  const auto& t = r.report["tests"][0];
+  EXPECT_EQ(fs::read_file(t["stdout"].get<std::string>()).value_or(""), "to-stdout\n");
+  EXPECT_EQ(fs::read_file(t["stderr"].get<std::string>()).value_or(""), "to-stderr\n");
+  // More than a pipe holds, all of it shown and kept, in order.
+  auto big = exec({"--memory", "64MiB"}, {"seq", "200000"});
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_NE(big.out.find("\n1\n2\n3\n"), std::string::npos);
+  EXPECT_NE(big.out.find("\n199999\n200000\n"), std::string::npos);
+  EXPECT_EQ(std::filesystem::file_size(big.report["tests"][0]["stdout"].get<std::string>()), 1288895u);
+}
+
+// Memory held: the command's own status. Memory did not hold: 1, whatever
+// the command said. A signal: 128+N, as a shell says it.
+TEST_F(Exec, ExitsWithTheCommandsStatusWhenMemoryHeld) {
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "exit 7"}).exit_code, 7);
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "kill -TERM $$"}).exit_code, 128 + 15);
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"true"}).exit_code, 0);
+  auto tight = exec({"--memory", "48MiB", "--min-headroom", "20%"},
+                    {"sh", "-c", workload() + " --touch 40MiB; exit 4"});
+  EXPECT_EQ(tight.exit_code, 1) << tight.out;
+  EXPECT_LT(tight.report["tests"][0]["headroom_bytes"].get<double>(), 0.2 * 48 * MiB) << tight.out;
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {workload(), "--touch", "100MiB", "--exit", "5"}).exit_code, 1);
+  // An expectation other than pass is memrun's verdict alone.
+  EXPECT_EQ(exec({"--memory", "64MiB", "--expect", "fail"}, {"sh", "-c", "exit 7"}).exit_code, 0);
+  EXPECT_EQ(exec({"--memory", "64MiB", "--expect", "3"}, {"sh", "-c", "exit 7"}).exit_code, 1);
+}
+
+// A flag or command memrun does not know is named, with the nearest one it
+// does, before anything runs.
+TEST_F(Exec, UnknownFlagsAndCommandsAreNamedWithTheNearest) {
+  std::string runs = dir.path() + "/runs";
+  auto memroy = run_memrun({"exec", "--run-dir", runs, "--memroy", "64MiB", "--", "true"});
+  EXPECT_EQ(memroy.exit_code, 2);
+  EXPECT_NE(memroy.err.find("unknown flag --memroy; did you mean --memory?"), std::string::npos) << memroy.err;
+  EXPECT_FALSE(std::filesystem::exists(runs));
+  std::string spec = dir.write("s.yaml", "tests:\n  - {name: t, run: [true], memory: 64MiB}\n");
+  auto jsn = run_memrun({"--jsn", dir.path() + "/out.json", spec, "--run-dir", runs});
+  EXPECT_EQ(jsn.exit_code, 2);
+  EXPECT_NE(jsn.err.find("unknown flag --jsn; did you mean --json?"), std::string::npos) << jsn.err;
+  auto compre = run_memrun({"compre", "a.json", "b.json"}, dir.path());
+  EXPECT_EQ(compre.exit_code, 2);
+  EXPECT_NE(compre.err.find("unknown command 'compre'; did you mean 'compare'?"), std::string::npos) << compre.err;
+  EXPECT_FALSE(std::filesystem::exists(runs));
+}
+
 }  // namespace
 }  // namespace memrun::testing
