@@ -63,13 +63,10 @@ int exec_command(const ExecOptions& e, const Options& o) {
   t.name = name_of(e);
   t.argv = e.argv;
   t.command = shown(e.argv);
-  auto memory = parse_size(e.memory, &why);
+  auto memory = parse_size_with_unit(e.memory, &why);
   if (!memory) throw Error(kExitUsage, "--memory: " + why);
-  if (*memory < kMinMemory) {
-    bool plain = e.memory.find_first_not_of("0123456789") == std::string::npos;
-    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program" +
-                                (plain ? " (a plain number is bytes: did you mean " + e.memory + "MiB?)" : ""));
-  }
+  if (*memory < kMinMemory)
+    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program");
   t.memory = *memory;
   auto timeout = parse_duration(e.timeout, &why);
   if (!timeout) throw Error(kExitUsage, "--timeout: " + why);
@@ -81,7 +78,7 @@ int exec_command(const ExecOptions& e, const Options& o) {
     t.min_headroom = parse_min_headroom(e.min_headroom, &why);
     if (!t.min_headroom) throw Error(kExitUsage, "--min-headroom: " + why);
     if (!t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
-      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_size(t.memory) + ")");
+      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_limit(t.memory) + ")");
   }
   t.cwd = std::filesystem::current_path().string();
   t.pids = kDefaultPids;

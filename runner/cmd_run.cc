@@ -37,7 +37,7 @@ std::chrono::milliseconds duration_option(const std::string& flag, const std::st
 
 uint64_t size_option(const std::string& flag, const std::string& text) {
   std::string why;
-  auto v = parse_size(text, &why);
+  auto v = parse_size_with_unit(text, &why);
   if (!v) throw Error(kExitUsage, flag + ": " + why);
   return *v;
 }

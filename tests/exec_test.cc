@@ -64,7 +64,11 @@ TEST_F(Exec, TheSameFiguresAsTheSameCommandInASpec) {
 TEST_F(Exec, BadFlagsSayWhatToWriteAndRunNothing) {
   auto small = exec({"--memory", "64"}, {"true"});
   EXPECT_EQ(small.exit_code, 2);
-  EXPECT_NE(small.err.find("did you mean 64MiB?"), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("'64' has no unit, and a bare number is ambiguous; write 64MiB"), std::string::npos)
+      << small.err;
+  auto headroom = exec({"--memory", "64MiB", "--min-headroom", "20"}, {"true"});
+  EXPECT_EQ(headroom.exit_code, 2);
+  EXPECT_NE(headroom.err.find("write 20% (of the limit), 20MiB"), std::string::npos) << headroom.err;
   auto expect = exec({"--memory", "64MiB", "--expect", "crash"}, {"true"});
   EXPECT_EQ(expect.exit_code, 2);
   EXPECT_NE(expect.err.find("must be pass, oom, fail or an exit code"), std::string::npos) << expect.err;
@@ -86,6 +90,19 @@ TEST_F(Exec, TheCommandStartsAtItsFirstWordWithoutDoubleDash) {
   EXPECT_EQ(echo.exit_code, 0) << echo.out << echo.err;
   EXPECT_NE(echo.out.find("--json x.json --\n"), std::string::npos) << echo.out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x.json"));
+}
+
+// A decimal size is what it says, and shown as what it is.
+TEST_F(Exec, DecimalAndBinarySizesAreShownAsWritten) {
+  auto gb = exec({"--memory", "1GB"}, {"true"});
+  ASSERT_EQ(gb.exit_code, 0) << gb.out << gb.err;
+  // The kernel rounds a limit up to its page.
+  EXPECT_NEAR(gb.report["tests"][0]["requested_limit_bytes"].get<double>(), 1e9, 4096) << gb.out;
+  EXPECT_NE(gb.out.find(" / 1 GB (953.7 MiB) "), std::string::npos) << gb.out;
+  auto gib = exec({"--memory", "1GiB"}, {"true"});
+  ASSERT_EQ(gib.exit_code, 0) << gib.out << gib.err;
+  EXPECT_EQ(gib.report["tests"][0]["requested_limit_bytes"], 1073741824) << gib.out;
+  EXPECT_NE(gib.out.find(" / 1.00 GiB "), std::string::npos) << gib.out;
 }
 
 // The command's output passes through as it runs, before the verdict, and
