@@ -119,10 +119,11 @@ void add_commands(CLI::App& app, Cli& c) {
   merge->add_option("--html", c.o.ci.html, "write the merged HTML report here");
   auto* bisect = c.bisect = app.add_subcommand(
       "bisect", "find the smallest memory limit at which a test passes: bisect SPEC --test NAME, or "
-                "bisect --memory-range LO:HI -- COMMAND...");
+                "bisect [--memory-range LO:HI] -- COMMAND...");
   bisect->add_option("words", c.bisect_words, "the spec, or the command after --");
   bisect->add_option("--test", c.bisect_test, "the test of the spec to bisect");
-  bisect->add_option("--memory-range", c.bisect_range, "LO:HI, e.g. 64MiB:4GiB (default: from the first run)");
+  bisect->add_option("--memory-range", c.bisect_range, "LO:HI, e.g. 64MiB:4GiB (default: the first run, at 4x the test's limit and at least 1 GiB, "
+                    "sets the top; its peak and working set the bottom)");
   bisect->add_option("--tolerance", c.bisect_tolerance, "stop when the range is this narrow: a size or N% (default 1%)");
   bisect->add_option("--trials", c.bisect_trials, "runs per probe; a probe passes when all do (flaky tests)");
   bisect->fallthrough();
