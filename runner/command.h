@@ -46,6 +46,7 @@ struct Options {
   std::string live = "auto";      ///< --live auto|on|off
   std::string baseline;           ///< --baseline: a report to compare this run with
   Comparing comparing;            ///< --max-increase, --gate (with --baseline)
+  std::string unenforceable = "fail";  ///< --unenforceable fail|skip
 };
 
 /// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.

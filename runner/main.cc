@@ -96,7 +96,11 @@ void add_run_flags(CLI::App& app, Options& o) {
                  "regressed beyond --max-increase")
       ->check(CLI::ExistingFile);
   add_comparing_flags(app, o.comparing);
-
+  app.add_option("--unenforceable", o.unenforceable,
+                 "where memory limits cannot be enforced (no root, no delegated cgroup): fail (exit 3, the "
+                 "default) or skip (exit 77, which the CMake functions' UNENFORCEABLE_SKIP gives CTest as "
+                 "SKIP_RETURN_CODE): for developers' machines where a test without its limit proves nothing")
+      ->check(CLI::IsMember({"fail", "skip"}));
 }
 
 void add_commands(CLI::App& app, Cli& c) {
@@ -186,7 +190,7 @@ int dispatch(const Cli& c) {
 
 // The one error policy: what the user must fix is printed and ends memrun
 // with its exit code; anything else is an internal error (1).
-int exit_code_of(const std::function<int()>& command) {
+int exit_code_of(const std::function<int()>& command, bool skip_unenforceable) {
   try {
     return command();
   } catch (const Error& e) {
@@ -194,8 +198,14 @@ int exit_code_of(const std::function<int()>& command) {
     return e.exit_code();
   } catch (const cgroup::Failure& e) {
     // The cgroup library says what failed; how memrun ends is decided here.
-    fmt::print(stderr, "memrun: {}\n", e.what());
-    return e.kind() == cgroup::Failure::Kind::cannot_enforce ? kExitNoEnforce : 1;
+    bool unenforceable = e.kind() == cgroup::Failure::Kind::cannot_enforce;
+    if (unenforceable && skip_unenforceable) {
+      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", e.what());
+      return kExitSkipped;
+    }
+    fmt::print(stderr, "memrun: {}{}\n", e.what(),
+               unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
+    return unenforceable ? kExitNoEnforce : 1;
   } catch (const nlohmann::json::exception& e) {
     // memrun's own records are typed; a JSON type error can only come from
     // a report handed to it (merge, repro, --timings, --baseline).
@@ -223,7 +233,8 @@ int main(int argc, char** argv) {
       "memrun runs each test of a YAML spec in its own cgroup under a hard memory limit and\n"
       "reports what the kernel measured: pass/fail, peak, OOM kills and headroom.\n\n"
       "Exit codes: 0 all tests passed; 1 a test did not pass; 2 bad spec or usage;\n"
-      "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix).",
+      "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix); 77 the same,\n"
+      "with --unenforceable skip. memrun exec: the command's own status where memory held.",
       "memrun"};
   app.set_version_flag("--version", MEMRUN_VERSION);
   Cli cli;
@@ -248,5 +259,5 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
-  return exit_code_of([&] { return dispatch(cli); });
+  return exit_code_of([&] { return dispatch(cli); }, cli.o.unenforceable == "skip");
 }

@@ -1,6 +1,7 @@
 // memrun exec: one command under one limit, against the real kernel, with
 // the verdicts, figures and exit codes of a spec run.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -157,6 +158,41 @@ TEST_F(Exec, UnknownFlagsAndCommandsAreNamedWithTheNearest) {
   EXPECT_EQ(compre.exit_code, 2);
   EXPECT_NE(compre.err.find("unknown command 'compre'; did you mean 'compare'?"), std::string::npos) << compre.err;
   EXPECT_FALSE(std::filesystem::exists(runs));
+}
+
+// As a user who cannot make cgroups here: the message names fixes that
+// work on this host, never the one just tried; --unenforceable skip turns
+// the failure into a skip (77), which the CMake functions hand to CTest.
+TEST_F(Exec, WithoutRootTheFixWorksHereAndSkipIsOptIn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  std::vector<std::string> user = {"setpriv", "--reuid", "1600", "--regid", "1600", "--clear-groups", memrun_bin()};
+  auto as_user = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = user;
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv, "/");
+  };
+  auto plain = as_user({"exec", "--memory", "64MiB", "--run-dir", "/nonexistent", "true"});
+  if (plain.exit_code == 0) GTEST_SKIP() << "a plain user can enforce limits here";
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_NE(plain.err.find("run memrun as root (sudo memrun ...)"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find("--unenforceable skip"), std::string::npos) << plain.err;
+  // auto tried v2 and v1: neither is suggested.
+  EXPECT_EQ(plain.err.find("--backend v1"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("--backend v2"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("(or auto)"), std::string::npos) << plain.err;
+  // Asked for v2 on a host whose v2 has no memory controller: the same.
+  auto v2 = as_user({"--backend", "v2", "exec", "--memory", "64MiB", "true"});
+  EXPECT_EQ(v2.exit_code, 3) << v2.err;
+  EXPECT_EQ(v2.err.find("--backend v1"), std::string::npos) << v2.err;
+  auto skip = as_user({"exec", "--unenforceable", "skip", "--memory", "64MiB", "true"});
+  EXPECT_EQ(skip.exit_code, 77) << skip.err;
+  EXPECT_NE(skip.err.find("SKIP (--unenforceable skip): memory limits cannot be enforced"), std::string::npos)
+      << skip.err;
+  std::string spec = dir.write("s.yaml", "tests:\n  - {name: t, run: [true], memory: 64MiB}\n");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  auto spec_skip = as_user({spec, "--unenforceable", "skip"});
+  EXPECT_EQ(spec_skip.exit_code, 77) << spec_skip.err;
 }
 
 }  // namespace
