@@ -4,17 +4,20 @@
 # (peak, headroom, OOM kill and who was killed) in the test's output. The
 # verdict reaches CTest as the exit code: 0 when the expectation held, 1
 # when not, 3 when memory limits cannot be enforced on this machine (run
-# `memrun doctor`): never a pass without a limit.
+# `memrun doctor`): never a pass without a limit. With UNENFORCEABLE_SKIP
+# such a test is skipped instead (memrun's exit 77, CTest's
+# SKIP_RETURN_CODE): for developers' machines without root.
 
 set(_memrun_functions_dir "${CMAKE_CURRENT_LIST_DIR}")
 
 # memrun_add_test(NAME name COMMAND cmd [args...] MEMORY size
 #                 [EXPECT pass|oom|fail|N] [MIN_HEADROOM size|N%]
-#                 [TIMEOUT duration] [WORKING_DIRECTORY dir] [LABELS ...])
+#                 [TIMEOUT duration] [WORKING_DIRECTORY dir] [LABELS ...]
+#                 [UNENFORCEABLE_SKIP])
 # One CTest test: COMMAND under memrun, with a hard limit of MEMORY. A
 # target name as the command's first word runs that target's file.
 function(memrun_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg ""
+  cmake_parse_arguments(PARSE_ARGV 0 arg "UNENFORCEABLE_SKIP"
     "NAME;MEMORY;EXPECT;MIN_HEADROOM;TIMEOUT;WORKING_DIRECTORY" "COMMAND;LABELS")
   foreach(required NAME COMMAND MEMORY)
     if(NOT arg_${required})
@@ -25,7 +28,8 @@ function(memrun_add_test)
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "memrun_add_test(${arg_NAME}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
-  _memrun_exec_args(args "${arg_NAME}" "${arg_MEMORY}" "${arg_EXPECT}" "${arg_MIN_HEADROOM}" "${arg_TIMEOUT}")
+  _memrun_exec_args(args "${arg_NAME}" "${arg_MEMORY}" "${arg_EXPECT}" "${arg_MIN_HEADROOM}" "${arg_TIMEOUT}"
+                    "${arg_UNENFORCEABLE_SKIP}")
   list(POP_FRONT arg_COMMAND program)
   if(TARGET "${program}")
     set(program "$<TARGET_FILE:${program}>")
@@ -38,6 +42,9 @@ function(memrun_add_test)
   if(arg_LABELS)
     set_tests_properties("${arg_NAME}" PROPERTIES LABELS "${arg_LABELS}")
   endif()
+  if(arg_UNENFORCEABLE_SKIP)
+    set_tests_properties("${arg_NAME}" PROPERTIES SKIP_RETURN_CODE 77)
+  endif()
 endfunction()
 
 # memrun_discover_tests(target MEMORY size
@@ -45,7 +52,7 @@ endfunction()
 #                       [EXPECT_OOM glob...] [MIN_HEADROOM size|N%]
 #                       [TIMEOUT duration] [TEST_PREFIX prefix]
 #                       [EXTRA_ARGS args...] [WORKING_DIRECTORY dir]
-#                       [DISCOVERY_TIMEOUT seconds])
+#                       [DISCOVERY_TIMEOUT seconds] [UNENFORCEABLE_SKIP])
 # Every GoogleTest case of `target`, listed after each build (as
 # gtest_discover_tests does, with --gtest_list_tests; DISABLED_ cases
 # left out), becomes a CTest test named TEST_PREFIX + the case's name, run
@@ -54,7 +61,7 @@ endfunction()
 # limit, later pairs winning; EXPECT_OOM's cases pass only when the kernel
 # OOM-kills them.
 function(memrun_discover_tests target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+  cmake_parse_arguments(PARSE_ARGV 1 arg "UNENFORCEABLE_SKIP"
     "MEMORY;MIN_HEADROOM;TIMEOUT;TEST_PREFIX;WORKING_DIRECTORY;DISCOVERY_TIMEOUT" "CASES;EXPECT_OOM;EXTRA_ARGS")
   if(NOT TARGET "${target}")
     message(FATAL_ERROR "memrun_discover_tests: '${target}' is not a target (add_executable it first)")
@@ -87,7 +94,8 @@ function(memrun_discover_tests target)
     set(config "-$<CONFIG>")
   endif()
   set(settings "")
-  foreach(var MEMORY MIN_HEADROOM TIMEOUT TEST_PREFIX WORKING_DIRECTORY DISCOVERY_TIMEOUT CASES EXPECT_OOM EXTRA_ARGS)
+  foreach(var MEMORY MIN_HEADROOM TIMEOUT TEST_PREFIX WORKING_DIRECTORY DISCOVERY_TIMEOUT CASES EXPECT_OOM EXTRA_ARGS
+              UNENFORCEABLE_SKIP)
     string(APPEND settings "set(${var} [==[${arg_${var}}]==])\n")
   endforeach()
   string(APPEND settings "set(EXE [==[$<TARGET_FILE:${target}>]==])\n"
@@ -115,8 +123,11 @@ function(memrun_discover_tests target)
 endfunction()
 
 # The arguments of `memrun exec` for one test, into `out`.
-function(_memrun_exec_args out name memory expect min_headroom timeout)
+function(_memrun_exec_args out name memory expect min_headroom timeout skip)
   set(args exec --name "${name}" --memory "${memory}")
+  if(skip)
+    list(APPEND args --unenforceable skip)
+  endif()
   if(expect)
     list(APPEND args --expect "${expect}")
   endif()
