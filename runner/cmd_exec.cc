@@ -2,7 +2,10 @@
 // people reach for `systemd-run -p MemoryMax=` or `/usr/bin/time -v`, and as
 // a CTest launcher for one test. The command becomes a one-test spec, and
 // runs and reports as any spec does.
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "runner/command.h"
 #include "runner/error.h"
@@ -86,7 +89,21 @@ int exec_command(const ExecOptions& e, const Options& o) {
   t.line = t.column = 1;
   // Reports name the spec "memrun exec"; there is no file to point at.
   std::vector<TestRecord> records;
-  int code = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{true, &records});
+  bool after = e.output == "after";
+  int code = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{!after, after, &records});
+  if (after && records.size() == 1) {
+    // The verdict line came first; now the command's whole output, as a
+    // CTest log shows it (the logs are the record; nothing was echoed).
+    std::fflush(stdout);
+    for (const auto& [path, label] : {std::pair{records[0].test.stdout_path, "stdout"},
+                                      std::pair{records[0].test.stderr_path, "stderr"}}) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in || in.peek() == std::ifstream::traits_type::eof()) continue;
+      std::printf("--- %s of %s (%s)\n", label, t.name.c_str(), path.c_str());
+      std::cout << in.rdbuf();
+      std::cout.flush();
+    }
+  }
   return records.size() == 1 ? exec_status(t, records[0], code) : code;
 }
 

@@ -299,7 +299,7 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   size_t width = 4;
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
   Console console(con, want_color(con), width);
-  announce(con, o, tests, info, ro);
+  if (!extras.brief) announce(con, o, tests, info, ro);
   if (extras.echo) {
     // The tests' output where memrun's console is not in its way: with the
     // report on stdout, both streams go to stderr.
@@ -329,7 +329,7 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   }
   info.ended = std::chrono::system_clock::now();
   if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
-  console.summary(observer.tally(), tests, info.interrupted_by);
+  if (!extras.brief) console.summary(observer.tally(), tests, info.interrupted_by);
   // --baseline: the comparison comes before the outputs, which carry it.
   std::optional<Comparison> comparison;
   if (baseline && !run.interrupted_by) {

@@ -72,6 +72,7 @@ int run_command(const Options& o);
 /// What `memrun exec` asks of a run beyond what a spec run does.
 struct RunExtras {
   bool echo = false;                       ///< the tests' output shown as it comes (and logged)
+  bool brief = false;                      ///< the verdict lines alone: no header, no summary
   std::vector<TestRecord>* records = nullptr;  ///< each test's record, as it came
 };
 
@@ -88,6 +89,7 @@ struct ExecOptions {
   std::string timeout = "10m";       ///< --timeout
   std::string min_headroom;          ///< --min-headroom, optional
   bool service_manager = false;      ///< --service-manager (spec key service_manager)
+  std::string output = "live";       ///< --output live|after
 };
 
 /// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,

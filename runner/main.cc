@@ -159,6 +159,11 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_flag("--service-manager", c.exec_options.service_manager,
                  "let the command reach the service manager (systemd-run, systemctl), which would start what it "
                  "asks outside the limit; without it the manager's sockets are covered for the command");
+  exec->add_option("--output", c.exec_options.output,
+                   "live: the command's output passes through as it runs (the default); after: memrun's verdict "
+                   "line alone first, then the command's whole stdout and stderr (what the CMake functions use, so "
+                   "that a CTest log starts with the verdict)")
+      ->check(CLI::IsMember({"live", "after"}));
   exec->add_option("--name", c.exec_options.name, "its name in the reports (default: the program's)");
   exec->add_option("--json", c.o.json, "write the JSON report here");
   exec->add_option("--junit", c.o.ci.junit, "write JUnit XML here");

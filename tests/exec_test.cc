@@ -126,6 +126,18 @@ TEST_F(Exec, TheCommandsOutputPassesThroughAndIsLogged) {
   EXPECT_EQ(std::filesystem::file_size(big.report["tests"][0]["stdout"].get<std::string>()), 1288895u);
 }
 
+// --output after (the CMake functions'): the verdict line first, no header,
+// then the command's whole output.
+TEST_F(Exec, OutputAfterPutsTheVerdictFirst) {
+  auto r = exec({"--memory", "64MiB", "--output", "after"}, {"sh", "-c", "echo first-line; seq 3; exit 1"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("FAIL  sh", 0), 0u) << r.out;
+  auto whole = r.out.find("--- stdout of sh (");
+  ASSERT_NE(whole, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first-line\n1\n2\n3\n", whole), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("passed, "), std::string::npos) << r.out;
+}
+
 // Memory held: the command's own status. Memory did not hold: 1, whatever
 // the command said. A signal: 128+N, as a shell says it.
 TEST_F(Exec, ExitsWithTheCommandsStatusWhenMemoryHeld) {
