@@ -90,9 +90,49 @@ std::string v1_pids_parent(const std::string& memory_parent, bool given) {
   return fs::exists(place + "/cgroup.procs") ? place : "";
 }
 
-}  // namespace
+bool in_container() {
+  // Docker's and Podman's marks; systemd's own test (the `container`
+  // variable of PID 1) needs root to read.
+  return fs::exists("/.dockerenv") || fs::exists("/run/.containerenv");
+}
 
-Verdict check(const OpenOptions& options) {
+// What works here instead, when `failed` cannot enforce: only fixes that
+// apply on this host, and never the backend just tried (a fix that
+// suggests one is kept only where that backend would work).
+std::string fixes_here(const OpenOptions& options, const Verdict& failed) {
+  const Host& h = host();
+  std::vector<std::string> fixes;
+  bool suggests_backend = failed.fix.find("--backend") != std::string::npos;
+  if (!suggests_backend && failed.fix.find("run memrun as root") == std::string::npos) fixes.push_back(failed.fix);
+  // What auto tried: the systemd backend where systemd owns the tree (see
+  // check_kind), else v2 and v1.
+  bool systemd_owns = options.parent.empty() && h.mode == Mode::unified && h.systemd_pid1;
+  auto works = [&](Kind kind) {
+    bool tried = options.kind == kind ||
+                 (options.kind == Kind::automatic && (systemd_owns ? kind == Kind::systemd : kind != Kind::systemd));
+    if (tried) return false;
+    if (kind == Kind::systemd && !h.systemd_pid1) return false;
+    Verdict v = kind == Kind::v2 ? check_v2(options.parent) : kind == Kind::v1 ? check_v1(options.parent) : check_systemd();
+    return v.problem.empty();
+  };
+  for (auto [kind, name] : {std::pair{Kind::v2, "v2"}, {Kind::v1, "v1"}, {Kind::systemd, "systemd"}})
+    if (works(kind)) fixes.push_back(std::string("use --backend ") + name + " (it works here)");
+  if (::geteuid() != 0) {
+    fixes.push_back("run memrun as root (sudo memrun ...)");
+    if (h.systemd_pid1 && h.mode == Mode::unified)
+      fixes.push_back("let your user manager delegate the memory controller: sudo loginctl enable-linger $USER, "
+                      "then run memrun from a login session of yours (memrun doctor shows the delegation)");
+    fixes.push_back("pass a cgroup you own with the memory controller to --cgroup-parent");
+  }
+  if (in_container())
+    fixes.push_back("in a container: start it with a writable cgroup of its own (docker/podman run --privileged, "
+                    "or --cgroupns=private with the memory controller delegated)");
+  std::string text;
+  for (size_t i = 0; i < fixes.size(); ++i) text += (i ? "\n       " : "") + fixes[i];
+  return text;
+}
+
+Verdict check_kind(const OpenOptions& options) {
   switch (options.kind) {
     case Kind::v2: return check_v2(options.parent);
     case Kind::v1: return check_v1(options.parent);
@@ -110,8 +150,17 @@ Verdict check(const OpenOptions& options) {
   if (v2.problem.empty()) return v2;
   Verdict v1 = check_v1(options.parent);
   if (v1.problem.empty()) return v1;
-  // Neither works: explain the v2 failure unless only v1 is mounted.
-  return host().mode == Mode::legacy ? v1 : v2;
+  // Neither works: explain the failure of the hierarchy that has the
+  // memory controller (v1 on a hybrid host).
+  return host().mode == Mode::unified ? v2 : v1;
+}
+
+}  // namespace
+
+Verdict check(const OpenOptions& options) {
+  Verdict v = check_kind(options);
+  if (!v.problem.empty()) v.fix = fixes_here(options, v);
+  return v;
 }
 
 Garbage collect_garbage(const OpenOptions& options) {

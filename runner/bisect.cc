@@ -75,7 +75,7 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
 
 uint64_t parse(const std::string& text, const char* what) {
   std::string why;
-  auto v = parse_size(text, &why);
+  auto v = parse_size_with_unit(text, &why);
   if (!v) throw Error(kExitUsage, std::string(what) + ": " + why);
   return *v;
 }

@@ -27,14 +27,14 @@ bool is_error(const TestRecord& t) {
 // headroom 0 B)" or the reason memrun gave.
 std::string summary_of(const TestRecord& t) {
   const Verdict& v = t.verdict;
-  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(v.peak), format_size(v.limit),
+  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(v.peak), format_limit(v.limit),
                                    format_signed_size(v.headroom));
   if (v.outcome == Outcome::oom) {
     std::string victims;
     for (const auto& k : t.observed.oom_victims)
       victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", printable(k.name), k.pid,
                              format_size(k.anon_rss));
-    return fmt::format("OOM-killed at {} ({}){}", format_size(v.limit), memory, victims);
+    return fmt::format("OOM-killed at {} ({}){}", format_limit(v.limit), memory, victims);
   }
   return v.reason + (is_error(t) ? "" : " (" + memory + ")");
 }

@@ -27,14 +27,17 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
       if (t.name == test_name) test = &t;
     if (!test) throw Error(kExitUsage, words[0] + " has no test named '" + test_name + "' (memrun list shows them)");
   } else {
-    // memrun bisect --memory-range LO:HI -- COMMAND...
-    if (words.empty() || range.empty())
-      throw Error(kExitUsage, "give a spec and --test NAME, or --memory-range LO:HI -- COMMAND...");
+    // memrun bisect [--memory-range LO:HI] -- COMMAND...
+    if (words.empty())
+      throw Error(kExitUsage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
+                              "COMMAND...");
     TestSpec t;
     t.name = "command";
     t.argv = words;
     t.command = fmt::format("{}", fmt::join(words, " "));
-    t.memory = bo.high;
+    // Without a range, the first run's limit is bisect()'s default top
+    // (1 GiB for a limit of 256 MiB or less).
+    t.memory = bo.high ? bo.high : 256 * MiB;
     t.timeout = kDefaultTimeout;
     t.cwd = std::filesystem::current_path().string();
     t.pids = kDefaultPids;
@@ -53,7 +56,20 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
              format_size(r.minimum), r.minimum,
              r.failing ? ", fails at " + format_size(r.failing) : "", format_size(r.first_peak), r.runs);
   uint64_t mib = (r.minimum + MiB - 1) / MiB;
-  fmt::print("for the spec (the minimum, rounded up; add the headroom you want on top):\n    memory: {}MiB\n", mib);
+  if (!test->min_headroom) {
+    fmt::print("for the spec (the minimum, rounded up; add the headroom you want on top):\n    memory: {}MiB\n", mib);
+    return kExitOk;
+  }
+  // The test asks for headroom: the limit must leave it free above the
+  // peak it reached with room to spare (the first run's, the highest any
+  // run reaches), as the verdict measures it.
+  const MinHeadroom& h = *test->min_headroom;
+  uint64_t need = h.is_percent ? static_cast<uint64_t>(static_cast<double>(r.first_peak) / (1 - h.percent / 100)) + 1
+                               : r.first_peak + h.bytes + 1;
+  uint64_t with_headroom = std::max(mib, (need + MiB - 1) / MiB);
+  fmt::print("for the spec (rounded up, keeping its min_headroom {} above the peak of {}):\n    memory: {}MiB\n",
+             h.is_percent ? fmt::format("{:g}%", h.percent) : format_size(h.bytes), format_size(r.first_peak),
+             with_headroom);
   return kExitOk;
 }
 

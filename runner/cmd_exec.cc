@@ -2,7 +2,10 @@
 // people reach for `systemd-run -p MemoryMax=` or `/usr/bin/time -v`, and as
 // a CTest launcher for one test. The command becomes a one-test spec, and
 // runs and reports as any spec does.
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "runner/command.h"
 #include "runner/error.h"
@@ -37,6 +40,24 @@ std::string name_of(const ExecOptions& e) {
 
 }  // namespace
 
+int exec_status(const TestSpec& t, const TestRecord& r, int run_code) {
+  // Only a plain run (expect pass) hands on the command's status: a test
+  // that expects oom, fail or a code passes exactly when memrun says so.
+  if (run_code != kExitOk && run_code != kExitTestFailed) return run_code;  // interrupted, a report unwritten
+  if (t.expect.kind != Expectation::pass || r.verdict.outcome != Outcome::fail) return run_code;
+  const Observation& o = r.observed;
+  // The memory verdict alone: the same observation judged as if the
+  // command's ending had been expected. Where that passes, memory held.
+  TestSpec as_expected = t;
+  if (o.signal) {
+    as_expected.expect = Expectation{Expectation::fail, 0};
+  } else {
+    as_expected.expect = Expectation{Expectation::exit_code, o.exit_code};
+  }
+  if (!decide(as_expected, o).passed) return run_code;
+  return o.signal ? 128 + o.signal : o.exit_code;
+}
+
 int exec_command(const ExecOptions& e, const Options& o) {
   if (e.argv.empty())
     throw Error(kExitUsage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
@@ -45,13 +66,10 @@ int exec_command(const ExecOptions& e, const Options& o) {
   t.name = name_of(e);
   t.argv = e.argv;
   t.command = shown(e.argv);
-  auto memory = parse_size(e.memory, &why);
+  auto memory = parse_size_with_unit(e.memory, &why);
   if (!memory) throw Error(kExitUsage, "--memory: " + why);
-  if (*memory < kMinMemory) {
-    bool plain = e.memory.find_first_not_of("0123456789") == std::string::npos;
-    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program" +
-                                (plain ? " (a plain number is bytes: did you mean " + e.memory + "MiB?)" : ""));
-  }
+  if (*memory < kMinMemory)
+    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program");
   t.memory = *memory;
   auto timeout = parse_duration(e.timeout, &why);
   if (!timeout) throw Error(kExitUsage, "--timeout: " + why);
@@ -63,14 +81,30 @@ int exec_command(const ExecOptions& e, const Options& o) {
     t.min_headroom = parse_min_headroom(e.min_headroom, &why);
     if (!t.min_headroom) throw Error(kExitUsage, "--min-headroom: " + why);
     if (!t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
-      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_size(t.memory) + ")");
+      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_limit(t.memory) + ")");
   }
   t.cwd = std::filesystem::current_path().string();
   t.pids = kDefaultPids;
   t.service_manager = e.service_manager;
   t.line = t.column = 1;
   // Reports name the spec "memrun exec"; there is no file to point at.
-  return run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o);
+  std::vector<TestRecord> records;
+  bool after = e.output == "after";
+  int code = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{!after, after, &records});
+  if (after && records.size() == 1) {
+    // The verdict line came first; now the command's whole output, as a
+    // CTest log shows it (the logs are the record; nothing was echoed).
+    std::fflush(stdout);
+    for (const auto& [path, label] : {std::pair{records[0].test.stdout_path, "stdout"},
+                                      std::pair{records[0].test.stderr_path, "stderr"}}) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in || in.peek() == std::ifstream::traits_type::eof()) continue;
+      std::printf("--- %s of %s (%s)\n", label, t.name.c_str(), path.c_str());
+      std::cout << in.rdbuf();
+      std::cout.flush();
+    }
+  }
+  return records.size() == 1 ? exec_status(t, records[0], code) : code;
 }
 
 }  // namespace memrun

@@ -155,7 +155,7 @@ int repro_command(const std::string& report_path, const std::string& name, const
     if (!words)
       throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
                                   t.command + "' is not one memrun exec writes; rerun it by hand");
-    command = fmt::format("{} exec --memory {} --name {} --expect {}{}{} --", memrun, t.requested_limit,
+    command = fmt::format("{} exec --memory {}B --name {} --expect {}{}{} --", memrun, t.requested_limit,
                           shell_quote(name), shell_quote(expect_flag(t.expected)),
                           t.timeout_s > 0 ? fmt::format(" --timeout {}ms", std::llround(t.timeout_s * 1e3)) : "",
                           flags);
@@ -163,7 +163,7 @@ int repro_command(const std::string& report_path, const std::string& name, const
   } else {
     command = fmt::format("{} {} --filter {} --set {}{}", memrun, shell_quote(t.spec),
                           shell_quote("^" + RE2::QuoteMeta(name) + "$"),
-                          shell_quote(name + ".memory=" + std::to_string(t.requested_limit)), flags);
+                          shell_quote(name + ".memory=" + std::to_string(t.requested_limit) + "B"), flags);
   }
   fmt::print("cd {} && {}{}{}\n", shell_quote(info.cwd), env.empty() ? "" : "env ", env, command);
   return kExitOk;

@@ -38,7 +38,7 @@ std::chrono::milliseconds duration_option(const std::string& flag, const std::st
 
 uint64_t size_option(const std::string& flag, const std::string& text) {
   std::string why;
-  auto v = parse_size(text, &why);
+  auto v = parse_size_with_unit(text, &why);
   if (!v) throw Error(kExitUsage, flag + ": " + why);
   return *v;
 }
@@ -47,8 +47,9 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 // above the live view) and the report's entry.
 class Outputs : public RunObserver {
  public:
-  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan, ExplainMode explain)
-      : out_(out), console_(console), live_(live), report_(report), plan_(plan), explain_(explain) {}
+  Outputs(std::FILE* out, const Console& console, LiveView* live, Report* report, const Plan& plan, ExplainMode explain,
+          std::vector<TestRecord>* records)
+      : out_(out), console_(console), live_(live), report_(report), plan_(plan), explain_(explain), records_(records) {}
   /// A record to explain after the run: its plan index, and why.
   struct ToExplain {
     size_t index;
@@ -94,6 +95,7 @@ class Outputs : public RunObserver {
     std::string why =
         explain_why(t.explain.value_or(explain_), r);
     if (!why.empty()) to_explain_.push_back({index, r, why});
+    if (records_) records_->push_back(r);
   }
   void flush(size_t first) {
     std::vector<TestRecord> runs;
@@ -109,6 +111,7 @@ class Outputs : public RunObserver {
   const Plan& plan_;
   ExplainMode explain_;
   std::vector<ToExplain> to_explain_;
+  std::vector<TestRecord>* records_;  // null unless asked for
   Tally tally_;
   std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
 };
@@ -274,7 +277,7 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, R
 
 int run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 
-int run_specs(std::vector<Spec> specs, const Options& o) {
+int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
   apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;
@@ -310,9 +313,16 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   size_t width = 4;
   for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
   Console console(con, want_color(con), width);
-  announce(con, o, tests, info, ro);
+  if (!extras.brief) announce(con, o, tests, info, ro);
+  if (extras.echo) {
+    // The tests' output where memrun's console is not in its way: with the
+    // report on stdout, both streams go to stderr.
+    ro.echo_stdout = con == stdout ? STDOUT_FILENO : STDERR_FILENO;
+    ro.echo_stderr = STDERR_FILENO;
+  }
   std::optional<LiveView> view;
-  if (con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
+  // No live view over the tests' own output.
+  if (!extras.echo && con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
     view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
                  ro.timings);
     ro.tick = std::chrono::milliseconds(200);
@@ -321,7 +331,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
   Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan,
-                   explain_mode_named(o.explain).value_or(ExplainMode::never));
+                   explain_mode_named(o.explain).value_or(ExplainMode::never), extras.records);
   prepare_runner_process(ro);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
@@ -348,7 +358,7 @@ int run_specs(std::vector<Spec> specs, const Options& o) {
   }
   info.ended = std::chrono::system_clock::now();
   if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
-  console.summary(observer.tally(), tests, info.interrupted_by);
+  if (!extras.brief) console.summary(observer.tally(), tests, info.interrupted_by);
   // --baseline: the comparison comes before the outputs, which carry it.
   std::optional<Comparison> comparison;
   if (baseline && !run.interrupted_by) {

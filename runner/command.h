@@ -49,6 +49,7 @@ struct Options {
   /// --explain[=on-failure|always|never]: for tests whose spec has no
   /// `explain:` ("": never).
   std::string explain;
+  std::string unenforceable = "fail";  ///< --unenforceable fail|skip
 };
 
 /// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
@@ -71,9 +72,16 @@ void shard_selection(const Options& o, Selection* selection);
 /// memrun SPEC...: runs the selected tests and writes the reports.
 int run_command(const Options& o);
 
+/// What `memrun exec` asks of a run beyond what a spec run does.
+struct RunExtras {
+  bool echo = false;                       ///< the tests' output shown as it comes (and logged)
+  bool brief = false;                      ///< the verdict lines alone: no header, no summary
+  std::vector<TestRecord>* records = nullptr;  ///< each test's record, as it came
+};
+
 /// Runs the selected tests of `specs` (loaded, or made by `memrun exec`)
 /// and writes the reports.
-int run_specs(std::vector<Spec> specs, const Options& o);
+int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras = {});
 
 /// What `memrun exec` runs: one command, as one test.
 struct ExecOptions {
@@ -84,11 +92,17 @@ struct ExecOptions {
   std::string timeout = "10m";       ///< --timeout
   std::string min_headroom;          ///< --min-headroom, optional
   bool service_manager = false;      ///< --service-manager (spec key service_manager)
+  std::string output = "live";       ///< --output live|after
 };
 
 /// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,
 /// with the verdict line and the exit code of a spec run.
 int exec_command(const ExecOptions& e, const Options& o);
+
+/// The exit status of `memrun exec` for its one test `t` and record `r`,
+/// where the run ended with `run_code`: the command's own status (128+N for
+/// a signal N) when it failed on its own and memory held; else run_code.
+int exec_status(const TestSpec& t, const TestRecord& r, int run_code);
 
 /// memrun list SPEC...: the selected tests, one line each, without running.
 int list_command(const std::vector<std::string>& paths, const Options& o);

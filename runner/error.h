@@ -20,6 +20,10 @@ enum ExitCode : int {
   kExitTestFailed = 1,  ///< at least one test did not pass
   kExitUsage = 2,       ///< bad spec, bad flag, unreadable input
   kExitNoEnforce = 3,   ///< memory limits cannot be enforced on this host
+  /// With --unenforceable skip, in place of kExitNoEnforce: automake's and
+  /// meson's skip code, which the CMake functions give CTest as
+  /// SKIP_RETURN_CODE.
+  kExitSkipped = 77,
 };
 
 /// A failure the user must act on: `what()` says what happened and what to do.

@@ -4,12 +4,14 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
 #include "runner/error.h"
+#include "runner/cli_scan.h"
 #include "runner/command.h"
 #include "runner/doctor.h"
 
@@ -99,6 +101,11 @@ void add_run_flags(CLI::App& app, Options& o) {
                "run a test that failed on memory once more under an allocation profiler (memray, heaptrack) and "
                "report where its memory went; --explain=always: every test (a test's `explain:` overrides it)")
       ->check(CLI::IsMember({"on-failure", "always", "never"}));
+  app.add_option("--unenforceable", o.unenforceable,
+                 "where memory limits cannot be enforced (no root, no delegated cgroup): fail (exit 3, the "
+                 "default) or skip (exit 77, which the CMake functions' UNENFORCEABLE_SKIP gives CTest as "
+                 "SKIP_RETURN_CODE): for developers' machines where a test without its limit proves nothing")
+      ->check(CLI::IsMember({"fail", "skip"}));
 }
 
 void add_commands(CLI::App& app, Cli& c) {
@@ -121,10 +128,11 @@ void add_commands(CLI::App& app, Cli& c) {
   merge->add_option("--html", c.o.ci.html, "write the merged HTML report here");
   auto* bisect = c.bisect = app.add_subcommand(
       "bisect", "find the smallest memory limit at which a test passes: bisect SPEC --test NAME, or "
-                "bisect --memory-range LO:HI -- COMMAND...");
+                "bisect [--memory-range LO:HI] -- COMMAND...");
   bisect->add_option("words", c.bisect_words, "the spec, or the command after --");
   bisect->add_option("--test", c.bisect_test, "the test of the spec to bisect");
-  bisect->add_option("--memory-range", c.bisect_range, "LO:HI, e.g. 64MiB:4GiB (default: from the first run)");
+  bisect->add_option("--memory-range", c.bisect_range, "LO:HI, e.g. 64MiB:4GiB (default: the first run, at 4x the test's limit and at least 1 GiB, "
+                    "sets the top; its peak and working set the bottom)");
   bisect->add_option("--tolerance", c.bisect_tolerance, "stop when the range is this narrow: a size or N% (default 1%)");
   bisect->add_option("--trials", c.bisect_trials, "runs per probe; a probe passes when all do (flaky tests)");
   bisect->fallthrough();
@@ -138,9 +146,17 @@ void add_commands(CLI::App& app, Cli& c) {
   compare->add_option("--junit", c.comparing.junit, "write JUnit XML: a failure per regression");
   add_comparing_flags(*compare, c.comparing);
   auto* exec = c.exec = app.add_subcommand(
-      "exec", "run one command under one memory limit, as a test: memrun exec --memory 200MiB -- CMD ARGS... "
-              "(the verdict line, the reports, the exit code of a spec run)");
-  exec->add_option("command", c.exec_options.argv, "the command and its arguments, after --")->required();
+      "exec", "run one command under one memory limit, as a test: memrun exec --memory 200MiB CMD ARGS... "
+              "Its output passes through as it runs (and is kept in the run folder); memrun's verdict line "
+              "follows. Exit status: the command's own when the memory verdict passed (no OOM kill, "
+              "--min-headroom held); 1 when it did not; 128+N when a signal N ended it; with --expect other than "
+              "pass, 0 when the expectation held, else 1");
+  // Never filled by CLI11: scan_command_line() takes the command off the
+  // line first (every word from the first that is not exec's), so that no
+  // flag of the command's is taken for memrun's. Listed for --help.
+  exec->add_option("command", c.exec_options.argv,
+                   "the command and its arguments: every word from the first that is not a flag of exec's (or "
+                   "after --)");
   exec->add_option("--memory", c.exec_options.memory, "the hard limit, e.g. 200MiB")->required();
   exec->add_option("--expect", c.exec_options.expect, "pass (default), oom, fail, or an exit code");
   exec->add_option("--timeout", c.exec_options.timeout, "kill it after this long (default 10m)");
@@ -148,6 +164,11 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_flag("--service-manager", c.exec_options.service_manager,
                  "let the command reach the service manager (systemd-run, systemctl), which would start what it "
                  "asks outside the limit; without it the manager's sockets are covered for the command");
+  exec->add_option("--output", c.exec_options.output,
+                   "live: the command's output passes through as it runs (the default); after: memrun's verdict "
+                   "line alone first, then the command's whole stdout and stderr (what the CMake functions use, so "
+                   "that a CTest log starts with the verdict)")
+      ->check(CLI::IsMember({"live", "after"}));
   exec->add_option("--name", c.exec_options.name, "its name in the reports (default: the program's)");
   exec->add_option("--json", c.o.json, "write the JSON report here");
   exec->add_option("--junit", c.o.ci.junit, "write JUnit XML here");
@@ -185,7 +206,7 @@ int dispatch(const Cli& c) {
 
 // The one error policy: what the user must fix is printed and ends memrun
 // with its exit code; anything else is an internal error (1).
-int exit_code_of(const std::function<int()>& command) {
+int exit_code_of(const std::function<int()>& command, bool skip_unenforceable) {
   try {
     return command();
   } catch (const Error& e) {
@@ -193,8 +214,14 @@ int exit_code_of(const std::function<int()>& command) {
     return e.exit_code();
   } catch (const cgroup::Failure& e) {
     // The cgroup library says what failed; how memrun ends is decided here.
-    fmt::print(stderr, "memrun: {}\n", e.what());
-    return e.kind() == cgroup::Failure::Kind::cannot_enforce ? kExitNoEnforce : 1;
+    bool unenforceable = e.kind() == cgroup::Failure::Kind::cannot_enforce;
+    if (unenforceable && skip_unenforceable) {
+      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", e.what());
+      return kExitSkipped;
+    }
+    fmt::print(stderr, "memrun: {}{}\n", e.what(),
+               unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
+    return unenforceable ? kExitNoEnforce : 1;
   } catch (const nlohmann::json::exception& e) {
     // memrun's own records are typed; a JSON type error can only come from
     // a report handed to it (merge, repro, --timings, --baseline).
@@ -222,7 +249,8 @@ int main(int argc, char** argv) {
       "memrun runs each test of a YAML spec in its own cgroup under a hard memory limit and\n"
       "reports what the kernel measured: pass/fail, peak, OOM kills and headroom.\n\n"
       "Exit codes: 0 all tests passed; 1 a test did not pass; 2 bad spec or usage;\n"
-      "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix).",
+      "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix); 77 the same,\n"
+      "with --unenforceable skip. memrun exec: the command's own status where memory held.",
       "memrun"};
   app.set_version_flag("--version", MEMRUN_VERSION);
   Cli cli;
@@ -230,7 +258,13 @@ int main(int argc, char** argv) {
   add_commands(app, cli);
   app.require_subcommand(0, 1);
   try {
-    app.parse(argc, argv);
+    auto scanned = scan_command_line(app, std::vector<std::string>(argv + 1, argv + argc), "exec");
+    std::reverse(scanned.args.begin(), scanned.args.end());  // CLI11 takes them last first
+    app.parse(scanned.args);
+    cli.exec_options.argv = std::move(scanned.command);
+  } catch (const Error& e) {
+    fmt::print(stderr, "memrun: {}\n", e.what());
+    return e.exit_code();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -241,5 +275,5 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
-  return exit_code_of([&] { return dispatch(cli); });
+  return exit_code_of([&] { return dispatch(cli); }, cli.o.unenforceable == "skip");
 }

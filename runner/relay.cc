@@ -1,7 +1,11 @@
 #include "runner/relay.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -10,6 +14,9 @@
 #include "runner/units.h"
 
 namespace memrun {
+namespace {
+constexpr size_t kEchoQueue = 8 << 20;  // see LogRelay::echo_to
+}  // namespace
 
 LogRelay::LogRelay(const std::string& path, uint64_t cap) : path_(path), cap_(cap) {
   int fds[2];
@@ -50,8 +57,65 @@ void LogRelay::fail() {
   error_ = std::string("cannot write the log ") + path_ + ": " + std::strerror(errno) + "; its output was discarded";
 }
 
+void LogRelay::keep(const char* data, size_t n) {
+  int to = sink();
+  uint64_t keep = to != file_fd_ ? 0 : cap_ ? std::min<uint64_t>(n, cap_ - kept_) : static_cast<uint64_t>(n);
+  if (keep && ::write(to, data, keep) != static_cast<ssize_t>(keep)) {
+    fail();
+    keep = 0;
+  }
+  kept_ += keep;
+  discarded_ += static_cast<uint64_t>(n) - keep;
+}
+
+void LogRelay::echo(const char* data, size_t n) {
+  if (echo_fd_ < 0) return;
+  size_t room = kEchoQueue > echo_pending_.size() ? kEchoQueue - echo_pending_.size() : 0;
+  echo_pending_.append(data, std::min(n, room));
+  echo_dropped_ += n - std::min(n, room);
+  flush_echo(0);
+}
+
+void LogRelay::flush_echo(int wait_ms) {
+  while (echo_fd_ >= 0 && !echo_pending_.empty()) {
+    // Only what the terminal or pipe takes now: a write after POLLOUT of
+    // at most PIPE_BUF bytes does not block on a pipe.
+    pollfd p{echo_fd_, POLLOUT, 0};
+    int ready;
+    do {
+      ready = ::poll(&p, 1, wait_ms);
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      echo_fd_ = -1;  // the reader is gone (memrun | head): nothing more to show
+      return;
+    }
+    ssize_t n = ::write(echo_fd_, echo_pending_.data(), std::min<size_t>(echo_pending_.size(), PIPE_BUF));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      echo_fd_ = -1;
+      return;
+    }
+    echo_pending_.erase(0, static_cast<size_t>(n));
+  }
+}
+
 bool LogRelay::pump() {
   if (read_fd_ < 0) return false;
+  if (echo_fd_ >= 0) {
+    // Shown and kept: read once, written twice (splice would take the
+    // bytes from the pipe for the file alone).
+    for (;;) {
+      char buffer[65536];
+      ssize_t n = ::read(read_fd_, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return true;
+      if (n <= 0) return end();
+      keep(buffer, static_cast<size_t>(n));
+      echo(buffer, static_cast<size_t>(n));
+    }
+  }
   if (file_fd_ < 0 && null_fd_ < 0) {
     // The first bytes decide whether a file is needed at all: a quiet test
     // costs none (creating a file is most of a test's cost on some disks).
@@ -62,14 +126,7 @@ bool LogRelay::pump() {
     } while (n < 0 && errno == EINTR);
     if (n < 0 && errno == EAGAIN) return true;
     if (n <= 0) return end();
-    int to = sink();
-    uint64_t keep = to != file_fd_ ? 0 : cap_ ? std::min<uint64_t>(n, cap_ - kept_) : static_cast<uint64_t>(n);
-    if (keep && ::write(to, first, keep) != static_cast<ssize_t>(keep)) {
-      fail();
-      keep = 0;
-    }
-    kept_ += keep;
-    discarded_ += static_cast<uint64_t>(n) - keep;
+    keep(first, static_cast<size_t>(n));
   }
   for (;;) {
     // splice(2) moves the pipe's pages into the file (or /dev/null) without
@@ -109,6 +166,15 @@ void LogRelay::finish() {
     ::close(read_fd_);
     read_fd_ = -1;
   }
+  // The test is over: what is left to show may wait for the reader a while.
+  flush_echo(2000);
+  if (echo_fd_ >= 0 && (echo_dropped_ || !echo_pending_.empty())) {
+    std::string note = "\n[memrun: " + format_size(echo_dropped_ + echo_pending_.size()) +
+                       " of this output were not shown (the reader did not take them in time); the log " + path_ +
+                       " has it all]\n";
+    (void)!::write(echo_fd_, note.data(), note.size());
+  }
+  echo_pending_.clear();
   if (discarded_ > 0 && error_.empty()) {
     std::string note = "\n[memrun: this log was capped at " + format_size(cap_) + "; the test wrote " +
                        format_size(kept_ + discarded_) + ", the last " + format_size(discarded_) +

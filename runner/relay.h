@@ -34,6 +34,12 @@ class LogRelay {
   /// closes it and notes in the file what the cap discarded.
   void finish();
 
+  /// Also shows what the test writes on `fd` (memrun's own stdout or
+  /// stderr: `memrun exec` passes its command's output through as it
+  /// runs). Never blocks the run: what `fd` cannot take at once waits in
+  /// memory (up to 8 MiB, past which it is not shown; the log has it all).
+  void echo_to(int fd) { echo_fd_ = fd; }
+
   uint64_t bytes() const { return kept_ + discarded_; }  ///< what the test wrote
   uint64_t discarded() const { return discarded_; }      ///< what the cap dropped
   /// Why the log file could not be written (its output was then discarded);
@@ -44,11 +50,17 @@ class LogRelay {
   int sink();  // the file, made on first use; /dev/null past the cap or on error
   void fail();  // records why the file cannot be written (errno)
   bool end();   // the pipe ended: closes it, returns false
+  void keep(const char* data, size_t n);  // into the file, up to the cap
+  void echo(const char* data, size_t n);  // queued for echo_fd_
+  void flush_echo(int wait_ms);           // what echo_fd_ takes, waiting up to wait_ms per chunk
 
   std::string error_;
   std::string path_;
   uint64_t cap_, kept_ = 0, discarded_ = 0;
   int read_fd_ = -1, write_fd_ = -1, file_fd_ = -1, null_fd_ = -1;
+  int echo_fd_ = -1;
+  std::string echo_pending_;
+  uint64_t echo_dropped_ = 0;
 };
 
 }  // namespace memrun

@@ -61,7 +61,7 @@ void Console::test(const TestRecord& r) const {
   std::string memory = v.outcome == Outcome::error || skipped ||
                                (v.outcome == Outcome::interrupted && o.duration_s == 0)
                            ? "-"
-                           : fmt::format("peak {} / {}", format_size(v.peak), format_size(v.limit));
+                           : fmt::format("peak {} / {}", format_size(v.peak), format_limit(v.limit));
   // Swap, where the test had any: its peak against what the spec allows.
   if (memory != "-" && v.swap_peak > 0)
     memory += fmt::format(" + swap {} / {}", format_size(v.swap_peak), format_size(r.test.swap_limit));

@@ -131,6 +131,8 @@ class Loop {
     context_.sample_interval = options.sample_interval;
     context_.max_log = options.max_log;
     context_.pid_namespace = options.pid_namespace;
+    context_.echo_stdout = options.echo_stdout;
+    context_.echo_stderr = options.echo_stderr;
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");

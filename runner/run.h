@@ -55,6 +55,9 @@ struct RunOptions {
   /// the kernel log it reads OOM kills from (null: /dev/kmsg).
   Clock* clock = nullptr;
   KernelLog* kernel_log = nullptr;
+  /// Where the tests' stdout and stderr are also shown as they come (the
+  /// logs keep them all the same); -1: nowhere. `memrun exec` sets them.
+  int echo_stdout = -1, echo_stderr = -1;
 };
 
 /// memrun's process-wide set-up for running tests, once per command that

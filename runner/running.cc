@@ -125,6 +125,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   }
   out_ = std::make_unique<LogRelay>(p.stdout_path, context.max_log);
   err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
+  out_->echo_to(context.echo_stdout);
+  err_->echo_to(context.echo_stderr);
   cmd.stdout_fd = out_->writer();
   cmd.stderr_fd = err_->writer();
   auto failed = [&](const std::string& why) {

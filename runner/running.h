@@ -50,6 +50,7 @@ struct RunContext {
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
   bool pid_namespace = true;  ///< see RunOptions::pid_namespace
+  int echo_stdout = -1, echo_stderr = -1;  ///< see RunOptions::echo_stdout
 };
 
 class RunningTest {

@@ -114,7 +114,7 @@ class Parser {
 
   uint64_t size(const YAML::Node& n, const std::string& key) const {
     std::string why;
-    auto v = parse_size(scalar(n, key, "a size such as 512MiB"), &why);
+    auto v = parse_size_with_unit(scalar(n, key, "a size such as 512MiB"), &why);
     if (!v) fail(n, "'" + key + "': " + why);
     return *v;
   }

@@ -155,6 +155,11 @@ std::optional<MinHeadroom> parse_min_headroom(const std::string& s, std::string*
     h.percent = p;
     return h;
   }
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
+    *why = "'" + s + "' has no unit, and a bare number is ambiguous; write " + s + "% (of the limit), " + s +
+           "MiB (" + s + " x 2^20 bytes) or " + s + "B (bytes)";
+    return std::nullopt;
+  }
   auto bytes = parse_size(s, why);
   if (!bytes) return std::nullopt;
   h.bytes = *bytes;

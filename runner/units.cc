@@ -66,6 +66,15 @@ std::optional<uint64_t> parse_size(const std::string& text, std::string* why) {
   return std::nullopt;
 }
 
+std::optional<uint64_t> parse_size_with_unit(const std::string& text, std::string* why) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && text != "0") {
+    *why = "'" + text + "' has no unit, and a bare number is ambiguous; write " + text + "MiB (" + text +
+           " x 2^20 bytes), " + text + "MB (" + text + " x 10^6 bytes) or " + text + "B (bytes)";
+    return std::nullopt;
+  }
+  return parse_size(text, why);
+}
+
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
                                                         std::string* why) {
   double number;
@@ -106,6 +115,20 @@ std::string format_size(uint64_t bytes) {
   }
   if (i == 0) return fmt::format("{} B", bytes);
   return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : 1, kNames[i]);
+}
+
+std::string format_limit(uint64_t bytes) {
+  // A limit is rounded up to the kernel's page (4 KiB, or 64 KiB on some
+  // arm64 kernels): 1GB is set as 1000001536 bytes. Decimal where, up to
+  // that rounding, it is a whole number of MB that is no whole MiB.
+  if (bytes < 1000000 || bytes == UINT64_MAX) return format_size(bytes);
+  uint64_t decimal = bytes / 1000000 * 1000000;
+  if (bytes - decimal >= 64 * KiB || decimal % MiB == 0) return format_size(bytes);
+  static const std::pair<double, const char*> kUnits[] = {{1e12, "TB"}, {1e9, "GB"}, {1e6, "MB"}};
+  for (const auto& [unit, name] : kUnits)
+    if (static_cast<double>(decimal) >= unit)
+      return fmt::format("{:g} {} ({})", static_cast<double>(decimal) / unit, name, format_size(bytes));
+  return format_size(bytes);
 }
 
 std::string format_signed_size(int64_t bytes) {

@@ -16,12 +16,23 @@ inline constexpr uint64_t KiB = uint64_t{1} << 10, MiB = uint64_t{1} << 20, GiB 
 /// an optional fraction ("1.5GiB"). Returns nullopt and sets *why on error.
 std::optional<uint64_t> parse_size(const std::string& text, std::string* why);
 
+/// parse_size() for a size whose unit must be written: a bare number
+/// ("20") is refused, since people mean MiB as often as bytes by it (a
+/// `min_headroom: 20` read as 20 bytes asks for nothing). *why then says
+/// what to write instead.
+std::optional<uint64_t> parse_size_with_unit(const std::string& text, std::string* why);
+
 /// Parses a duration with a unit: ms, s, m, h ("250ms", "1.5s", "2m").
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
                                                         std::string* why);
 
 /// Formats bytes for people: "512 B", "63.9 MiB", "1.50 GiB".
 std::string format_size(uint64_t bytes);
+
+/// Formats a size someone wrote, as what it is: a decimal size (1GB, 10^9
+/// bytes) as "1 GB (953.7 MiB)", so that a limit of 1GB is never shown as
+/// an unexplained 953.7 MiB; any other as format_size().
+std::string format_limit(uint64_t bytes);
 
 /// Formats a signed byte difference, e.g. headroom: "-3.2 MiB".
 std::string format_signed_size(int64_t bytes);

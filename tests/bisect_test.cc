@@ -33,6 +33,29 @@ TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
   EXPECT_NE(run.out.find(suggested), std::string::npos) << suggested << "\n" << run.out;
 }
 
+// --help promises a default range: a command alone is bisected.
+TEST_F(Bisect, ACommandNeedsNoRange) {
+  auto run = run_memrun({"bisect", "--run-dir", dir.path() + "/runs", "--", workload(), "--touch", "100MiB"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex(R"(smallest passing limit: .* \((\d+) bytes\))"))) << run.out;
+  EXPECT_GE(std::stod(m[1]), 100 * MiB);
+}
+
+// The limit bisect suggests keeps the test's own min_headroom: the spec run
+// with it passes.
+TEST_F(Bisect, TheSuggestedLimitKeepsTheTestsMinHeadroom) {
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: [" + workload() +
+                                                ", --touch, 60MiB], memory: 256MiB, min_headroom: 25%}\n");
+  auto run = run_memrun({"bisect", spec, "--test", "t", "--run-dir", dir.path() + "/runs"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m, std::regex(R"(min_headroom 25% above .*\n    memory: (\d+)MiB)")))
+      << run.out;
+  auto with = run_memrun({spec, "--set", "t.memory=" + m[1].str() + "MiB", "--run-dir", dir.path() + "/runs"});
+  EXPECT_EQ(with.exit_code, 0) << run.out << with.out;
+}
+
 TEST_F(Bisect, AFailureThatIsNotMemorysIsNeverTakenForALimit) {
   // Fails below 100 MB without using any memory: a flaky or broken test,
   // whose failures say nothing about its limit.
@@ -81,7 +104,7 @@ TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
   // The memrun that made the report, by its absolute path: the one on
   // PATH may be another.
   std::string self = std::filesystem::canonical(memrun_bin()).string();
-  EXPECT_NE(repro.out.find("env 'K=v' '" + self + "' '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864'"),
+  EXPECT_NE(repro.out.find("env 'K=v' '" + self + "' '" + dir.path() + "/spec.yaml' --filter '^t$' --set 't.memory=67108864B'"),
             std::string::npos)
       << repro.out;
   // And the printed command does rerun it: the same OOM.

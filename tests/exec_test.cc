@@ -1,6 +1,7 @@
 // memrun exec: one command under one limit, against the real kernel, with
 // the verdicts, figures and exit codes of a spec run.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -64,13 +65,146 @@ TEST_F(Exec, TheSameFiguresAsTheSameCommandInASpec) {
 TEST_F(Exec, BadFlagsSayWhatToWriteAndRunNothing) {
   auto small = exec({"--memory", "64"}, {"true"});
   EXPECT_EQ(small.exit_code, 2);
-  EXPECT_NE(small.err.find("did you mean 64MiB?"), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("'64' has no unit, and a bare number is ambiguous; write 64MiB"), std::string::npos)
+      << small.err;
+  auto headroom = exec({"--memory", "64MiB", "--min-headroom", "20"}, {"true"});
+  EXPECT_EQ(headroom.exit_code, 2);
+  EXPECT_NE(headroom.err.find("write 20% (of the limit), 20MiB"), std::string::npos) << headroom.err;
   auto expect = exec({"--memory", "64MiB", "--expect", "crash"}, {"true"});
   EXPECT_EQ(expect.exit_code, 2);
   EXPECT_NE(expect.err.find("must be pass, oom, fail or an exit code"), std::string::npos) << expect.err;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/exec.json"));
   auto none = run_memrun({"exec", "--memory", "64MiB"});
   EXPECT_EQ(none.exit_code, 2);
+}
+
+// Every word from the first that is not a flag of exec's is the command's:
+// its own flags (--version, --json) are never memrun's.
+TEST_F(Exec, TheCommandStartsAtItsFirstWordWithoutDoubleDash) {
+  std::string runs = dir.path() + "/runs";
+  auto sort = run_memrun({"exec", "--memory", "64MiB", "--run-dir", runs, "sort", "--version"}, dir.path());
+  EXPECT_EQ(sort.exit_code, 0) << sort.out << sort.err;
+  EXPECT_NE(sort.out.find("sort (GNU coreutils)"), std::string::npos) << sort.out;
+  EXPECT_NE(sort.out.find("PASS  sort"), std::string::npos) << sort.out;
+  auto echo = run_memrun({"exec", "--memory", "64MiB", "--run-dir", runs, "echo", "--json", "x.json", "--"},
+                         dir.path());
+  EXPECT_EQ(echo.exit_code, 0) << echo.out << echo.err;
+  EXPECT_NE(echo.out.find("--json x.json --\n"), std::string::npos) << echo.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x.json"));
+}
+
+// A decimal size is what it says, and shown as what it is.
+TEST_F(Exec, DecimalAndBinarySizesAreShownAsWritten) {
+  auto gb = exec({"--memory", "1GB"}, {"true"});
+  ASSERT_EQ(gb.exit_code, 0) << gb.out << gb.err;
+  // The kernel rounds a limit up to its page.
+  EXPECT_NEAR(gb.report["tests"][0]["requested_limit_bytes"].get<double>(), 1e9, 4096) << gb.out;
+  EXPECT_NE(gb.out.find(" / 1 GB (953.7 MiB) "), std::string::npos) << gb.out;
+  auto gib = exec({"--memory", "1GiB"}, {"true"});
+  ASSERT_EQ(gib.exit_code, 0) << gib.out << gib.err;
+  EXPECT_EQ(gib.report["tests"][0]["requested_limit_bytes"], 1073741824) << gib.out;
+  EXPECT_NE(gib.out.find(" / 1.00 GiB "), std::string::npos) << gib.out;
+}
+
+// The command's output passes through as it runs, before the verdict, and
+// the logs keep it all the same.
+TEST_F(Exec, TheCommandsOutputPassesThroughAndIsLogged) {
+  auto r = exec({"--memory", "64MiB"}, {"sh", "-c", "echo to-stdout; echo to-stderr >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto shown = r.out.find("to-stdout\n"), verdict = r.out.find("PASS  sh");
+  ASSERT_NE(shown, std::string::npos) << r.out;
+  EXPECT_LT(shown, verdict) << r.out;
+  EXPECT_NE(r.err.find("to-stderr\n"), std::string::npos) << r.err;
+  const auto& t = r.report["tests"][0];
+  EXPECT_EQ(fs::read_file(t["stdout"].get<std::string>()).value_or(""), "to-stdout\n");
+  EXPECT_EQ(fs::read_file(t["stderr"].get<std::string>()).value_or(""), "to-stderr\n");
+  // More than a pipe holds, all of it shown and kept, in order.
+  auto big = exec({"--memory", "64MiB"}, {"seq", "200000"});
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_NE(big.out.find("\n1\n2\n3\n"), std::string::npos);
+  EXPECT_NE(big.out.find("\n199999\n200000\n"), std::string::npos);
+  EXPECT_EQ(std::filesystem::file_size(big.report["tests"][0]["stdout"].get<std::string>()), 1288895u);
+}
+
+// --output after (the CMake functions'): the verdict line first, no header,
+// then the command's whole output.
+TEST_F(Exec, OutputAfterPutsTheVerdictFirst) {
+  auto r = exec({"--memory", "64MiB", "--output", "after"}, {"sh", "-c", "echo first-line; seq 3; exit 1"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.rfind("FAIL  sh", 0), 0u) << r.out;
+  auto whole = r.out.find("--- stdout of sh (");
+  ASSERT_NE(whole, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first-line\n1\n2\n3\n", whole), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("passed, "), std::string::npos) << r.out;
+}
+
+// Memory held: the command's own status. Memory did not hold: 1, whatever
+// the command said. A signal: 128+N, as a shell says it.
+TEST_F(Exec, ExitsWithTheCommandsStatusWhenMemoryHeld) {
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "exit 7"}).exit_code, 7);
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "kill -TERM $$"}).exit_code, 128 + 15);
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {"true"}).exit_code, 0);
+  auto tight = exec({"--memory", "48MiB", "--min-headroom", "20%"},
+                    {"sh", "-c", workload() + " --touch 40MiB; exit 4"});
+  EXPECT_EQ(tight.exit_code, 1) << tight.out;
+  EXPECT_LT(tight.report["tests"][0]["headroom_bytes"].get<double>(), 0.2 * 48 * MiB) << tight.out;
+  EXPECT_EQ(exec({"--memory", "64MiB"}, {workload(), "--touch", "100MiB", "--exit", "5"}).exit_code, 1);
+  // An expectation other than pass is memrun's verdict alone.
+  EXPECT_EQ(exec({"--memory", "64MiB", "--expect", "fail"}, {"sh", "-c", "exit 7"}).exit_code, 0);
+  EXPECT_EQ(exec({"--memory", "64MiB", "--expect", "3"}, {"sh", "-c", "exit 7"}).exit_code, 1);
+}
+
+// A flag or command memrun does not know is named, with the nearest one it
+// does, before anything runs.
+TEST_F(Exec, UnknownFlagsAndCommandsAreNamedWithTheNearest) {
+  std::string runs = dir.path() + "/runs";
+  auto memroy = run_memrun({"exec", "--run-dir", runs, "--memroy", "64MiB", "--", "true"});
+  EXPECT_EQ(memroy.exit_code, 2);
+  EXPECT_NE(memroy.err.find("unknown flag --memroy; did you mean --memory?"), std::string::npos) << memroy.err;
+  EXPECT_FALSE(std::filesystem::exists(runs));
+  std::string spec = dir.write("s.yaml", "tests:\n  - {name: t, run: [true], memory: 64MiB}\n");
+  auto jsn = run_memrun({"--jsn", dir.path() + "/out.json", spec, "--run-dir", runs});
+  EXPECT_EQ(jsn.exit_code, 2);
+  EXPECT_NE(jsn.err.find("unknown flag --jsn; did you mean --json?"), std::string::npos) << jsn.err;
+  auto compre = run_memrun({"compre", "a.json", "b.json"}, dir.path());
+  EXPECT_EQ(compre.exit_code, 2);
+  EXPECT_NE(compre.err.find("unknown command 'compre'; did you mean 'compare'?"), std::string::npos) << compre.err;
+  EXPECT_FALSE(std::filesystem::exists(runs));
+}
+
+// As a user who cannot make cgroups here: the message names fixes that
+// work on this host, never the one just tried; --unenforceable skip turns
+// the failure into a skip (77), which the CMake functions hand to CTest.
+TEST_F(Exec, WithoutRootTheFixWorksHereAndSkipIsOptIn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  std::vector<std::string> user = {"setpriv", "--reuid", "1600", "--regid", "1600", "--clear-groups", memrun_bin()};
+  auto as_user = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = user;
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv, "/");
+  };
+  auto plain = as_user({"exec", "--memory", "64MiB", "--run-dir", "/nonexistent", "true"});
+  if (plain.exit_code == 0) GTEST_SKIP() << "a plain user can enforce limits here";
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_NE(plain.err.find("run memrun as root (sudo memrun ...)"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find("--unenforceable skip"), std::string::npos) << plain.err;
+  // auto tried v2 and v1: neither is suggested.
+  EXPECT_EQ(plain.err.find("--backend v1"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("--backend v2"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("(or auto)"), std::string::npos) << plain.err;
+  // Asked for v2 on a host whose v2 has no memory controller: the same.
+  auto v2 = as_user({"--backend", "v2", "exec", "--memory", "64MiB", "true"});
+  EXPECT_EQ(v2.exit_code, 3) << v2.err;
+  EXPECT_EQ(v2.err.find("--backend v1"), std::string::npos) << v2.err;
+  auto skip = as_user({"exec", "--unenforceable", "skip", "--memory", "64MiB", "true"});
+  EXPECT_EQ(skip.exit_code, 77) << skip.err;
+  EXPECT_NE(skip.err.find("SKIP (--unenforceable skip): memory limits cannot be enforced"), std::string::npos)
+      << skip.err;
+  std::string spec = dir.write("s.yaml", "tests:\n  - {name: t, run: [true], memory: 64MiB}\n");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  auto spec_skip = as_user({spec, "--unenforceable", "skip"});
+  EXPECT_EQ(spec_skip.exit_code, 77) << spec_skip.err;
 }
 
 }  // namespace

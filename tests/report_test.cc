@@ -267,7 +267,7 @@ TEST(Decide, AnOomUnderALimitTheTestLoweredIsNeverMemrunsOom) {
             std::string::npos)
       << put_back.reason;
   // The kernel keeps whole pages of a limit that is not a multiple of one.
-  Spec odd = parse_spec("tests:\n  - {name: t, run: x, memory: 10000000}\n", "s.yaml", tmp());
+  Spec odd = parse_spec("tests:\n  - {name: t, run: x, memory: 10000000B}\n", "s.yaml", tmp());
   Observation ok = Fixture::exited(0, MiB / 2);
   ok.kernel.limit_at_end = 10000000 / 4096 * 4096;
   EXPECT_TRUE(decide(odd.tests[0], ok).passed) << decide(odd.tests[0], ok).reason;

@@ -171,7 +171,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"tests:\n  - {name: t, run: x, memory: 0}\n", "'memory': '0' is zero"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: -1GiB}\n", "must be positive"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: 99999999TiB}\n", "too large"},
-        BadSpec{"tests:\n  - {name: t, run: x, memory: 64}\n", "below 1 MiB, too small to run any program (a plain number is bytes: did you mean 64MiB?)"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 64}\n",
+                "spec.yaml:2:31: 'memory': '64' has no unit, and a bare number is ambiguous; write 64MiB (64 x 2^20 "
+                "bytes), 64MB (64 x 10^6 bytes) or 64B (bytes)"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 64MiB, min_headroom: 20}\n",
+                "spec.yaml:2:52: 'min_headroom': '20' has no unit, and a bare number is ambiguous; write 20% (of the "
+                "limit), 20MiB (20 x 2^20 bytes) or 20B (bytes)"},
+        BadSpec{"tests:\n  - {name: t, run: x, memory: 64MiB, memory_high: 100000}\n",
+                "spec.yaml:2:51: 'memory_high': '100000' has no unit"},
         BadSpec{"tests:\n  - {name: t, run: x, memory: 64mb}\n", "unknown unit 'mb'"},
         BadSpec{"tests:\n  - {name: a/b, run: x, memory: 8MiB}\n", "must not contain '/'"},
         BadSpec{"tests:\n  - {name: '..', run: x, memory: 8MiB}\n", "must not contain '..'"},
@@ -219,7 +226,7 @@ TEST(Spec, OneDocumentMayStartWithMarkersAndHoldThemInScalars) {
 
 TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
   EXPECT_EQ(error_of("tests:\n  - {name: t, run: x, memory: 0.5MiB}\n").find("did you mean"), std::string::npos);
-  EXPECT_NE(error_of("tests:\n  - {name: t, run: x, memory: 64}\n").find("did you mean 64MiB?"), std::string::npos);
+  EXPECT_NE(error_of("tests:\n  - {name: t, run: x, memory: 64}\n").find("write 64MiB"), std::string::npos);
 }
 
 

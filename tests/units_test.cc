@@ -84,3 +84,28 @@ TEST(Format, Sizes) {
 
 }  // namespace
 }  // namespace memrun
+
+namespace memrun {
+namespace {
+
+TEST(Sizes, DecimalAndBinaryAreBothExactAndShownAsWhatTheyAre) {
+  std::string why;
+  EXPECT_EQ(parse_size_with_unit("1GB", &why), 1000000000u);
+  EXPECT_EQ(parse_size_with_unit("1GiB", &why), 1073741824u);
+  EXPECT_EQ(format_limit(1000000000), "1 GB (953.7 MiB)");
+  EXPECT_EQ(format_limit(1500000000), "1.5 GB (1.40 GiB)");
+  EXPECT_EQ(format_limit(100000000), "100 MB (95.4 MiB)");
+  EXPECT_EQ(format_limit(1073741824), "1.00 GiB");
+  EXPECT_EQ(format_limit(64 * MiB), "64.0 MiB");
+  // As the kernel sets it: rounded up to its page.
+  EXPECT_EQ(format_limit(1000001536), "1 GB (953.7 MiB)");
+  EXPECT_EQ(format_limit(1000000000 + 64 * KiB), format_size(1000000000 + 64 * KiB));
+  EXPECT_EQ(format_limit(16384000000), format_size(16384000000));  // 15625 MiB: binary is exact
+  EXPECT_EQ(parse_size_with_unit("20", &why), std::nullopt);
+  EXPECT_EQ(why, "'20' has no unit, and a bare number is ambiguous; write 20MiB (20 x 2^20 bytes), 20MB (20 x 10^6 "
+                 "bytes) or 20B (bytes)");
+  EXPECT_EQ(parse_size_with_unit("20B", &why), 20u);
+}
+
+}  // namespace
+}  // namespace memrun

@@ -4,18 +4,21 @@
 # (peak, headroom, OOM kill and who was killed) in the test's output. The
 # verdict reaches CTest as the exit code: 0 when the expectation held, 1
 # when not, 3 when memory limits cannot be enforced on this machine (run
-# `memrun doctor`): never a pass without a limit.
+# `memrun doctor`): never a pass without a limit. With UNENFORCEABLE_SKIP
+# such a test is skipped instead (memrun's exit 77, CTest's
+# SKIP_RETURN_CODE): for developers' machines without root.
 
 set(_memrun_functions_dir "${CMAKE_CURRENT_LIST_DIR}")
 
 # memrun_add_test(NAME name COMMAND cmd [args...] MEMORY size
 #                 [EXPECT pass|oom|fail|N] [MIN_HEADROOM size|N%]
-#                 [TIMEOUT duration] [WORKING_DIRECTORY dir] [LABELS ...])
+#                 [TIMEOUT duration] [WORKING_DIRECTORY dir] [LABELS ...]
+#                 [UNENFORCEABLE_SKIP] [JSON_DIR dir])
 # One CTest test: COMMAND under memrun, with a hard limit of MEMORY. A
 # target name as the command's first word runs that target's file.
 function(memrun_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg ""
-    "NAME;MEMORY;EXPECT;MIN_HEADROOM;TIMEOUT;WORKING_DIRECTORY" "COMMAND;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "UNENFORCEABLE_SKIP"
+    "NAME;MEMORY;EXPECT;MIN_HEADROOM;TIMEOUT;WORKING_DIRECTORY;JSON_DIR" "COMMAND;LABELS")
   foreach(required NAME COMMAND MEMORY)
     if(NOT arg_${required})
       message(FATAL_ERROR "memrun_add_test: ${required} is missing (e.g. memrun_add_test(NAME reads-one-column "
@@ -25,7 +28,12 @@ function(memrun_add_test)
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "memrun_add_test(${arg_NAME}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
-  _memrun_exec_args(args "${arg_NAME}" "${arg_MEMORY}" "${arg_EXPECT}" "${arg_MIN_HEADROOM}" "${arg_TIMEOUT}")
+  _memrun_run_dir(run_dir)
+  if(arg_JSON_DIR)
+    file(MAKE_DIRECTORY "${arg_JSON_DIR}")
+  endif()
+  _memrun_exec_args(args "${arg_NAME}" "${arg_MEMORY}" "${arg_EXPECT}" "${arg_MIN_HEADROOM}" "${arg_TIMEOUT}"
+                    "${arg_UNENFORCEABLE_SKIP}" "${run_dir}" "${arg_JSON_DIR}")
   list(POP_FRONT arg_COMMAND program)
   if(TARGET "${program}")
     set(program "$<TARGET_FILE:${program}>")
@@ -38,6 +46,9 @@ function(memrun_add_test)
   if(arg_LABELS)
     set_tests_properties("${arg_NAME}" PROPERTIES LABELS "${arg_LABELS}")
   endif()
+  if(arg_UNENFORCEABLE_SKIP)
+    set_tests_properties("${arg_NAME}" PROPERTIES SKIP_RETURN_CODE 77)
+  endif()
 endfunction()
 
 # memrun_discover_tests(target MEMORY size
@@ -45,7 +56,8 @@ endfunction()
 #                       [EXPECT_OOM glob...] [MIN_HEADROOM size|N%]
 #                       [TIMEOUT duration] [TEST_PREFIX prefix]
 #                       [EXTRA_ARGS args...] [WORKING_DIRECTORY dir]
-#                       [DISCOVERY_TIMEOUT seconds])
+#                       [DISCOVERY_TIMEOUT seconds] [UNENFORCEABLE_SKIP]
+#                       [JSON_DIR dir])
 # Every GoogleTest case of `target`, listed after each build (as
 # gtest_discover_tests does, with --gtest_list_tests; DISABLED_ cases
 # left out), becomes a CTest test named TEST_PREFIX + the case's name, run
@@ -54,8 +66,8 @@ endfunction()
 # limit, later pairs winning; EXPECT_OOM's cases pass only when the kernel
 # OOM-kills them.
 function(memrun_discover_tests target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg ""
-    "MEMORY;MIN_HEADROOM;TIMEOUT;TEST_PREFIX;WORKING_DIRECTORY;DISCOVERY_TIMEOUT" "CASES;EXPECT_OOM;EXTRA_ARGS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "UNENFORCEABLE_SKIP"
+    "MEMORY;MIN_HEADROOM;TIMEOUT;TEST_PREFIX;WORKING_DIRECTORY;DISCOVERY_TIMEOUT;JSON_DIR" "CASES;EXPECT_OOM;EXTRA_ARGS")
   if(NOT TARGET "${target}")
     message(FATAL_ERROR "memrun_discover_tests: '${target}' is not a target (add_executable it first)")
   endif()
@@ -87,7 +99,12 @@ function(memrun_discover_tests target)
     set(config "-$<CONFIG>")
   endif()
   set(settings "")
-  foreach(var MEMORY MIN_HEADROOM TIMEOUT TEST_PREFIX WORKING_DIRECTORY DISCOVERY_TIMEOUT CASES EXPECT_OOM EXTRA_ARGS)
+  _memrun_run_dir(arg_RUN_DIR)
+  if(arg_JSON_DIR)
+    file(MAKE_DIRECTORY "${arg_JSON_DIR}")
+  endif()
+  foreach(var MEMORY MIN_HEADROOM TIMEOUT TEST_PREFIX WORKING_DIRECTORY DISCOVERY_TIMEOUT CASES EXPECT_OOM EXTRA_ARGS
+              UNENFORCEABLE_SKIP RUN_DIR JSON_DIR)
     string(APPEND settings "set(${var} [==[${arg_${var}}]==])\n")
   endforeach()
   string(APPEND settings "set(EXE [==[$<TARGET_FILE:${target}>]==])\n"
@@ -114,9 +131,26 @@ function(memrun_discover_tests target)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${base}_include.cmake")
 endfunction()
 
-# The arguments of `memrun exec` for one test, into `out`.
-function(_memrun_exec_args out name memory expect min_headroom timeout)
-  set(args exec --name "${name}" --memory "${memory}")
+# Every test's run folder is below one place in the build tree, which
+# `cmake --build . --target clean` removes.
+function(_memrun_run_dir out)
+  set(dir "${CMAKE_BINARY_DIR}/memrun-runs")
+  set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY ADDITIONAL_CLEAN_FILES "${dir}")
+  set(${out} "${dir}" PARENT_SCOPE)
+endfunction()
+
+# The arguments of `memrun exec` for one test, into `out`: its verdict line
+# first in CTest's log, then the command's whole output (--output after);
+# with JSON_DIR, a report per test (`memrun merge DIR/*.json` makes one).
+function(_memrun_exec_args out name memory expect min_headroom timeout skip run_dir json_dir)
+  set(args exec --name "${name}" --memory "${memory}" --output after --run-dir "${run_dir}")
+  if(skip)
+    list(APPEND args --unenforceable skip)
+  endif()
+  if(json_dir)
+    string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" file "${name}")
+    list(APPEND args --json "${json_dir}/${file}.json")
+  endif()
   if(expect)
     list(APPEND args --expect "${expect}")
   endif()

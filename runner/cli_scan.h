@@ -1,0 +1,35 @@
+// memrun's command line, read once before CLI11 parses it: what CLI11
+// alone gets wrong for memrun. A flag it does not know would otherwise
+// surface as a later word's error ("Path does not exist: out.json"), and
+// `exec`'s command would lose its own flags to memrun (`exec sort
+// --version` printed memrun's version).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace memrun {
+
+/// The command line split in two.
+struct ScannedLine {
+  std::vector<std::string> args;     ///< for CLI11 (without the program's name)
+  std::vector<std::string> command;  ///< `exec`'s command: from its first word that is not one of its flags
+};
+
+/// Reads `args` against `root`'s flags and subcommands. The first word of
+/// `command_taker` (a subcommand of root) that is neither one of its flags
+/// nor a flag's value starts the command, and every word from there on is
+/// the command's ("--" before it is optional). Throws Error(kExitUsage) for
+/// a flag no command in reach knows, or a first word that is neither a
+/// subcommand nor an existing path but is close to a subcommand's name,
+/// naming it and the nearest known name.
+ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::string>& args,
+                              const std::string& command_taker);
+
+/// The candidate nearest to `word` by edit distance (a swap of two
+/// neighbouring letters counts once), or "" when none is near enough to
+/// be a typo of it.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace memrun
