@@ -10,7 +10,9 @@
 //                       called again until the group is empty
 //   Group::remove_step -> rmdir of the subtree, retried while EBUSY
 // kill_all_blocking and destroy_blocking do the same for callers without an
-// event loop; they wait. Nothing else here waits, destructors included.
+// event loop; they wait. A group's destructor never waits; a backend's
+// close() (and its destructor, which closes it after the run) waits up to
+// 2 s for the run's own directory to go.
 #pragma once
 
 #include <cstdint>

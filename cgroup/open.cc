@@ -111,6 +111,9 @@ std::string fixes_here(const OpenOptions& options, const Verdict& failed) {
     bool tried = options.kind == kind ||
                  (options.kind == Kind::automatic && (systemd_owns ? kind == Kind::systemd : kind != Kind::systemd));
     if (tried) return false;
+    // Where systemd owns the tree, v2 below memrun's own cgroup would move
+    // the caller's service's processes: never offered.
+    if (systemd_owns && kind == Kind::v2) return false;
     if (kind == Kind::systemd && !h.systemd_pid1) return false;
     Verdict v = kind == Kind::v2 ? check_v2(options.parent) : kind == Kind::v1 ? check_v1(options.parent) : check_systemd();
     return v.problem.empty();
@@ -123,6 +126,9 @@ std::string fixes_here(const OpenOptions& options, const Verdict& failed) {
       fixes.push_back("let your user manager delegate the memory controller: sudo loginctl enable-linger $USER, "
                       "then run memrun from a login session of yours (memrun doctor shows the delegation)");
     fixes.push_back("pass a cgroup you own with the memory controller to --cgroup-parent");
+  } else if (systemd_owns) {
+    fixes.push_back("start memrun in a scope delegated to it (systemd-run --scope -p Delegate=yes memrun ...) and "
+                    "pass that scope's cgroup to --cgroup-parent");
   }
   if (in_container())
     fixes.push_back("in a container: start it with a writable cgroup of its own (docker/podman run --privileged, "

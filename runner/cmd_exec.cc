@@ -46,6 +46,9 @@ int exec_status(const TestSpec& t, const TestRecord& r, int run_code) {
   if (run_code != kExitOk && run_code != kExitTestFailed) return run_code;  // interrupted, a report unwritten
   if (t.expect.kind != Expectation::pass || r.verdict.outcome != Outcome::fail) return run_code;
   const Observation& o = r.observed;
+  // A command that exited 0 and still failed (forks refused at pids.max, a
+  // tool's rule) failed for memrun's reason: its own 0 would hide that.
+  if (!o.signal && o.exit_code == 0) return run_code;
   // The memory verdict alone: the same observation judged as if the
   // command's ending had been expected. Where that passes, memory held.
   TestSpec as_expected = t;

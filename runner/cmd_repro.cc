@@ -109,7 +109,7 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
     r.argv.insert(r.argv.end(), words->begin(), words->end());
   } else {
     r.argv.insert(r.argv.end(), {t.spec, "--filter", "^" + RE2::QuoteMeta(name) + "$", "--set",
-                                 name + ".memory=" + std::to_string(t.requested_limit)});
+                                 name + ".memory=" + std::to_string(t.requested_limit) + "B"});
     r.argv.insert(r.argv.end(), flags.begin(), flags.end());
   }
   return r;
@@ -175,6 +175,17 @@ int explain_command(const std::string& report_path, const std::string& name, con
   Rerun r = rerun_of(report_path, name, spec);
   // Before `exec`'s own words (its options fall through to memrun's).
   r.argv.insert(r.argv.begin() + 1, "--explain=always");
+  // A report is data, perhaps from someone else's CI: this memrun runs it
+  // (never the program a report names), and variables that would load code
+  // into memrun itself are refused, not set.
+  for (const auto& [k, v] : r.env)
+    if (v && k.rfind("LD_", 0) == 0)
+      throw Error(kExitUsage, "the report's test sets " + k + ", which would load code into memrun itself: "
+                              "run `memrun repro` to see its command and run that yourself if you trust it");
+  std::fprintf(stderr, "memrun explain: running in %s:", r.cwd.c_str());
+  for (const auto& a : r.argv) std::fprintf(stderr, " %s", shell_quote(a).c_str());
+  std::fprintf(stderr, "\n");
+  r.argv[0] = "/proc/self/exe";
   if (::chdir(r.cwd.c_str()) != 0)
     throw Error(kExitUsage, "cannot enter " + r.cwd + ", the folder the report's run was made in: " +
                                 std::strerror(errno));
@@ -185,8 +196,8 @@ int explain_command(const std::string& report_path, const std::string& name, con
   std::vector<char*> args;
   for (auto& a : r.argv) args.push_back(a.data());
   args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  throw Error(kExitUsage, "cannot run " + r.argv[0] + ": " + std::strerror(errno));
+  ::execv(args[0], args.data());
+  throw Error(kExitUsage, std::string("cannot run memrun again: ") + std::strerror(errno));
 }
 
 }  // namespace memrun

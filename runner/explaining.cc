@@ -80,6 +80,9 @@ Ran run_helper(const std::vector<std::string>& argv, const std::vector<std::stri
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  // In memrun's own folder: never where the test could have left a module
+  // for the helper to import (glibc 2.29+).
+  posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
   std::vector<char*> args, envp;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -346,7 +349,7 @@ bool python_file(const std::string& file) {
 // memray's profiles, one per process it followed.
 std::string read_memray(const Profiling& p, const std::string& out_base, const std::vector<std::string>& env,
                         const std::string& dir, Explanation& e, std::map<int, std::string>& profiled) {
-  Ran ran = run_helper({p.python, "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)}, env, dir,
+  Ran ran = run_helper({p.python, "-I", "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)}, env, dir,
                        std::chrono::seconds(300));
   if (!ok(ran)) return "memray's profile could not be read: " + ran.err.substr(0, 2000);
   auto j = nlohmann::json::parse(ran.out, nullptr, false);
@@ -499,7 +502,7 @@ std::string read_heaptrack(const std::string& dir, const std::string& out_base, 
 
 std::string version_of(const Profiling& p, const std::vector<std::string>& env, const std::string& dir) {
   if (p.profiler == "memray") {
-    Ran r = run_helper({p.python, "-c", "import memray; print(memray.__version__)"}, env, dir, std::chrono::seconds(60));
+    Ran r = run_helper({p.python, "-I", "-c", "import memray; print(memray.__version__)"}, env, dir, std::chrono::seconds(60));
     if (!ok(r)) return "";
     std::string v = r.out.substr(0, r.out.find('\n'));
     return "memray " + v;

@@ -55,8 +55,9 @@ void add_run_flags(CLI::App& app, Options& o) {
   app.add_flag("--fail-fast", o.fail_fast,
                "start no test after the first that does not pass (with -j, those running finish)");
   app.add_option("--backend", o.backend,
-                 "auto: without root on a systemd host, systemd; else v2 where it has the memory "
-                 "controller, else v1. Or v2, v1, systemd")
+                 "auto: where systemd is PID 1 on cgroup v2, systemd (a scope from the system manager as root, "
+                 "from your user manager without); else v2 where it has the memory controller, else v1. "
+                 "Or v2, v1, systemd")
       ->check(CLI::IsMember({"auto", "v2", "v1", "systemd"}));
   app.add_option("--cgroup-parent", o.cgroup_parent,
                  "make the run's cgroups below this cgroup (default: memrun's own)");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <cerrno>
 #include <cstring>
@@ -77,13 +78,16 @@ void LogRelay::echo(const char* data, size_t n) {
 }
 
 void LogRelay::flush_echo(int wait_ms) {
+  // One deadline for the whole flush, however slowly the reader takes it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (echo_fd_ >= 0 && !echo_pending_.empty()) {
     // Only what the terminal or pipe takes now: a write after POLLOUT of
     // at most PIPE_BUF bytes does not block on a pipe.
     pollfd p{echo_fd_, POLLOUT, 0};
     int ready;
     do {
-      ready = ::poll(&p, 1, wait_ms);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
     } while (ready < 0 && errno == EINTR);
     if (ready <= 0) return;
     if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) {

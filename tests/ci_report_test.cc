@@ -313,6 +313,9 @@ TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
   // A base branch without a successful run yet (a first pull request)
   // gives no run id: nothing is downloaded, and the comparison says so.
   EXPECT_NE(runs.find("--jq '.[0].databaseId // empty'"), std::string::npos) << runs;
+  // Only the base branch's own runs: a fork's pull request from a branch of
+  // the same name never becomes the base.
+  EXPECT_NE(runs.find("gh run list --branch \"$BASE_REF\" --event push"), std::string::npos) << runs;
   EXPECT_NE(runs.find("if [ -n \"$run_id\" ]; then\n  gh run download \"$run_id\" --name memrun-report --dir base"),
             std::string::npos)
       << runs;
