@@ -85,7 +85,10 @@ TEST_F(Trust, AnOomUnderALimitTheTestLoweredNeverMeetsExpectOom) {
   for (const char* name : {"left", "back"}) {
     const auto& t = test_named(run, name);
     EXPECT_FALSE(t["passed"]) << t.dump();
-    EXPECT_NE(t["reason"].get<std::string>().find("memrun set"), std::string::npos) << t.dump();
+    // Where the kernel refuses the write (a systemd scope's leaf: exit 99)
+    // there was nothing to lower; else the reason says whose limit it was.
+    if (t["exit_code"] != 99)
+      EXPECT_NE(t["reason"].get<std::string>().find("memrun set"), std::string::npos) << t.dump();
   }
 }
 
