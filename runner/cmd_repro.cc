@@ -100,7 +100,7 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
     if (!words)
       throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
                                   t.command + "' is not one memrun exec writes; rerun it by hand");
-    for (const std::string& w : {std::string("exec"), std::string("--memory"), std::to_string(t.requested_limit),
+    for (const std::string& w : {std::string("exec"), std::string("--memory"), std::to_string(t.requested_limit) + "B",
                                  std::string("--name"), name, std::string("--expect"), expect_flag(t.expected)})
       r.argv.push_back(w);
     if (t.timeout_s > 0) r.argv.insert(r.argv.end(), {"--timeout", fmt::format("{}ms", std::llround(t.timeout_s * 1e3))});
@@ -118,54 +118,22 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
 }  // namespace
 
 int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
-  ReportData report = read_report(report_path);
-  std::vector<const TestIdentity*> found;
-  for (const auto& t : report.tests)
-    if (t.test.name == name && (spec.empty() || t.test.spec == spec)) found.push_back(&t.test);
-  if (found.empty())
-    throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
-  if (found.size() > 1) {
-    std::string specs;
-    for (const auto* t : found) specs += "\n  " + t->spec;
-    throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
-                                "\nsay which with --spec SPEC");
-  }
-  const auto& t = *found[0];
-  const RunInfo& info = report.info;
   // Every word is quoted for the shell, and the filter matches the name
   // literally and whole: the line reruns exactly this test, whatever its
   // name, paths or environment hold.
+  Rerun r = rerun_of(report_path, name, spec);
+  // Words of plain characters stay bare, so that the line reads as typed.
+  auto word = [](const std::string& w) {
+    bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                    "0123456789_./:=@%+-") == std::string::npos;
+    return plain ? w : shell_quote(w);
+  };
   std::string env;
-  // The specs read these of memrun's environment (a `python:` built from
-  // ${POLARS_VERSION}): set, or unset, as they were.
-  for (const auto& [k, v] : info.spec_environment) {
-    if (!v) env += "-u " + shell_quote(k) + " ";
-    else if (!t.env.count(k)) env += shell_quote(k + "=" + *v) + " ";
-  }
-  for (const auto& [k, v] : t.env) env += shell_quote(k + "=" + v) + " ";
-  // The memrun that made the report (an older report does not say: the
-  // one on PATH).
-  std::string memrun = info.memrun_path.empty() ? "memrun" : shell_quote(info.memrun_path);
-  std::string flags = " --backend " + shell_quote(info.backend.empty() ? "auto" : info.backend);
-  if (info.host_cgroups) flags += " --host-cgroups";
+  for (const auto& [k, v] : r.env) env += v ? shell_quote(k + "=" + *v) + " " : "-u " + shell_quote(k) + " ";
   std::string command;
-  if (t.spec == "memrun exec") {
-    // A report of `memrun exec`: no spec file, the command itself.
-    auto words = exec_words(t.command);
-    if (!words)
-      throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
-                                  t.command + "' is not one memrun exec writes; rerun it by hand");
-    command = fmt::format("{} exec --memory {}B --name {} --expect {}{}{} --", memrun, t.requested_limit,
-                          shell_quote(name), shell_quote(expect_flag(t.expected)),
-                          t.timeout_s > 0 ? fmt::format(" --timeout {}ms", std::llround(t.timeout_s * 1e3)) : "",
-                          flags);
-    for (const auto& w : *words) command += " " + shell_quote(w);
-  } else {
-    command = fmt::format("{} {} --filter {} --set {}{}", memrun, shell_quote(t.spec),
-                          shell_quote("^" + RE2::QuoteMeta(name) + "$"),
-                          shell_quote(name + ".memory=" + std::to_string(t.requested_limit) + "B"), flags);
-  }
-  fmt::print("cd {} && {}{}{}\n", shell_quote(info.cwd), env.empty() ? "" : "env ", env, command);
+  // The memrun that made the report is always quoted: a path, copied whole.
+  for (const auto& w : r.argv) command += command.empty() ? shell_quote(w) : " " + word(w);
+  fmt::print("cd {} && {}{}{}\n", shell_quote(r.cwd), env.empty() ? "" : "env ", env, command);
   return kExitOk;
 }
 
