@@ -207,13 +207,7 @@ std::string explanation_markdown(const TestRecord& t) {
                        markdown_literal(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
                        caller ? "<code>" + markdown_literal(frame_text(*caller)) + "</code>" : "");
   }
-  const Unseen& u = e.unseen;
-  out += fmt::format("\nUnseen by the profiler: {} (page cache {}, kernel {}, shmem {}, other processes {}). Profiled "
-                     "run: peak {} under {} in {}; the run explained: peak {} in {}.\n",
-                     format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
-                     format_size(u.other_processes), format_size(e.kernel_peak), format_size(e.limit),
-                     format_duration(e.duration_s), format_size(e.explained_peak),
-                     format_duration(e.explained_duration_s));
+  out += "\n" + markdown_literal(unseen_text(e)) + ".\n";
   return out + "\n</details>\n";
 }
 

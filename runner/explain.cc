@@ -152,6 +152,16 @@ const StackFrame* site_caller(const AllocationSite& s) {
   return nullptr;
 }
 
+std::string unseen_text(const Explanation& e) {
+  const Unseen& u = e.unseen;
+  return fmt::format("unseen by the profiler {}: page cache {}, kernel {}, shmem {}, other processes {}, other anon "
+                     "{}; profiled run: peak {} under {} in {} ({} at first: peak {})",
+                     format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
+                     format_size(u.other_processes), format_size(u.anon_unprofiled), format_size(e.kernel_peak),
+                     format_size(e.limit), format_duration(e.duration_s), format_duration(e.explained_duration_s),
+                     format_size(e.explained_peak));
+}
+
 std::vector<std::string> explanation_lines(const Explanation& e, size_t max_sites) {
   std::vector<std::string> lines;
   if (e.status != "explained") {
@@ -167,13 +177,7 @@ std::vector<std::string> explanation_lines(const Explanation& e, size_t max_site
     lines.push_back(fmt::format("  {:>9} {:>4.0f}%  {}{}", format_size(s.bytes), 100 * s.share, where,
                                 caller ? " <- " + frame_text(*caller) : ""));
   }
-  const Unseen& u = e.unseen;
-  lines.push_back(fmt::format("  unseen by the profiler {}: page cache {}, kernel {}, shmem {}, other processes {}, "
-                              "other anon {}; profiled run: peak {} under {} in {} ({} at first: peak {})",
-                              format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
-                              format_size(u.other_processes), format_size(u.anon_unprofiled),
-                              format_size(e.kernel_peak), format_size(e.limit), format_duration(e.duration_s),
-                              format_duration(e.explained_duration_s), format_size(e.explained_peak)));
+  lines.push_back("  " + unseen_text(e));
   return lines;
 }
 

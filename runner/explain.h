@@ -123,6 +123,10 @@ std::string frame_text(const StackFrame& f);
 /// The caller of a site's shown frame in the test's code, when there is one.
 const StackFrame* site_caller(const AllocationSite& s);
 
+/// What the profiler could not see, and the profiled run against the first,
+/// in one plain line (sizes and durations only): every output's.
+std::string unseen_text(const Explanation& e);
+
 /// The explanation in plain lines (console, JUnit's failure text): the
 /// summary, the top `max_sites` sites one line each, and what was unseen.
 std::vector<std::string> explanation_lines(const Explanation& e, size_t max_sites);

@@ -40,13 +40,7 @@ std::string explanation_html(const Explanation& e) {
                        format_size(s.bytes), 100 * s.share, esc(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
                        s.stack.size(), stack);
   }
-  const Unseen& u = e.unseen;
-  out += fmt::format("</table>\n<p>unseen by the profiler: {} (page cache {}, kernel {}, shmem {}, other processes "
-                     "{}); profiled run: peak {} under {} in {}; the run explained: peak {} in {}</p>\n",
-                     format_size(u.total), format_size(u.file), format_size(u.kernel), format_size(u.shmem),
-                     format_size(u.other_processes), format_size(e.kernel_peak), format_size(e.limit),
-                     format_duration(e.duration_s), format_size(e.explained_peak),
-                     format_duration(e.explained_duration_s));
+  out += "</table>\n<p>" + esc(unseen_text(e)) + "</p>\n";
   return out;
 }
 
