@@ -120,10 +120,11 @@ std::string format_size(uint64_t bytes) {
 std::string format_limit(uint64_t bytes) {
   // A limit is rounded up to the kernel's page (4 KiB, or 64 KiB on some
   // arm64 kernels): 1GB is set as 1000001536 bytes. Decimal where, up to
-  // that rounding, it is a whole number of MB that is no whole MiB.
-  if (bytes < 1000000 || bytes == UINT64_MAX) return format_size(bytes);
+  // that rounding, it is a whole number of MB that is no whole MiB (124MiB
+  // is 130,023,424 bytes: a whole MiB, never "130 MB").
+  if (bytes < 1000000 || bytes == UINT64_MAX || bytes % MiB == 0) return format_size(bytes);
   uint64_t decimal = bytes / 1000000 * 1000000;
-  if (bytes - decimal >= 64 * KiB || decimal % MiB == 0) return format_size(bytes);
+  if (bytes - decimal >= 64 * KiB) return format_size(bytes);
   static const std::pair<double, const char*> kUnits[] = {{1e12, "TB"}, {1e9, "GB"}, {1e6, "MB"}};
   for (const auto& [unit, name] : kUnits)
     if (static_cast<double>(decimal) >= unit)

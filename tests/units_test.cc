@@ -97,6 +97,7 @@ TEST(Sizes, DecimalAndBinaryAreBothExactAndShownAsWhatTheyAre) {
   EXPECT_EQ(format_limit(100000000), "100 MB (95.4 MiB)");
   EXPECT_EQ(format_limit(1073741824), "1.00 GiB");
   EXPECT_EQ(format_limit(64 * MiB), "64.0 MiB");
+  EXPECT_EQ(format_limit(124 * MiB), "124.0 MiB");  // 130,023,424 bytes: within 64 KiB of a whole MB
   // As the kernel sets it: rounded up to its page.
   EXPECT_EQ(format_limit(1000001536), "1 GB (953.7 MiB)");
   EXPECT_EQ(format_limit(1000000000 + 64 * KiB), format_size(1000000000 + 64 * KiB));
