@@ -25,39 +25,6 @@ inline size_t utf8_length(const std::string& text, size_t i) {
   return len;
 }
 
-/// `text` as valid UTF-8 without control characters (but newlines and
-/// tabs): a test's output may hold any bytes, and JSON and XML 1.0 take
-/// neither invalid UTF-8 nor most control characters. Others become '?'.
-inline std::string printable(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = utf8_length(text, i);
-    if (len == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-      out += '?';
-      i += 1;
-    } else {
-      out.append(text, i, len);
-      i += len;
-    }
-  }
-  return out;
-}
-
-/// `text` on one console line: printable, with line breaks and tabs shown
-/// as \n and \t. A reason can quote a test's data (a program name, a kernel
-/// log's process name); a line break in it must not start a console line of
-/// its own, where a CI runner would read it as a command ("::warning ...").
-inline std::string one_line(const std::string& text) {
-  std::string out;
-  for (char c : printable(text)) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else out += c;
-  }
-  return out;
-}
-
 /// The one rule for names and strings memrun did not write itself (a
 /// suite's case names, gtest's, pytest's, CTest's; a report read back):
 /// every byte that is no printable UTF-8 (a control character, DEL, a
@@ -85,6 +52,32 @@ inline std::string escape_controls(const std::string& text, bool keep_lines = fa
       out.append(text, i, len);
       i += len;
     }
+  }
+  return out;
+}
+
+/// `text` as valid UTF-8 with no control character but newlines and tabs
+/// (JSON and XML 1.0 take neither invalid UTF-8 nor most controls; a CR
+/// would rewrite a console line): the rest written \xNN, as names are.
+inline std::string printable(const std::string& text) {
+  std::string out;
+  for (char c : escape_controls(text, true)) {
+    if (c == '\r') out += "\\x0d";
+    else out += c;
+  }
+  return out;
+}
+
+/// `text` on one console line: printable, with line breaks and tabs shown
+/// as \n and \t. A reason can quote a test's data (a program name, a kernel
+/// log's process name); a line break in it must not start a console line of
+/// its own, where a CI runner would read it as a command ("::warning ...").
+inline std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : printable(text)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += c;
   }
   return out;
 }

@@ -1,4 +1,5 @@
 #include "runner/report.h"
+#include "runner/utf8.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -867,7 +868,7 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   o.kernel.oom_at_limit = true;  // at the limit memrun set
   o.samples = 0;
   o.duration_s = 0.01;
-  o.oom_victims = {{123, "eater", 3977 << 10, 1 << 20, 0}};
+  o.oom_victims = {{123, "eater", 3977 << 10, 1 << 20, 0, ""}};
   TestRecord r = make_record(f.planned, o);
   EXPECT_EQ(r.observed.at_peak.anon, 3977u << 10) << "the victims' figures, not the emptied group's";
   char* buf = nullptr;
@@ -880,6 +881,31 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   EXPECT_EQ(text.find("anon 0 B"), std::string::npos) << text;
   EXPECT_NE(text.find("no sample"), std::string::npos) << text;
   EXPECT_NE(text.find("anon-rss 3.88 MiB"), std::string::npos) << text;
+}
+
+TEST(Report, ControlsInAVictimsNameAndTheLogAreWrittenAsNamesAre) {
+  // A process name the kernel logs is the test's to choose (prctl
+  // PR_SET_NAME): an ESC, a CR or a broken byte in it reaches the console
+  // and the JSON as the visible \xNN the one rule writes, never raw and
+  // never a '?' that hides which byte it was.
+  Fixture f;
+  Observation o = Fixture::exited(-1, 4 << 20);
+  o.signal = 9;
+  o.kernel.oom_kills = 1;
+  o.kernel.oom_at_limit = true;
+  o.oom_victims = {{123, "ea\x1b[2Jt\rer\xff", 1 << 20, 1 << 20, 0, ""}};
+  TestRecord r = make_record(f.planned, o);
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  Console(out, false, 4).test(r);
+  std::fclose(out);
+  std::string text(buf, len);
+  free(buf);
+  EXPECT_NE(text.find("the kernel killed ea\\x1b[2Jt\\x0der\\xff (pid 123)"), std::string::npos) << text;
+  for (char c : std::string("\x1b\r\xff")) EXPECT_EQ(text.find(c), std::string::npos) << text;
+  EXPECT_EQ(printable("a\tb\nc\rd\x07"), "a\tb\nc\\x0dd\\x07");
+  EXPECT_EQ(one_line("a\tb\nc\rd"), "a\\tb\\nc\\x0dd");
 }
 
 // A report as memrun writes it, of one test named "big", as JSON to edit.
