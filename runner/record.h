@@ -162,6 +162,10 @@ struct Verdict {
   /// Skipped because its tool disables it (GoogleTest's DISABLED_, ctest's
   /// DISABLED): never started.
   bool disabled = false;
+  /// False when the test got around its limit or was killed by a limit
+  /// memrun did not set: its figures measure nothing, and no comparison
+  /// takes them, whatever its outcome.
+  bool figures_hold = true;
   bool operator==(const Verdict&) const = default;
 };
 
@@ -192,6 +196,7 @@ struct RunFigures {
   Outcome outcome = Outcome::error;
   bool passed = false;
   double duration_s = 0;
+  bool figures_hold = true;  ///< as Verdict::figures_hold, for this run
   bool operator==(const RunFigures&) const = default;
 };
 

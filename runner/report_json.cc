@@ -387,7 +387,8 @@ Json runs_json(const std::vector<RunFigures>& runs) {
   Json out = Json::array();
   for (const auto& r : runs)
     out.push_back({{"peak_bytes", r.peak}, {"working_set_peak_bytes", r.working_set_peak},
-                   {"outcome", to_string(r.outcome)}, {"passed", r.passed}, {"duration_s", r.duration_s}});
+                   {"outcome", to_string(r.outcome)}, {"passed", r.passed}, {"duration_s", r.duration_s},
+                   {"figures_hold", r.figures_hold}});
   return out;
 }
 
@@ -395,7 +396,7 @@ Json runs_json(const std::vector<RunFigures>& runs) {
 std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Observation& o) {
   const Json& list = t.raw("runs");
   if (!list.is_null() && !list.is_array()) throw Error(kExitUsage, t.where() + ": field 'runs' should be a list");
-  if (list.is_null() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s}};
+  if (list.is_null() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s, v.figures_hold}};
   std::vector<RunFigures> out;
   for (size_t i = 0; i < list.size(); ++i) {
     Fields r(list[i], fmt::format("{}.runs[{}]", t.where(), i));
@@ -403,7 +404,7 @@ std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Obser
     if (!outcome) throw Error(kExitUsage, r.where() + ": field 'outcome' is not an outcome memrun writes");
     r.require("passed");
     out.push_back({r.required_bytes("peak_bytes"), r.bytes("working_set_peak_bytes"), *outcome, r.get<bool>("passed"),
-                   r.seconds("duration_s")});
+                   r.seconds("duration_s"), r.get<bool>("figures_hold", true)});
   }
   return out;
 }
@@ -437,6 +438,7 @@ Json to_json(const TestRecord& r) {
       {"outcome", to_string(v.outcome)},
       {"expected", t.expected},
       {"passed", v.passed},
+      {"figures_hold", v.figures_hold},
       {"disabled", v.disabled},
       {"reason", v.reason},
       {"requested_limit_bytes", t.requested_limit},
@@ -552,6 +554,8 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   v.passed = f.get<bool>("passed");
   v.disabled = f.get<bool>("disabled", false);
   v.reason = f.get<std::string>("reason");
+  // A report from before the field said so only in its reason.
+  v.figures_hold = f.get<bool>("figures_hold", v.reason.rfind("the test defeated its memory limit", 0) != 0);
   v.limit = f.bytes("limit_bytes");
   v.peak = f.bytes("peak_bytes");
   v.peak_sampled = f.get<std::string>("peak_source") == "sampled";

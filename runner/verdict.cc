@@ -296,6 +296,7 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
     defeated = "its peak " + format_size(r.peak) + " is above its limit " + format_size(t.memory);
   if (!defeated.empty()) {
     r.passed = false;
+    r.figures_hold = false;
     r.reason = "the test defeated its memory limit: " + defeated + "; its figures do not hold";
   }
   // A memcg OOM kill comes when a charge fails with usage at the limit (the
@@ -309,6 +310,7 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   if (defeated.empty() && r.outcome == Outcome::oom && kernel.peak && kernel.effective_limit >= t.memory &&
       reached + std::max<uint64_t>(t.memory / 64, uint64_t{4} << 20) < t.memory) {
     r.passed = false;
+    r.figures_hold = false;
     r.reason = "OOM-killed with the kernel's peak at " + format_size(reached) + ", far below its limit " +
                format_size(t.memory) + ": the limit that killed was not the one memrun set (one the test " +
                "lowered and put back, or the machine's OOM killer)";

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "runner/report_json.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -202,6 +203,35 @@ TEST(Compare, AnExpectedOomIsAMeasurementAndAPassIsNot) {
   EXPECT_EQ(named(c, "t").change, Change::unchanged);
   EXPECT_EQ(named(c, "u").change, Change::failed_in_head);
   EXPECT_EQ(named(c, "u").head_outcomes, "pass 1/1");
+}
+
+TEST(Compare, ARunWhoseFiguresDoNotHoldIsNoMeasurementWhicheverRunTheRecordKeeps) {
+  // --repeat 3: the record keeps the first run that did not pass (a
+  // headroom failure, a measurement); the third got around its limit (its
+  // peak a lie) and ended `pass`. Each run says whether its figures hold.
+  ReportData base = report({{"t", {100, 100, 100}}, {"o", {64, 64, 64}}});
+  ReportData head = report({{"t", {100, 100, 100}}, {"o", {64, 64, 64}}});
+  TestRecord& t = head.tests[0];
+  t.runs[0].passed = t.verdict.passed = false;
+  t.verdict.reason = "headroom 10 MiB is below min_headroom 20 MiB";
+  t.runs[2] = {2 * MiB, 2 * MiB, Outcome::pass, false, 1, false};
+  // `expect: oom`, and one run killed far below its limit by one it lowered.
+  for (auto* r : {&base, &head}) {
+    TestRecord& o = r->tests[1];
+    o.test.expected = "oom";
+    for (auto& run : o.runs) run.outcome = Outcome::oom;
+    o.verdict.outcome = Outcome::oom;
+  }
+  head.tests[1].runs[1] = {8 * MiB, 8 * MiB, Outcome::oom, false, 1, false};
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "o").change, Change::failed_in_head);
+  EXPECT_EQ(exit_code_of(c), 1);
+  // The flag comes back from the report's JSON, run by run.
+  auto again = parse_report(report_text(head), "head.json");
+  EXPECT_FALSE(again.tests[0].runs[2].figures_hold);
+  EXPECT_TRUE(again.tests[0].runs[0].figures_hold);
+  EXPECT_EQ(named(compare_reports(base, again, {}), "t").change, Change::failed_in_head);
 }
 
 TEST(Compare, ASkippedSideIsSkippedNeverRegressed) {

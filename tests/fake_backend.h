@@ -26,9 +26,10 @@ namespace memrun::testing {
 
 /// Time that moves only when the loop waits: a wait with no fd ready jumps
 /// to the loop's next deadline at once. While `hold` says true (a process
-/// was signalled and has not exited yet, in real time) it waits on the fds
-/// for real instead and the clock stands still, so that a kill and the exit
-/// it causes are one instant apart on the fake clock.
+/// was signalled and has not exited yet, or one is busy on a CPU, in real
+/// time) it waits on the fds for real instead and the clock stands still,
+/// so that a kill and the exit it causes are one instant apart on the fake
+/// clock, and `true` on a loaded machine never takes ten fake minutes.
 class FakeClock : public Clock {
  public:
   time_point now() const override { return now_; }
@@ -106,6 +107,9 @@ class FakeBackend : public cgroup::Backend {
   int running_groups = 0, most_running_groups = 0;
   /// Process groups signalled: while one of them lives, the clock holds.
   std::set<int> signalled;
+  /// Process groups started: while a process of one runs or waits for a
+  /// CPU or the disk (state R or D, not asleep), the clock holds too.
+  std::set<int> started;
 
   std::string name() const override { return "fake"; }
   const std::string& run_path() const override { return run_path_; }
@@ -115,6 +119,7 @@ class FakeBackend : public cgroup::Backend {
   void close() override {}
 
  private:
+  static bool busy(int pid);  ///< pid or a descendant runs or waits in state R or D
   std::string run_path_ = "/fake/memrun-run";
 };
 

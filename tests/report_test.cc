@@ -618,7 +618,8 @@ TestRecord every_field_set() {
   v.swap_peak = 3 * MiB;
   v.swap_at_end = MiB;
   v.disabled = true;
-  r.runs = {{61 * MiB, 57 * MiB, Outcome::thrash, false, 6.125}, {60 * MiB, 56 * MiB, Outcome::pass, true, 5.5}};
+  v.figures_hold = false;
+  r.runs = {{61 * MiB, 57 * MiB, Outcome::thrash, false, 6.125, false}, {60 * MiB, 56 * MiB, Outcome::pass, true, 5.5}};
   return r;
 }
 
