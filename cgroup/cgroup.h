@@ -83,6 +83,10 @@ struct Usage {
   /// when not read: a test that could write its group's files may have
   /// raised it for a while, and put it back before it ended.
   std::optional<uint64_t> limit;
+  /// A sealed test's leaf's hard limit read back now, nullopt without a
+  /// leaf: the test can write it, and lower it for a while (a kill under
+  /// it would look like one at the group's limit) and put it back.
+  std::optional<uint64_t> leaf_limit;
 };
 
 /// What the kernel says about a finished test.

@@ -70,6 +70,8 @@ class V1Group : public Group {
     usage_fd_ = ::open((mem_ + "/memory.usage_in_bytes").c_str(), O_RDONLY | O_CLOEXEC);
     limit_fd_ = ::open((mem_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC);
     if (usage_fd_ < 0 || limit_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + mem_, mem_);
+    if (sealed && (leaf_limit_fd_ = ::open((stat_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
+      fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
   }
 
   const std::string& path() const override { return mem_; }
@@ -95,6 +97,7 @@ class V1Group : public Group {
     // The group's limit, which a sealed test cannot reach (its leaf's is
     // the one it sees as its own, and the group's still holds it).
     u.limit = fs::read_u64_at(limit_fd_);
+    if (leaf_limit_fd_ >= 0) u.leaf_limit = fs::read_u64_at(leaf_limit_fd_);
     auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
     // total_: with the sub-groups; workingset_refault before 5.9, split
@@ -187,7 +190,7 @@ class V1Group : public Group {
     if (removed_) return true;  // (the destructor after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
-    for (int* fd : {&usage_fd_, &limit_fd_})
+    for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_})
       if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
     return removed_ = (pids_.empty() || remove_groups_step(groups(pids_))) && gone;
@@ -225,6 +228,7 @@ class V1Group : public Group {
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
+  int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill

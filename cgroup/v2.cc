@@ -121,6 +121,8 @@ class V2Group : public Group {
     current_fd_ = ::open((path_ + "/memory.current").c_str(), O_RDONLY | O_CLOEXEC);
     max_fd_ = ::open((path_ + "/memory.max").c_str(), O_RDONLY | O_CLOEXEC);
     if (current_fd_ < 0 || max_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + path_, path_);
+    if (sealed && (leaf_max_fd_ = ::open((stat_ + "/memory.max").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
+      fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
   }
 
   const std::string& path() const override { return path_; }
@@ -143,6 +145,7 @@ class V2Group : public Group {
     // The group's limit, which a sealed test cannot reach (its leaf's is
     // the one it sees as its own, and the group's still holds it).
     u.limit = fs::read_u64_at(max_fd_);
+    if (leaf_max_fd_ >= 0) u.leaf_limit = fs::read_u64_at(leaf_max_fd_);
     auto stat = fs::read_keyed(stat_ + "/memory.stat");
     u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     // workingset_refault before 5.9, split into _anon and _file since.
@@ -250,7 +253,8 @@ class V2Group : public Group {
     if (init_procs_fd_ >= 0) ::close(init_procs_fd_);
     if (current_fd_ >= 0) ::close(current_fd_);
     if (max_fd_ >= 0) ::close(max_fd_);
-    dir_fd_ = procs_fd_ = init_procs_fd_ = current_fd_ = max_fd_ = -1;
+    if (leaf_max_fd_ >= 0) ::close(leaf_max_fd_);
+    dir_fd_ = procs_fd_ = init_procs_fd_ = current_fd_ = max_fd_ = leaf_max_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
     return removed_ = remove_tree_step(path_);
@@ -283,6 +287,7 @@ class V2Group : public Group {
   std::vector<std::string> hugetlb_events_;
   int dir_fd_ = -1, procs_fd_ = -1, init_procs_fd_ = -1;
   int current_fd_ = -1, max_fd_ = -1;  // the group's memory.current and memory.max
+  int leaf_max_fd_ = -1;               // a sealed test's leaf's memory.max
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false, removed_ = false;
 };

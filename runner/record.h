@@ -82,6 +82,10 @@ struct Observation {
   /// limited (Usage::limit); 0 when none was read. Above the limit memrun
   /// set, the test raised it while it ran.
   uint64_t sampled_limit = 0;
+  /// The lowest hard limit a sample read back, the group's or a sealed
+  /// test's leaf's (Usage::leaf_limit); UINT64_MAX when none was read.
+  /// Below the limit memrun set, the test lowered it while it ran.
+  uint64_t sampled_lowest_limit = UINT64_MAX;
   /// The cgroup the first process that left the test's group was found in
   /// while the test ran ("" when none did).
   std::string escaped_to;

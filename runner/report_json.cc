@@ -457,6 +457,7 @@ Json to_json(const TestRecord& r) {
       {"limit_at_end_bytes", null_or(k.limit_at_end == UINT64_MAX, k.limit_at_end)},
       {"sampled_peak_bytes", o.sampled_peak},
       {"sampled_limit_bytes", null_or(o.sampled_limit == 0, o.sampled_limit)},
+      {"sampled_lowest_limit_bytes", null_or(o.sampled_lowest_limit == UINT64_MAX, o.sampled_lowest_limit)},
       {"escaped_processes", k.escaped},
       {"cleanup_error", null_or(o.cleanup_error.empty(), o.cleanup_error)},
       // Read after every process of the group was killed: what is still
@@ -582,6 +583,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   k.limit_at_end = f.bytes("limit_at_end_bytes", UINT64_MAX);
   o.sampled_peak = f.bytes("sampled_peak_bytes");
   o.sampled_limit = f.bytes("sampled_limit_bytes");
+  o.sampled_lowest_limit = f.bytes("sampled_lowest_limit_bytes", UINT64_MAX);
   k.escaped = f.bytes("escaped_processes");
   k.oom_kills = f.bytes("oom_kills");
   k.oom_group_kills = f.bytes("oom_group_kills");

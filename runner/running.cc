@@ -200,6 +200,8 @@ void RunningTest::sample() {
   // reset the kernel's high-water mark) before it ends; the verdict holds
   // it to these.
   if (u.limit) o.sampled_limit = std::max(o.sampled_limit, *u.limit);
+  for (const auto& limit : {u.limit, u.leaf_limit})
+    if (limit) o.sampled_lowest_limit = std::min(o.sampled_lowest_limit, *limit);
   o.sampled_swap_peak = std::max(o.sampled_swap_peak, u.swap);
   o.sampled_working_set = std::max(o.sampled_working_set, u.current - std::min(u.current, u.reclaimable_file));
   current_ = u.current;

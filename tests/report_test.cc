@@ -268,6 +268,19 @@ TEST(Decide, AnOomUnderALimitTheTestLoweredIsNeverMemrunsOom) {
                                  "limit that killed was not the one memrun set"),
             std::string::npos)
       << put_back.reason;
+  // ... after touching near its limit first (the kernel's peak is there):
+  // a sample read the lowered limit.
+  Observation touched = o;
+  touched.kernel.peak = 63 * MiB;
+  touched.sampled_lowest_limit = 8 * MiB;
+  Verdict seen = decide(spec.tests[0], touched);
+  EXPECT_FALSE(seen.passed);
+  EXPECT_FALSE(seen.figures_hold);
+  EXPECT_NE(seen.reason.find("limit read 8.00 MiB while it ran, not the 64.0 MiB memrun set: the test lowered it"),
+            std::string::npos)
+      << seen.reason;
+  touched.sampled_lowest_limit = 64 * MiB;
+  EXPECT_TRUE(decide(spec.tests[0], touched).passed) << decide(spec.tests[0], touched).reason;
   // Genuine kills at a limit below the peak's reach: an ancestor's lower
   // limit that other processes share (a container's), and v1's memory and
   // swap counter full while the host swapped the test's pages out.
@@ -576,6 +589,7 @@ TestRecord every_field_set() {
   o.sampled_working_set = 57 * MiB;
   o.sampled_swap_peak = 2 * MiB;
   o.sampled_limit = 64 * MiB;
+  o.sampled_lowest_limit = 62 * MiB;
   o.escaped_to = "0::/elsewhere";
   o.at_peak = {6, 7, 8, 9, 10};
   o.timeline.interval_s = 0.02;
