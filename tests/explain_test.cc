@@ -286,8 +286,8 @@ TEST_F(Explain, AProfileReaderRunsUnderALimitInAGroupOfMemrunsAndItsFailureIsSai
   EXPECT_EQ(e["status"], "failed") << e.dump(2);
   EXPECT_EQ(e["profiled_run"]["outcome"], "pass") << e.dump(2);
   std::string message = e["message"].get<std::string>();
-  EXPECT_NE(message.find("heaptrack_print was OOM-killed at its memory limit of 512.0 MiB"), std::string::npos)
-      << message;
+  // 512 MiB, or less on a host with less than that available.
+  EXPECT_NE(message.find("heaptrack_print was OOM-killed at its memory limit of "), std::string::npos) << message;
   EXPECT_NE(run.out.find("OOM-killed at its memory limit"), std::string::npos) << run.out;
   EXPECT_TRUE(leftover_cgroups().empty());
 
