@@ -72,6 +72,7 @@ print(json.dumps(out))
 // What a helper (a profile's reader, a probe) did.
 struct Ran {
   bool ok = false;         // it ran and exited 0
+  bool exited = false;     // it ended by exiting (0 or not), not by memrun's or the kernel's hand
   std::string out, err;    // what it wrote (at most kHelperOutput of each)
   std::string failure;     // when not ok: what happened, in words
   int interrupted_by = 0;  // the signal that interrupted memrun while it ran, or 0
@@ -83,10 +84,15 @@ constexpr uint64_t kHelperOutput = 16 * MiB;
 // At most `cap` bytes of the file at `path` ("" when there is none); sets
 // *more when the file holds more.
 std::string read_at_most(const std::string& path, uint64_t cap, bool* more) {
+  // In pieces: memrun's own memory grows with what was written, never by
+  // the cap.
   std::ifstream in(path, std::ios::binary);
-  std::string text(cap + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(cap + 1));
-  text.resize(static_cast<size_t>(in.gcount()));
+  std::string text;
+  char piece[65536];
+  while (in && text.size() <= cap) {
+    in.read(piece, sizeof piece);
+    text.append(piece, static_cast<size_t>(in.gcount()));
+  }
   *more = text.size() > cap;
   if (*more) text.resize(cap);
   return text;
@@ -296,9 +302,8 @@ struct Catch : RunObserver {
 // The helpers of one explanation (memray's reader, heaptrack_print, a
 // version probe) run as tests do: each in a group of memrun's own backend,
 // under a hard limit and a timeout, in memrun's folder for the test (never
-// where the test could have left a module for them to import, glibc 2.29+
-// posix_spawn_file_actions_addchdir_np aside: the launcher's chdir), with
-// the test's environment. A capture too large to read ends its reader,
+// where the test could have left a module for them to import), with the
+// test's environment. A capture too large to read ends its reader,
 // never memrun or the machine; a signal to memrun stops it as it stops a
 // test, and its group is removed.
 class Helpers {
@@ -354,6 +359,7 @@ class Helpers {
     const Observation& o = r.observed;
     switch (r.verdict.outcome) {
       case Outcome::pass:
+        ran.exited = true;
         ran.ok = !more_out;
         if (more_out) ran.failure = fmt::format("{} wrote more than {}, which is no profile's reading", name,
                                                 format_size(kHelperOutput));
@@ -375,6 +381,7 @@ class Helpers {
         ran.failure = fmt::format("{} could not start: {}", name, o.start_error);
         return ran;
       default:
+        ran.exited = o.signal == 0;
         ran.failure = o.signal ? fmt::format("{} was killed by {}", name, strsignal(o.signal))
                                : fmt::format("{} exited with {}", name, o.exit_code);
         if (!ran.err.empty()) ran.failure += ": " + ran.err;
@@ -569,13 +576,15 @@ std::string read_heaptrack(const std::string& dir, const std::string& out_base, 
 }
 
 // The profiler's name and version; "" when memray is not installed in the
-// test's Python.
+// test's Python (its import failed), with `failure` set when the probe
+// could not tell (killed at its limit, timed out, not started).
 std::string version_of(const Profiling& p, const std::vector<std::string>& env, Helpers& helpers,
-                       int& interrupted_by) {
+                       int& interrupted_by, std::string& failure) {
   if (p.profiler == "memray") {
     Ran r = helpers.run("version", {p.python, "-I", "-c", "import memray; print(memray.__version__)"}, kProbeMemory,
                         std::chrono::seconds(60));
     interrupted_by = r.interrupted_by;
+    if (!r.ok && !r.exited) failure = "the probe of memray in " + p.python + ": " + r.failure;
     if (!r.ok) return "";
     std::string v = r.out.substr(0, r.out.find('\n'));
     return "memray " + v;
@@ -665,8 +674,14 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
     return e;
   };
   int sig = 0;
-  e.profiler = version_of(p, env, helpers, sig);
+  std::string probe_failure;
+  e.profiler = version_of(p, env, helpers, sig, probe_failure);
   if (sig) return interrupted(sig, "the profiler's version probe");
+  if (!probe_failure.empty()) {
+    e.status = "failed";
+    e.message = probe_failure;
+    return e;
+  }
   if (e.profiler.empty()) {
     e.status = "unavailable";
     e.message = "memray is not installed in " + p.python + ", which explains Python tests: install it there (" +
