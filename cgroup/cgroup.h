@@ -339,6 +339,12 @@ uint64_t room_below(const std::string& dir, const std::string& top,
 /// `dir` and every group below it, deepest first (the order rmdir needs).
 std::vector<std::string> subtree(const std::string& dir);
 
+/// The processes listed in `dir`'s group and its sub-groups, as this pid
+/// namespace numbers them (0 for one it cannot see; a threaded sub-group's
+/// by thread id): the kernel's own answer to "which processes are in this
+/// group", with no cgroup path to match.
+std::vector<pid_t> processes_below(const std::string& dir);
+
 /// Sends `sig` once to every process listed in `dir`'s cgroup.procs and its
 /// sub-groups'. For a polite SIGTERM before kill_all: unlike SIGKILL, a
 /// process may catch it and clean up. Pid 0 (a process of a pid namespace

@@ -115,6 +115,15 @@ std::vector<std::string> subtree(const std::string& dir) {
   return groups;
 }
 
+std::vector<pid_t> processes_below(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& g : subtree(dir)) {
+    auto more = listed(g);
+    pids.insert(pids.end(), more.begin(), more.end());
+  }
+  return pids;
+}
+
 void signal_tree(const std::string& dir, int sig) {
   for (const auto& g : subtree(dir)) signal_listed(g, sig);
 }

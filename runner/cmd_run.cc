@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "cgroup/error.h"
@@ -57,6 +58,19 @@ class Outputs : public RunObserver {
     std::string why;
   };
   std::vector<ToExplain>& to_explain() { return to_explain_; }
+  /// --baseline found `r` regressed: it is explained too, unless its
+  /// explain is never (explain_regressed).
+  void regressed(const TestRecord& r) {
+    auto at = index_of_.find(r.test.name);
+    if (at == index_of_.end()) return;
+    if (!explain_regressed(plan_.tests[at->second].test->explain.value_or(explain_))) return;
+    for (auto& x : to_explain_)
+      if (x.index == at->second) {
+        x.why = "regressed";  // more to the point than "always"
+        return;
+      }
+    to_explain_.push_back({at->second, r, "regressed"});
+  }
   void setup_done(const SetupRecord& s) override {
     if (live_) live_->clear();
     console_.setup(s);
@@ -91,6 +105,7 @@ class Outputs : public RunObserver {
     std::fflush(out_);
     tally_.add(r.verdict);
     if (report_) report_->add_test(index, r);
+    index_of_.emplace(r.test.name, index);
     const TestSpec& t = *plan_.tests[index].test;
     std::string why =
         explain_why(t.explain.value_or(explain_), r);
@@ -111,6 +126,7 @@ class Outputs : public RunObserver {
   const Plan& plan_;
   ExplainMode explain_;
   std::vector<ToExplain> to_explain_;
+  std::map<std::string, size_t> index_of_;  // test name -> plan index of its (first) run
   std::vector<TestRecord>* records_;  // null unless asked for
   Tally tally_;
   std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
@@ -336,18 +352,53 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();
   if (view) view->clear();
+  // --baseline: the comparison comes before explain, which explains the
+  // regressions it finds, and before the outputs, which carry both.
+  std::optional<Comparison> comparison;
+  if (baseline && !run.interrupted_by) {
+    ReportData head{info, {}, {}};
+    report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
+    comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
+                                       o.comparing);
+    std::set<std::string> regressed;
+    for (const auto& c : comparison->tests)
+      if (c.change == Change::regressed) regressed.insert(c.name);
+    if (!regressed.empty())
+      report->records()([&](const TestRecord& r) {
+        if (regressed.count(r.test.name)) observer.regressed(r);
+      });
+  }
   // explain: each test to explain runs once more under a profiler, one at
   // a time once the run is over; its verdict stays the first run's.
   if (!run.interrupted_by && !observer.to_explain().empty()) {
     fmt::print(con, "\nexplain: running {} test{} once more under an allocation profiler\n",
                observer.to_explain().size(), observer.to_explain().size() == 1 ? "" : "s");
     std::fflush(con);
+    // Signals wait on a signalfd for the whole of explain, as they do while
+    // tests run: the profiled runs' and readers' loops take them (and stop
+    // what runs); one that comes between two steps stops the next.
+    SignalGuard signals;
+    int interrupted = 0;
     for (auto& x : observer.to_explain()) {
-      x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, *backend, ro, run_dir);
+      if (!interrupted) interrupted = signals.take();
+      if (interrupted) {
+        Explanation e;
+        e.why = x.why;
+        e.status = "interrupted";
+        e.message = fmt::format("memrun was interrupted ({}) before its profiled run: nothing was explained",
+                                strsignal(interrupted));
+        x.record.explanation = e;
+      } else {
+        x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, *backend, ro, run_dir, interrupted);
+      }
       console.explanation(x.record);
       std::fflush(con);
       if (report) report->replace_test(x.index, x.record);
     }
+    // Signals that came once memrun was interrupted are that interruption's.
+    while (signals.take()) {
+    }
+    run.interrupted_by = interrupted;
   }
   // What cannot be removed is said, and the report is written all the same.
   try {
@@ -359,13 +410,9 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   info.ended = std::chrono::system_clock::now();
   if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
   if (!extras.brief) console.summary(observer.tally(), tests, info.interrupted_by);
-  // --baseline: the comparison comes before the outputs, which carry it.
-  std::optional<Comparison> comparison;
-  if (baseline && !run.interrupted_by) {
-    ReportData head{info, {}, {}};
-    report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
-    comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
-                                       o.comparing);
+  // The tests ran to their end: their comparison stands though explain was
+  // interrupted.
+  if (comparison) {
     fmt::print(con, "\n{}", comparison_text(*comparison));
     info.comparison = *comparison;
   }

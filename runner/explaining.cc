@@ -4,12 +4,9 @@
 // through memray's Python API and heaptrack_print.
 #include "runner/explaining.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +34,15 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxSites = 10;
 
+// A profile's reader holds a description of each allocation live at the
+// peak and the symbols of the libraries they came from (memray's
+// symbolizer reads their debug information): room is given for that, at
+// least the profiled run's limit, and a time bound.
+constexpr uint64_t kReaderMemory = 512 * MiB;
+constexpr std::chrono::seconds kReaderBound{300};
+// `python -c "import memray"`, `heaptrack --version`.
+constexpr uint64_t kProbeMemory = 256 * MiB;
+
 // Reads a profile through memray's own API (memray.FileReader): the
 // allocations held at the high-water mark of each process it followed,
 // largest first, with their Python and native frames.
@@ -63,60 +69,34 @@ for path in sorted(glob.glob(sys.argv[1] + "*")):
 print(json.dumps(out))
 )PY";
 
+// What a helper (a profile's reader, a probe) did.
 struct Ran {
-  int status = -1;  // the wait status; -1 when it could not start or was killed at its bound
-  std::string out, err;
+  bool ok = false;         // it ran and exited 0
+  bool exited = false;     // it ended by exiting (0 or not), not by memrun's or the kernel's hand
+  std::string out, err;    // what it wrote (at most kHelperOutput of each)
+  std::string failure;     // when not ok: what happened, in words
+  int interrupted_by = 0;  // the signal that interrupted memrun while it ran, or 0
 };
 
-// Runs a helper (a profiler's reader, a probe) outside any test's cgroup,
-// its output in files of `dir`; killed after `bound`. Only the pid it
-// started is ever signalled.
-Ran run_helper(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& dir,
-               std::chrono::seconds bound) {
-  Ran ran;
-  std::string out = dir + "/helper.out", err = dir + "/helper.err";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  // In memrun's own folder: never where the test could have left a module
-  // for the helper to import (glibc 2.29+).
-  posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
-  std::vector<char*> args, envp;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    ran.err = fmt::format("cannot start {}: {}", argv[0], std::strerror(rc));
-    return ran;
-  }
-  auto end = std::chrono::steady_clock::now() + bound;
-  int status = 0;
-  for (;;) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) {
-      ran.status = status;
-      break;
-    }
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ran.err = fmt::format("{} took longer than {} s and was killed", argv[0], bound.count());
-      return ran;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ran.out = read_proc(out);
-  ran.err = read_proc(err);
-  return ran;
-}
+// A helper's output is a few sites' stacks: more is no reader's.
+constexpr uint64_t kHelperOutput = 16 * MiB;
 
-bool ok(const Ran& r) { return r.status >= 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0; }
+// At most `cap` bytes of the file at `path` ("" when there is none); sets
+// *more when the file holds more.
+std::string read_at_most(const std::string& path, uint64_t cap, bool* more) {
+  // In pieces: memrun's own memory grows with what was written, never by
+  // the cap.
+  std::ifstream in(path, std::ios::binary);
+  std::string text;
+  char piece[65536];
+  while (in && text.size() <= cap) {
+    in.read(piece, sizeof piece);
+    text.append(piece, static_cast<size_t>(in.gcount()));
+  }
+  *more = text.size() > cap;
+  if (*more) text.resize(cap);
+  return text;
+}
 
 std::vector<std::string> helper_env(const TestSpec& t) {
   std::vector<std::string> env;
@@ -240,8 +220,9 @@ std::string shortened(const std::string& command) {
 // run_plan's loop is not to be slowed by a scan of /proc.
 class ProcessSampler {
  public:
-  explicit ProcessSampler(std::string group)
-      : group_(std::move(group)), self_(fs::read_symlink("/proc/self/exe", ec_)), thread_([this] { loop(); }) {}
+  /// `dir`: the profiled run's group (the backend's run_path()/group).
+  explicit ProcessSampler(std::string dir)
+      : dir_(std::move(dir)), self_(fs::read_symlink("/proc/self/exe", ec_)), thread_([this] { loop(); }) {}
   ~ProcessSampler() { stop(); }
   void stop() {
     stop_ = true;
@@ -257,28 +238,22 @@ class ProcessSampler {
 
  private:
   void loop() {
+    // Signals are memrun's loop's (a signalfd): never this thread's, whose
+    // default action would end memrun without its report.
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
     while (!stop_) {
       scan();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  bool in_group(const std::string& pid) const {
-    std::istringstream in(read_proc("/proc/" + pid + "/cgroup"));
-    for (std::string line; std::getline(in, line);) {
-      auto at = line.find("/" + group_);
-      if (at != std::string::npos) {
-        size_t end = at + 1 + group_.size();
-        if (end == line.size() || line[end] == '/') return true;
-      }
-    }
-    return false;
-  }
   void scan() {
-    DIR* d = ::opendir("/proc");
-    if (!d) return;
-    while (dirent* e = ::readdir(d)) {
-      std::string pid = e->d_name;
-      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || !in_group(pid)) continue;
+    // The group's own list, not a match of names in /proc/PID/cgroup:
+    // another run's group of the same name is no test's of this run.
+    for (pid_t listed : cgroup::processes_below(dir_)) {
+      if (listed <= 0) continue;  // in a pid namespace memrun cannot see
+      std::string pid = std::to_string(listed);
       std::istringstream status(read_proc("/proc/" + pid + "/status"));
       uint64_t priv = 0;
       int ns_pid = 0;
@@ -300,17 +275,16 @@ class ProcessSampler {
       while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
       if (cmdline.empty()) continue;  // gone, or a zombie
       std::lock_guard<std::mutex> lock(mu_);
-      auto& p = seen_[std::stoi(pid)];
+      auto& p = seen_[listed];
       // A process that execs keeps its pid: the last command is the one
       // that held the memory, as a rule.
       if (priv >= p.peak_private || p.command.empty()) p.command = shortened(cmdline);
       p.pid = ns_pid;
       p.peak_private = std::max(p.peak_private, priv);
     }
-    ::closedir(d);
   }
 
-  std::string group_;
+  std::string dir_;
   std::error_code ec_;
   fs::path self_;
   std::atomic<bool> stop_{false};
@@ -323,6 +297,104 @@ class ProcessSampler {
 struct Catch : RunObserver {
   std::optional<TestRecord> record;
   void test_done(size_t, const TestRecord& r) override { record = r; }
+};
+
+// The helpers of one explanation (memray's reader, heaptrack_print, a
+// version probe) run as tests do: each in a group of memrun's own backend,
+// under a hard limit and a timeout, in memrun's folder for the test (never
+// where the test could have left a module for them to import), with the
+// test's environment. A capture too large to read ends its reader,
+// never memrun or the machine; a signal to memrun stops it as it stops a
+// test, and its group is removed.
+class Helpers {
+ public:
+  Helpers(const PlannedTest& planned, cgroup::Backend& backend, const RunOptions& options, std::string run_dir,
+          std::string dir)
+      : planned_(planned), backend_(backend), options_(options), run_dir_(std::move(run_dir)), dir_(std::move(dir)) {
+    options_.fail_fast = false;
+    options_.jobs = 1;
+    options_.tick = std::chrono::milliseconds(0);
+    options_.budget.reset();
+    options_.echo_stdout = options_.echo_stderr = -1;  // memrun exec's echo is the test's output, not a reader's
+    options_.max_log = kHelperOutput;
+  }
+
+  /// Runs `argv` as the helper `what` ("read", "version": a word for its
+  /// group and logs) under `limit` for at most `bound`.
+  Ran run(const std::string& what, const std::vector<std::string>& argv, uint64_t limit, std::chrono::seconds bound) {
+    Ran ran;
+    TestSpec spec;
+    spec.name = planned_.test->name + " (explain's " + what + ")";
+    spec.argv = argv;
+    for (size_t i = 0; i < argv.size(); ++i) spec.command += (i ? " " : "") + argv[i];
+    spec.command = shortened(spec.command);
+    spec.memory = limit;
+    spec.timeout = bound;
+    spec.env = planned_.test->env;
+    spec.cwd = dir_;
+    spec.pids = kDefaultPids;
+    PlannedTest p = planned_;
+    p.test = &spec;
+    ++count_;
+    p.group = fmt::format("explain-{}-{}{}", planned_.group, what, count_);
+    p.stdout_path = fmt::format("{}/{}{}.out", dir_, what, count_);
+    p.stderr_path = fmt::format("{}/{}{}.err", dir_, what, count_);
+    p.run = p.runs = 1;
+    p.first = 0;
+    Plan plan;
+    plan.run_dir = run_dir_;
+    plan.tests.push_back(p);
+    Catch caught;
+    RunResults results = run_plan(plan, backend_, options_, caught);
+    ran.interrupted_by = results.interrupted_by;
+    std::string name = fs::path(argv[0]).filename().string();
+    bool more_out = false, more_err = false;
+    ran.out = read_at_most(p.stdout_path, kHelperOutput, &more_out);
+    ran.err = read_at_most(p.stderr_path, 2000, &more_err);
+    if (!caught.record) {
+      ran.failure = fmt::format("{} did not run", name);
+      return ran;
+    }
+    const TestRecord& r = *caught.record;
+    const Observation& o = r.observed;
+    switch (r.verdict.outcome) {
+      case Outcome::pass:
+        ran.exited = true;
+        ran.ok = !more_out;
+        if (more_out) ran.failure = fmt::format("{} wrote more than {}, which is no profile's reading", name,
+                                                format_size(kHelperOutput));
+        return ran;
+      case Outcome::oom:
+      case Outcome::thrash:
+        ran.failure = fmt::format("{} was {} at its memory limit of {} (the capture is too large to read within it; "
+                                  "its files are in {})",
+                                  name, r.verdict.outcome == Outcome::oom ? "OOM-killed" : "ended thrashing",
+                                  format_size(limit), dir_);
+        return ran;
+      case Outcome::timeout:
+        ran.failure = fmt::format("{} took longer than {} s and was stopped", name, bound.count());
+        return ran;
+      case Outcome::interrupted:
+        ran.failure = fmt::format("{} was stopped: memrun was interrupted", name);
+        return ran;
+      case Outcome::error:
+        ran.failure = fmt::format("{} could not start: {}", name, o.start_error);
+        return ran;
+      default:
+        ran.exited = o.signal == 0;
+        ran.failure = o.signal ? fmt::format("{} was killed by {}", name, strsignal(o.signal))
+                               : fmt::format("{} exited with {}", name, o.exit_code);
+        if (!ran.err.empty()) ran.failure += ": " + ran.err;
+        return ran;
+    }
+  }
+
+ private:
+  const PlannedTest& planned_;
+  cgroup::Backend& backend_;
+  RunOptions options_;
+  std::string run_dir_, dir_;
+  int count_ = 0;
 };
 
 // The frame a site is shown by: the first in the test's own code. With
@@ -347,11 +419,12 @@ bool python_file(const std::string& file) {
 }
 
 // memray's profiles, one per process it followed.
-std::string read_memray(const Profiling& p, const std::string& out_base, const std::vector<std::string>& env,
-                        const std::string& dir, Explanation& e, std::map<int, std::string>& profiled) {
-  Ran ran = run_helper({p.python, "-I", "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)}, env, dir,
-                       std::chrono::seconds(300));
-  if (!ok(ran)) return "memray's profile could not be read: " + ran.err.substr(0, 2000);
+std::string read_memray(const Profiling& p, const std::string& out_base, Helpers& helpers, uint64_t limit,
+                        Explanation& e, std::map<int, std::string>& profiled, int& interrupted_by) {
+  Ran ran = helpers.run("read", {p.python, "-I", "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)},
+                        limit, kReaderBound);
+  interrupted_by = ran.interrupted_by;
+  if (!ran.ok) return "memray's profile could not be read: " + ran.failure;
   auto j = nlohmann::json::parse(ran.out, nullptr, false);
   if (j.is_discarded() || !j.is_array()) return "memray's profile reader wrote something else: " + ran.out.substr(0, 500);
   std::string errors;
@@ -425,17 +498,19 @@ uint64_t heaptrack_size(const std::string& text) {
 // lack lines, its massif output the stacks), so its text is read, strictly:
 // a line not as expected ends the block.
 std::string read_heaptrack(const std::string& dir, const std::string& out_base, const std::vector<std::string>& env,
-                           Explanation& e, std::map<std::string, std::string>& profiled_commands) {
+                           Helpers& helpers, uint64_t limit, Explanation& e,
+                           std::map<std::string, std::string>& profiled_commands, int& interrupted_by) {
   std::string print = find_executable("heaptrack_print", env);
   std::string prefix = fs::path(out_base).filename().string() + ".";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
-    Ran ran = run_helper({print, "-f", entry.path().string(), "-p", "1", "-a", "0", "-T", "0", "-l", "0", "-n",
-                          std::to_string(kMaxSites), "-s", "3"},
-                         env, dir, std::chrono::seconds(300));
-    if (!ok(ran)) return "heaptrack_print could not read " + name + ": " + ran.err.substr(0, 2000);
+    Ran ran = helpers.run("read", {print, "-f", entry.path().string(), "-p", "1", "-a", "0", "-T", "0", "-l", "0", "-n",
+                                   std::to_string(kMaxSites), "-s", "3"},
+                          limit, kReaderBound);
+    interrupted_by = ran.interrupted_by;
+    if (!ran.ok) return "heaptrack's profile " + name + " could not be read: " + ran.failure;
     std::istringstream in(ran.out);
     std::string command;
     static const std::regex peak_head(R"(^(\S+) peak memory consumed over (\d+) calls from$)");
@@ -500,16 +575,32 @@ std::string read_heaptrack(const std::string& dir, const std::string& out_base, 
   return "";
 }
 
-std::string version_of(const Profiling& p, const std::vector<std::string>& env, const std::string& dir) {
+// The profiler's name and version; "" when memray is not installed in the
+// test's Python (its import failed), with `failure` set when the probe
+// could not tell (killed at its limit, timed out, not started).
+std::string version_of(const Profiling& p, const std::vector<std::string>& env, Helpers& helpers,
+                       int& interrupted_by, std::string& failure) {
   if (p.profiler == "memray") {
-    Ran r = run_helper({p.python, "-I", "-c", "import memray; print(memray.__version__)"}, env, dir, std::chrono::seconds(60));
-    if (!ok(r)) return "";
+    Ran r = helpers.run("version", {p.python, "-I", "-c", "import memray; print(memray.__version__)"}, kProbeMemory,
+                        std::chrono::seconds(60));
+    interrupted_by = r.interrupted_by;
+    if (!r.ok && !r.exited) failure = "the probe of memray in " + p.python + ": " + r.failure;
+    if (!r.ok) return "";
     std::string v = r.out.substr(0, r.out.find('\n'));
     return "memray " + v;
   }
-  Ran r = run_helper({find_executable("heaptrack", env), "--version"}, env, dir, std::chrono::seconds(60));
+  Ran r = helpers.run("version", {find_executable("heaptrack", env), "--version"}, kProbeMemory,
+                      std::chrono::seconds(60));
+  interrupted_by = r.interrupted_by;
   std::string v = r.out.substr(0, r.out.find('\n'));
   return v.empty() ? "heaptrack" : v;  // "heaptrack 1.4.0"
+}
+
+// What the host has free (MemAvailable), or 0 when it cannot be read.
+uint64_t mem_available_bytes() {
+  std::string mem = read_proc("/proc/meminfo");
+  auto at = mem.find("MemAvailable:");
+  return at == std::string::npos ? 0 : std::strtoull(mem.c_str() + at + 13, nullptr, 10) * 1024;
 }
 
 // The limit of the profiled run: above the test's, so that a profile of a
@@ -517,12 +608,14 @@ std::string version_of(const Profiling& p, const std::vector<std::string>& env, 
 // profiler's own memory is charged too); within what the host has free.
 uint64_t profiled_limit(uint64_t limit) {
   uint64_t want = limit * 2 + 64 * MiB;
-  std::string mem = read_proc("/proc/meminfo");
-  auto at = mem.find("MemAvailable:");
-  if (at != std::string::npos) {
-    uint64_t avail = std::strtoull(mem.c_str() + at + 13, nullptr, 10) * 1024;
-    want = std::min(want, std::max(limit, avail / 10 * 8));
-  }
+  if (uint64_t avail = mem_available_bytes()) want = std::min(want, std::max(limit, avail / 10 * 8));
+  return want;
+}
+
+// The limit of a profile's reader: see kReaderMemory.
+uint64_t reader_limit(uint64_t profiled) {
+  uint64_t want = std::max(kReaderMemory, profiled);
+  if (uint64_t avail = mem_available_bytes()) want = std::min(want, std::max(kProbeMemory, avail / 10 * 8));
   return want;
 }
 
@@ -541,8 +634,12 @@ std::string explain_why(ExplainMode mode, const TestRecord& r) {
   return "";
 }
 
+bool explain_regressed(ExplainMode mode) { return mode != ExplainMode::never; }
+
 Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const std::string& why,
-                         cgroup::Backend& backend, const RunOptions& options, const std::string& run_dir) {
+                         cgroup::Backend& backend, const RunOptions& options, const std::string& run_dir,
+                         int& interrupted_by) {
+  interrupted_by = 0;
   Explanation e;
   e.why = why;
   e.explained_peak = r.verdict.peak;
@@ -566,7 +663,25 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
     e.message = p.why_not;
     return e;
   }
-  e.profiler = version_of(p, env, dir);
+  Helpers helpers(planned, backend, options, run_dir, dir);
+  // memrun was interrupted: what ran was stopped and its group removed
+  // (run_plan); the explanation says so, the verdict stands.
+  auto interrupted = [&](int sig, const char* during) {
+    interrupted_by = sig;
+    e.status = "interrupted";
+    e.message = fmt::format("memrun was interrupted ({}) during {}, which was stopped: nothing was explained",
+                            strsignal(sig), during);
+    return e;
+  };
+  int sig = 0;
+  std::string probe_failure;
+  e.profiler = version_of(p, env, helpers, sig, probe_failure);
+  if (sig) return interrupted(sig, "the profiler's version probe");
+  if (!probe_failure.empty()) {
+    e.status = "failed";
+    e.message = probe_failure;
+    return e;
+  }
   if (e.profiler.empty()) {
     e.status = "unavailable";
     e.message = "memray is not installed in " + p.python + ", which explains Python tests: install it there (" +
@@ -601,20 +716,24 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   ro.tick = std::chrono::milliseconds(0);
   ro.budget.reset();
   Catch caught;
-  ProcessSampler sampler(group);
-  run_plan(plan, backend, ro, caught);
+  ProcessSampler sampler(backend.run_path() + "/" + group);
+  RunResults results = run_plan(plan, backend, ro, caught);
   sampler.stop();
+  if (caught.record) {
+    const TestRecord& pr = *caught.record;
+    e.outcome = to_string(pr.verdict.outcome);
+    e.exit_code = pr.observed.exit_code;
+    e.kernel_peak = pr.verdict.peak;
+    e.duration_s = pr.observed.duration_s;
+    e.at_peak = pr.observed.at_peak;
+  }
+  if (results.interrupted_by) return interrupted(results.interrupted_by, "the profiled run");
   if (!caught.record) {
     e.status = "failed";
-    e.message = "the profiled run did not happen (memrun was interrupted)";
+    e.message = "the profiled run did not happen";
     return e;
   }
   const TestRecord& pr = *caught.record;
-  e.outcome = to_string(pr.verdict.outcome);
-  e.exit_code = pr.observed.exit_code;
-  e.kernel_peak = pr.verdict.peak;
-  e.duration_s = pr.observed.duration_s;
-  e.at_peak = pr.observed.at_peak;
   if (pr.observed.ending == Ending::not_started) {
     e.status = "failed";
     e.message = "the profiled run could not start: " + pr.observed.start_error;
@@ -625,9 +744,13 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   // test's pid namespace numbers them), heaptrack the command it ran.
   std::map<int, std::string> profiled_pids;
   std::map<std::string, std::string> profiled_commands;
-  std::string failure = p.profiler == "memray" ? read_memray(p, out_base, env, dir, e, profiled_pids)
-                                               : read_heaptrack(dir, fs::path(out_base).filename().string(), env, e,
-                                                                profiled_commands);
+  uint64_t read_limit = reader_limit(profiled.memory);
+  std::string failure =
+      p.profiler == "memray"
+          ? read_memray(p, out_base, helpers, read_limit, e, profiled_pids, sig)
+          : read_heaptrack(dir, fs::path(out_base).filename().string(), env, helpers, read_limit, e, profiled_commands,
+                           sig);
+  if (sig) return interrupted(sig, "the reading of its profile");
   std::stable_sort(e.sites.begin(), e.sites.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   if (e.sites.size() > kMaxSites) e.sites.resize(kMaxSites);
   for (auto& s : e.sites)

@@ -27,40 +27,28 @@
 #include "runner/running.h"
 
 namespace memrun {
+
+SignalGuard::SignalGuard() {
+  sigemptyset(&set_);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ,
+                SIGIO, SIGPWR})
+    sigaddset(&set_, s);
+  ::sigprocmask(SIG_BLOCK, &set_, &old_);
+  fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd_ < 0) throw_errno(1, "signalfd");
+}
+
+SignalGuard::~SignalGuard() {
+  ::close(fd_);
+  ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+}
+
+int SignalGuard::take() const {
+  signalfd_siginfo info;
+  return ::read(fd_, &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
+}
+
 namespace {
-
-// While memrun runs tests, every signal whose default action would end
-// memrun (and that a process may catch) arrives on a signalfd instead, so
-// that running tests are stopped and their groups removed before memrun
-// exits with 128+N: Ctrl-C, Ctrl-\, kill, a lost terminal, timers and
-// resource limits alike. (SIGPIPE is ignored; SIGKILL cannot be caught:
-// what a SIGKILLed run leaves, the next run's gc removes.)
-class SignalGuard {
- public:
-  SignalGuard() {
-    sigemptyset(&set_);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
-                  SIGXFSZ, SIGIO, SIGPWR})
-      sigaddset(&set_, s);
-    ::sigprocmask(SIG_BLOCK, &set_, &old_);
-    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd_ < 0) throw_errno(1, "signalfd");
-  }
-  ~SignalGuard() {
-    ::close(fd_);
-    ::sigprocmask(SIG_SETMASK, &old_, nullptr);
-  }
-  int fd() const { return fd_; }
-  /// The next pending signal, or 0.
-  int take() const {
-    signalfd_siginfo info;
-    return ::read(fd_, &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
-  }
-
- private:
-  sigset_t set_, old_;
-  int fd_ = -1;
-};
 
 // Under global memory pressure the kernel's OOM killer should pick a test,
 // never the runner that reports on it. Lowering one's oom_score_adj needs

@@ -3,6 +3,7 @@
 // decided here.
 #pragma once
 
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -66,6 +67,29 @@ struct RunOptions {
 /// killer picks a test, never memrun) and raises its open-files limit to
 /// the hard one; `options` gets what the tests must get back.
 void prepare_runner_process(RunOptions& options);
+
+/// While it lives, every signal whose default action would end memrun (and
+/// that a process may catch) arrives on a signalfd instead, so that running
+/// tests are stopped and their groups removed before memrun exits with
+/// 128+N: Ctrl-C, Ctrl-\, kill, a lost terminal, timers and resource limits
+/// alike. (SIGPIPE is ignored; SIGKILL cannot be caught: what a SIGKILLed
+/// run leaves, the next run's gc removes.) Guards nest: the inner one's
+/// signalfd takes what comes while both live. Threads started while one
+/// lives inherit the block.
+class SignalGuard {
+ public:
+  SignalGuard();
+  ~SignalGuard();
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  int fd() const { return fd_; }
+  /// The next pending signal, or 0.
+  int take() const;
+
+ private:
+  sigset_t set_, old_;
+  int fd_ = -1;
+};
 
 /// Everything a run produced, beyond what its observer was told.
 struct RunResults {

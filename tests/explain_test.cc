@@ -4,12 +4,14 @@
 // assertion is one the allocations guarantee (names, lines, bytes the test
 // allocated), never a figure page cache can move.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -214,6 +216,148 @@ TEST_F(Explain, MemrunExplainRerunsATestOfAnEarlierReportUnderTheProfiler) {
   EXPECT_EQ(again.exit_code, 1) << again.out << again.err;
   EXPECT_NE(again.out.find("heap_big_site ("), std::string::npos) << again.out << again.err;
   EXPECT_NE(again.out.find("a second run under heaptrack"), std::string::npos) << again.out;
+}
+
+TEST_F(Explain, ARegressionAgainstTheBaselineIsExplainedInTheSameRunNamingTheFunctionThatGrew) {
+  if (!have_heaptrack()) GTEST_SKIP() << "heaptrack is not installed (./setup.sh test installs it)";
+  // The base allocates 40 MiB in heap_big_site, the head 150 MiB: both
+  // pass under 512 MiB; the head's peak is far above the base's + 10%.
+  auto spec = [](const char* big) {
+    return "tests:\n  - name: grows\n    run: [{W}, --heap, \"10MiB," + std::string(big) +
+           "\"]\n    memory: 512MiB\n    explain: on-failure\n";
+  };
+  auto base = run_spec(dir, spec("40MiB"));
+  ASSERT_EQ(base.exit_code, 0) << base.out << base.err;
+  EXPECT_FALSE(test_named(base, "grows").contains("explanation")) << "a pass is no failure on memory";
+  std::filesystem::rename(dir.path() + "/report.json", dir.path() + "/base.json");
+  auto head = run_spec(dir, spec("150MiB"), {"--baseline", dir.path() + "/base.json"});
+  // The regression is the run's failure; the test's own verdict is a pass.
+  ASSERT_EQ(head.exit_code, 1) << head.out << head.err;
+  const json& t = test_named(head, "grows");
+  EXPECT_TRUE(t["passed"].get<bool>());
+  EXPECT_EQ(t["outcome"], "pass");
+  ASSERT_EQ(head.report["comparison"]["tests"][0]["change"], "regressed") << head.report["comparison"].dump(2);
+  ASSERT_TRUE(t.contains("explanation")) << head.out;
+  const json& e = t["explanation"];
+  ASSERT_EQ(e["status"], "explained") << e.dump(2);
+  EXPECT_EQ(e["why"], "regressed");
+  const json& top = e["sites"][0];
+  EXPECT_EQ(where_of(top)["function"], "heap_big_site") << e.dump(2);
+  EXPECT_GE(top["bytes"].get<uint64_t>(), 149 * kMiB);
+  EXPECT_LE(top["bytes"].get<uint64_t>(), 151 * kMiB);
+  EXPECT_NE(head.out.find("explain (regressed, a second run under heaptrack"), std::string::npos) << head.out;
+  EXPECT_NE(head.out.find("heap_big_site ("), std::string::npos) << head.out;
+  // explain: never leaves a regression unexplained.
+  std::string never = spec("150MiB");
+  never.replace(never.find("on-failure"), 10, "never");
+  auto quiet = run_spec(dir, never, {"--baseline", dir.path() + "/base.json"});
+  EXPECT_EQ(quiet.exit_code, 1) << quiet.out << quiet.err;
+  EXPECT_FALSE(test_named(quiet, "grows").contains("explanation"));
+}
+
+// Stand-ins for heaptrack in `bin` of `at` (default `dir`): heaptrack runs the program
+// (and leaves an empty capture where heaptrack would leave its own), and
+// heaptrack_print is `reader`, a shell script's body.
+std::string fake_heaptrack(const Scratch& dir, const std::string& reader, std::string at = "") {
+  if (at.empty()) at = dir.path();
+  std::filesystem::create_directories(at + "/bin");
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(at + "/" + name) << text; };
+  write("bin/heaptrack", "#!/bin/sh\n"
+                             "[ \"$1\" = --version ] && { echo 'heaptrack 0.0 (a stand-in)'; exit 0; }\n"
+                             "out=$2; shift 2\n"
+                             ": > \"$out.1.zst\"\n"
+                             "exec \"$@\"\n");
+  write("bin/heaptrack_print", "#!/bin/sh\n" + reader + "\n");
+  for (const char* f : {"/bin/heaptrack", "/bin/heaptrack_print"})
+    std::filesystem::permissions(at + f, std::filesystem::perms::owner_all);
+  return at + "/bin:/usr/bin:/bin";
+}
+
+TEST_F(Explain, AProfileReaderRunsUnderALimitInAGroupOfMemrunsAndItsFailureIsSaid) {
+  // A reader that would take 2 GiB: OOM-killed at its limit in a group of
+  // memrun's, the explanation says so, memrun and the verdict stand.
+  std::string path = fake_heaptrack(dir, "exec " + workload() + " --touch 2GiB");
+  auto run = run_spec(dir, "tests:\n  - name: native\n    run: [{W}, --touch, 100MiB]\n    memory: 64MiB\n"
+                           "    env: {PATH: \"" + path + "\"}\n    explain: on-failure\n");
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const json& t = test_named(run, "native");
+  EXPECT_EQ(t["outcome"], "oom");
+  const json& e = t["explanation"];
+  EXPECT_EQ(e["status"], "failed") << e.dump(2);
+  EXPECT_EQ(e["profiled_run"]["outcome"], "pass") << e.dump(2);
+  std::string message = e["message"].get<std::string>();
+  // 512 MiB, or less on a host with less than that available.
+  EXPECT_NE(message.find("heaptrack_print was OOM-killed at its memory limit of "), std::string::npos) << message;
+  EXPECT_NE(run.out.find("OOM-killed at its memory limit"), std::string::npos) << run.out;
+  EXPECT_TRUE(leftover_cgroups().empty());
+
+  // A reader that fails: its exit code and what it said.
+  path = fake_heaptrack(dir, "echo 'this capture is not one' >&2; exit 3");
+  run = run_spec(dir, "tests:\n  - name: native\n    run: [{W}, --touch, 100MiB]\n    memory: 64MiB\n"
+                      "    env: {PATH: \"" + path + "\"}\n    explain: on-failure\n");
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const json& failed = test_named(run, "native")["explanation"];
+  EXPECT_EQ(failed["status"], "failed") << failed.dump(2);
+  EXPECT_NE(failed["message"].get<std::string>().find("heaptrack_print exited with 3: this capture is not one"),
+            std::string::npos)
+      << failed.dump(2);
+}
+
+// SIGINT or SIGTERM to memrun while explain's second run (or its reader)
+// runs: what runs is stopped, its group removed, the report written with
+// the verdict of the first run and an explanation that says it was
+// interrupted; memrun exits 128+N as an interrupted run does.
+void interrupt_explain(const Scratch& scratch, int sig, bool in_reader) {
+  SCOPED_TRACE(std::string(strsignal(sig)) + (in_reader ? " during the reader" : " during the profiled run"));
+  std::string sub = scratch.path() + "/" + std::to_string(sig) + (in_reader ? "-reader" : "-run");
+  std::filesystem::create_directories(sub);
+  std::string pidfile = sub + "/running.pid", report = sub + "/report.json";
+  // The first run is OOM-killed; the profiled one, with room, goes on to
+  // write its pid and wait (as the reader does, in the reader's case).
+  std::string wait = "echo $$ " + std::string(kPidNs) + " > " + pidfile + "; exec sleep 3600";
+  std::string script = sub + "/test.sh";
+  {
+    std::ofstream(script) << workload() << " --touch 100MiB || exit 1\n" << (in_reader ? "" : wait) << "\n";
+  }
+  std::string path = fake_heaptrack(scratch, in_reader ? wait : "exit 3", sub);
+  std::string spec = sub + "/spec.yaml";
+  {
+    std::ofstream(spec) << "tests:\n  - name: native\n    run: [sh, " << script
+                        << "]\n    memory: 64MiB\n    env: {PATH: \"" << path << "\"}\n    explain: on-failure\n";
+  }
+  auto started = start_program({memrun_bin(), spec, "--json", report, "--run-dir", sub + "/runs"});
+  ASSERT_TRUE(wait_for_file(pidfile)) << "the profiled run never started";
+  int pid = pid_in_file(pidfile);
+  ASSERT_GT(pid, 0);
+  ::kill(started.pid, sig);
+  auto run = finish_program(started);
+  EXPECT_EQ(run.exit_code, 128 + sig) << run.out << run.err;
+  EXPECT_FALSE(process_alive(pid)) << "what the explanation ran outlived memrun";
+  auto j = json::parse(fs::read_file(report).value_or("{}"));
+  ASSERT_EQ(j["tests"].size(), 1u) << run.out << run.err;
+  const json& t = j["tests"][0];
+  EXPECT_EQ(t["outcome"], "oom") << "the verdict is the first run's";
+  const json& e = t["explanation"];
+  EXPECT_EQ(e["status"], "interrupted") << e.dump(2);
+  EXPECT_NE(e["message"].get<std::string>().find(in_reader ? "during the reading of its profile"
+                                                           : "during the profiled run"),
+            std::string::npos)
+      << e.dump(2);
+  EXPECT_EQ(j["interrupted_by"], strsignal(sig));
+  EXPECT_NE(run.out.find("memrun was interrupted"), std::string::npos) << run.out;
+  EXPECT_TRUE(leftover_cgroups().empty());
+}
+
+// SIGINT or SIGTERM to memrun while explain's second run or its profile's
+// reader runs: what runs is stopped, its group removed, the report written
+// with the first run's verdict and an explanation that says it was
+// interrupted; memrun exits 128+N as an interrupted run does.
+TEST_F(Explain, ASignalDuringTheProfiledRunStopsItWritesTheReportAndExits128PlusN) {
+  for (int sig : {SIGINT, SIGTERM}) interrupt_explain(dir, sig, false);
+}
+
+TEST_F(Explain, ASignalDuringTheProfilesReaderStopsItWritesTheReportAndExits128PlusN) {
+  for (int sig : {SIGINT, SIGTERM}) interrupt_explain(dir, sig, true);
 }
 
 TEST_F(Explain, ABadExplainValueIsRefusedWithItsPlace) {

@@ -1,9 +1,16 @@
-// Parsing of /proc/self/mountinfo and /proc/self/cgroup into a layout. This
-// proves the parsing only; the integration tests prove enforcement.
+// Parsing of /proc/self/mountinfo and /proc/self/cgroup into a layout, and
+// the reading of a group tree's lists. This proves the parsing only; the
+// integration tests prove enforcement.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <sys/mount.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "cgroup/cgroup.h"
 #include "cgroup/host.h"
 
 namespace memrun::cgroup {
@@ -57,6 +64,37 @@ TEST(Host, Legacy) {
 }
 
 TEST(Host, None) { EXPECT_EQ(parse_host("", "").mode, Mode::none); }
+
+}  // namespace
+}  // namespace memrun::cgroup
+
+namespace memrun::cgroup {
+namespace {
+
+// processes_below reads the group's own lists, so a group is never taken
+// for another whose name contains its own (t1 and t10, t1y, another run's t1).
+TEST(Tree, TheProcessesBelowAGroupAreItsOwnAndItsSubGroupsNeverANamesakes) {
+  char tmpl[] = "/tmp/memrun-tree-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string root = tmpl;
+  auto group = [&](const std::string& path, const std::string& procs) {
+    std::filesystem::create_directories(root + "/" + path);
+    std::ofstream(root + "/" + path + "/cgroup.procs") << procs;
+  };
+  group("run", "");
+  group("run/t1", "11\n12\n");
+  group("run/t1/sub", "13\n");
+  group("run/t10", "21\n");
+  group("run/x/t1y", "31\n");
+  group("run/x/t1", "41\n");
+  group("other-run/t1", "51\n");
+  auto pids = processes_below(root + "/run/t1");
+  std::sort(pids.begin(), pids.end());
+  EXPECT_EQ(pids, (std::vector<pid_t>{11, 12, 13}));
+  EXPECT_EQ(processes_below(root + "/run/t10"), std::vector<pid_t>{21});
+  EXPECT_TRUE(processes_below(root + "/run/gone").empty()) << "a group not (or no longer) there lists nothing";
+  std::filesystem::remove_all(root);
+}
 
 }  // namespace
 }  // namespace memrun::cgroup

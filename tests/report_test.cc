@@ -4,16 +4,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <tuple>
 #include <nlohmann/json.hpp>
+#include <pugixml.hpp>
+#include <regex>
 
 #include "runner/comparison.h"
 #include "runner/ci_report.h"
 #include "runner/error.h"
 #include "runner/merge.h"
 #include "runner/plan.h"
+#include "runner/plot.h"
 #include "runner/report_json.h"
 #include "runner/spec.h"
 
@@ -475,6 +480,75 @@ TEST(Report, AnExplanationIsEscapedInMarkdownAndJUnitLikeEveryName) {
   auto lines = explanation_lines(*r.explanation, 5);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[1].find("helper<script>|`x` (/t/a|b.py:5) <- test_it (/t/a|b.py:9)"), std::string::npos) << lines[1];
+}
+
+TEST(Report, AnExplanationWithHostileFramesKeepsMarkdownRowsAndTheHtmlWellFormed) {
+  // Frame names, files and the summary are the test's data: markup, a cell
+  // separator and a newline in them must not open an element or a row.
+  TestRecord r;
+  r.test.name = "t";
+  r.verdict.outcome = Outcome::oom;
+  r.verdict.passed = false;
+  Explanation e = an_explanation();
+  StackFrame& f = e.sites[0].stack[1];
+  f.function = "<script>alert(1)</script>|x\n| injected | row |";
+  f.file = "/t/</code></td>\n|.py";
+  e.sites[0].stack[2].function = "caller</details>\n|";
+  e.summary = "<img src=x onerror=alert(1)>\n| row |";
+  e.sites.push_back(e.sites[0]);
+  r.explanation = e;
+
+  std::string md = explanation_markdown(r);
+  for (const char* markup : {"<script", "<img", "</code></td>", "</details>\n|"})
+    EXPECT_EQ(md.find(markup), std::string::npos) << markup << " in\n" << md;
+  // The table: its header, its rule, then one line of four cells per site.
+  std::istringstream lines(md);
+  int rows = 0;
+  bool in_table = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| bytes |", 0) == 0) in_table = true;
+    if (!in_table) continue;
+    if (line.empty() || line[0] != '|') break;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 5) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2 + 2) << md;
+
+  std::string html;
+  ReportData data;
+  data.tests.push_back(r);
+  html_report(data.info, each_record(data), [&](const std::string& part) { html += part; });
+  for (const char* markup : {"<script>alert", "<img", "</code></td>\n", "caller</details>"})
+    EXPECT_EQ(html.find(markup), std::string::npos) << markup;
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;|x"), std::string::npos);
+  // The explanation's table, read as XML: well formed, one row per site,
+  // and each frame's text exactly the data (escaped, never interpreted).
+  auto from = html.find("<table class=\"explain\">"), to = html.find("</table>", from);
+  ASSERT_NE(from, std::string::npos) << html;
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_string(html.substr(from, to + 8 - from).c_str())) << html.substr(from, to + 8 - from);
+  auto table = doc.child("table");
+  EXPECT_EQ(std::distance(table.children("tr").begin(), table.children("tr").end()), 3);
+  auto row = table.child("tr").next_sibling("tr");
+  EXPECT_EQ(std::string(row.child("td").next_sibling("td").next_sibling("td").child("code").text().get()),
+            frame_text(f));
+  // The whole page under libxml2's HTML parser: no error but the HTML5 and
+  // SVG elements its HTML 4 parser does not know.
+  std::string path = ::testing::TempDir() + "/hostile-explanation.html";
+  write_atomically(path, html);
+  std::string check = "xmllint --html --noout " + path + " 2>&1";
+  std::FILE* p = ::popen(check.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string said;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) said.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << said;
+  static const std::regex unknown_tag(R"(.*HTML parser error : Tag (section|header|main|footer|nav|details|summary|svg|rect|text|line|path|polyline|polygon|g|title|circle) invalid)");
+  std::istringstream errors(said);
+  for (std::string line; std::getline(errors, line);) {
+    if (line.find("parser error") == std::string::npos) continue;
+    EXPECT_TRUE(std::regex_match(line, unknown_tag)) << line;
+  }
 }
 
 TEST(Report, ARecordReadBackIsTheRecordWritten) {
