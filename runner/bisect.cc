@@ -68,6 +68,12 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
     prepare_runner_process(options);
     auto results = run_plan(plan, backend, options, observer);
     if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");
+    // A trial that got around its limit, or was killed under a limit memrun
+    // did not set, says nothing of this one: no bound.
+    if (!p.last.figures_hold)
+      throw Error(kExitTestFailed, fmt::format("'{}' under {}: {}. bisect needs a test that keeps to the limit it is "
+                                               "given",
+                                               test.name, format_size(limit), p.last.reason));
     p.passed = p.last.outcome == Outcome::pass;
   }
   return p;

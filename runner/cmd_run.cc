@@ -61,12 +61,12 @@ class Outputs : public RunObserver {
   /// --baseline found `r` regressed: it is explained too, unless its
   /// explain is never (explain_regressed).
   void regressed(const TestRecord& r) {
-    auto at = index_of_.find(r.test.name);
+    auto at = index_of_.find(key_of(r));
     if (at == index_of_.end()) return;
     if (!explain_regressed(plan_.tests[at->second].test->explain.value_or(explain_))) return;
     for (auto& x : to_explain_)
       if (x.index == at->second) {
-        x.why = "regressed";  // more to the point than "always"
+        if (x.why == "always") x.why = "regressed";  // more to the point; a failure's own why stays
         return;
       }
     to_explain_.push_back({at->second, r, "regressed"});
@@ -105,7 +105,7 @@ class Outputs : public RunObserver {
     std::fflush(out_);
     tally_.add(r.verdict);
     if (report_) report_->add_test(index, r);
-    index_of_.emplace(r.test.name, index);
+    index_of_.emplace(key_of(r), index);
     const TestSpec& t = *plan_.tests[index].test;
     std::string why =
         explain_why(t.explain.value_or(explain_), r);
@@ -126,7 +126,10 @@ class Outputs : public RunObserver {
   const Plan& plan_;
   ExplainMode explain_;
   std::vector<ToExplain> to_explain_;
-  std::map<std::string, size_t> index_of_;  // test name -> plan index of its (first) run
+  // Two specs may name a test alike: a test is its spec and its name, as
+  // compare keys it.
+  static std::string key_of(const TestRecord& r) { return r.test.spec + '\n' + r.test.name; }
+  std::map<std::string, size_t> index_of_;  // key_of -> plan index of its (first) run
   std::vector<TestRecord>* records_;  // null unless asked for
   Tally tally_;
   std::map<size_t, std::map<int, TestRecord>> pending_;  // first run's index -> runs so far
@@ -360,12 +363,12 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
     report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
     comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
                                        o.comparing);
-    std::set<std::string> regressed;
+    std::set<std::pair<std::string, std::string>> regressed;  // spec, name
     for (const auto& c : comparison->tests)
-      if (c.change == Change::regressed) regressed.insert(c.name);
+      if (c.change == Change::regressed) regressed.emplace(c.spec, c.name);
     if (!regressed.empty())
       report->records()([&](const TestRecord& r) {
-        if (regressed.count(r.test.name)) observer.regressed(r);
+        if (regressed.count({r.test.spec, r.test.name})) observer.regressed(r);
       });
   }
   // explain: each test to explain runs once more under a profiler, one at
@@ -395,9 +398,10 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
       std::fflush(con);
       if (report) report->replace_test(x.index, x.record);
     }
-    // Signals that came once memrun was interrupted are that interruption's.
-    while (signals.take()) {
-    }
+    // A signal after the last step still interrupts the run; those after
+    // the first are that interruption's.
+    while (int s = signals.take())
+      if (!interrupted) interrupted = s;
     run.interrupted_by = interrupted;
   }
   // What cannot be removed is said, and the report is written all the same.

@@ -509,8 +509,11 @@ std::string read_heaptrack(const std::string& dir, const std::string& out_base, 
     Ran ran = helpers.run("read", {print, "-f", entry.path().string(), "-p", "1", "-a", "0", "-T", "0", "-l", "0", "-n",
                                    std::to_string(kMaxSites), "-s", "3"},
                           limit, kReaderBound);
+    // A signal taken during one reader is the run's, though that reader
+    // finished: no other reader starts.
     interrupted_by = ran.interrupted_by;
     if (!ran.ok) return "heaptrack's profile " + name + " could not be read: " + ran.failure;
+    if (ran.interrupted_by) return "heaptrack's profiles were not all read: memrun was interrupted";
     std::istringstream in(ran.out);
     std::string command;
     static const std::regex peak_head(R"(^(\S+) peak memory consumed over (\d+) calls from$)");

@@ -404,7 +404,7 @@ std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Obser
     if (!outcome) throw Error(kExitUsage, r.where() + ": field 'outcome' is not an outcome memrun writes");
     r.require("passed");
     out.push_back({r.required_bytes("peak_bytes"), r.bytes("working_set_peak_bytes"), *outcome, r.get<bool>("passed"),
-                   r.seconds("duration_s"), r.get<bool>("figures_hold", true)});
+                   r.seconds("duration_s"), r.get<bool>("figures_hold", v.figures_hold)});
   }
   return out;
 }
@@ -555,8 +555,11 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   v.passed = f.get<bool>("passed");
   v.disabled = f.get<bool>("disabled", false);
   v.reason = f.get<std::string>("reason");
-  // A report from before the field said so only in its reason.
-  v.figures_hold = f.get<bool>("figures_hold", v.reason.rfind("the test defeated its memory limit", 0) != 0);
+  // A report from before the field said so only in its reason (and its
+  // runs, read after, take the record's word).
+  v.figures_hold = f.get<bool>("figures_hold", v.reason.rfind("the test defeated its memory limit", 0) != 0 &&
+                                                   v.reason.find(": the limit that killed was not the one memrun set") ==
+                                                       std::string::npos);
   v.limit = f.bytes("limit_bytes");
   v.peak = f.bytes("peak_bytes");
   v.peak_sampled = f.get<std::string>("peak_source") == "sampled";

@@ -1,12 +1,13 @@
 #include "fake_backend.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 
 #include "cgroup/error.h"
 
@@ -160,13 +161,24 @@ FakeBackend::FakeBackend() {
 }
 
 bool FakeBackend::busy(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return false;
-  char state = text[close + 2];
+  // read(2), not a stream: a process that ends meanwhile makes the read
+  // fail (ESRCH), which is "not busy".
+  auto read_all = [](const std::string& path) {
+    std::string text;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return text;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return text;
+  };
+  std::string p = "/proc/" + std::to_string(pid);
+  std::string stat = read_all(p + "/stat");
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  char state = stat[close + 2];
   if (state == 'R' || state == 'D') return true;
-  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::istringstream children(read_all(p + "/task/" + std::to_string(pid) + "/children"));
   for (int child; children >> child;)
     if (busy(child)) return true;
   return false;
