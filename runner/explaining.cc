@@ -4,7 +4,6 @@
 // through memray's Python API and heaptrack_print.
 #include "runner/explaining.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
