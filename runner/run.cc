@@ -62,13 +62,12 @@ std::string protect_memrun() {
   return std::to_string(std::min(1000, own + 500));
 }
 
-// Each running test holds up to kFilesPerTest descriptors (pidfd, two
-// pipes, two logs, /dev/null past a cap, its group's), so -j 128 would pass
-// the usual soft limit of 1024. memrun raises its own soft limit to the hard
+// Each running test holds up to kFilesPerTest descriptors (run.h), so -j 128
+// would pass the usual soft limit of 1024. memrun raises its own soft limit to the hard
 // one; tests get the original back before exec (programs using select(2)
 // break above 1024). Returns the original, or {0, 0} when nothing was
 // raised; the same on every call.
-constexpr int kFilesPerTest = 10, kFilesOfMemrun = 32;
+constexpr int kFilesOfMemrun = 32;
 rlimit raise_open_files() {
   static const rlimit original = [] {
     rlimit limit{};

@@ -129,9 +129,14 @@ class RunObserver {
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer);
 
+/// The descriptors a running test holds at most: its pidfd, two pipes, two
+/// logs, /dev/null past a cap, and its group's (up to six: procs files, the
+/// usage and limit files sampled, a sealed test's leaf's limit).
+inline constexpr int kFilesPerTest = 12;
+
 /// How many tests can run at once within memrun's open-files limit (each
-/// holds up to ten descriptors), once memrun has raised its soft limit to
-/// the hard one.
+/// holds up to kFilesPerTest descriptors), once memrun has raised its soft
+/// limit to the hard one.
 int jobs_within_open_files();
 
 
