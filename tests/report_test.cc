@@ -751,16 +751,22 @@ TEST(Report, TheSpoolGivesBackTheRecordsWritten) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Report, ConsoleLineIsPlainWithoutColor) {
-  Fixture f;
-  TestRecord r = f.result(Outcome::pass, 0, 40ull << 20);
+// What the console prints of `r`, without colour.
+std::string console_text(const TestRecord& r) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* out = open_memstream(&buf, &len);
   Console(out, false, 4).test(r);
   std::fclose(out);
-  std::string line(buf, len);
+  std::string text(buf, len);
   free(buf);
+  return text;
+}
+
+TEST(Report, ConsoleLineIsPlainWithoutColor) {
+  Fixture f;
+  TestRecord r = f.result(Outcome::pass, 0, 40ull << 20);
+  std::string line = console_text(r);
   EXPECT_EQ(line.find('\033'), std::string::npos);
   EXPECT_NE(line.find("PASS  big"), std::string::npos) << line;
   EXPECT_NE(line.find("peak 40.0 MiB / 64.0 MiB"), std::string::npos) << line;
@@ -960,13 +966,7 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
   o.oom_victims = {{123, "eater", 3977 << 10, 1 << 20, 0, ""}};
   TestRecord r = make_record(f.planned, o);
   EXPECT_EQ(r.observed.at_peak.anon, 3977u << 10) << "the victims' figures, not the emptied group's";
-  char* buf = nullptr;
-  size_t len = 0;
-  FILE* out = open_memstream(&buf, &len);
-  Console(out, false, 4).test(r);
-  std::fclose(out);
-  std::string text(buf, len);
-  free(buf);
+  std::string text = console_text(r);
   EXPECT_EQ(text.find("anon 0 B"), std::string::npos) << text;
   EXPECT_NE(text.find("no sample"), std::string::npos) << text;
   EXPECT_NE(text.find("anon-rss 3.88 MiB"), std::string::npos) << text;
@@ -975,8 +975,8 @@ TEST(Report, AnOomWithoutSampleShowsTheKernelsFiguresNotZeros) {
 TEST(Report, ControlsInAVictimsNameAndTheLogAreWrittenAsNamesAre) {
   // A process name the kernel logs is the test's to choose (prctl
   // PR_SET_NAME): an ESC, a CR or a broken byte in it reaches the console
-  // and the JSON as the visible \xNN the one rule writes, never raw and
-  // never a '?' that hides which byte it was.
+  // as the visible \xNN the one rule writes, never raw and never a '?'
+  // that hides which byte it was.
   Fixture f;
   Observation o = Fixture::exited(-1, 4 << 20);
   o.signal = 9;
@@ -984,13 +984,7 @@ TEST(Report, ControlsInAVictimsNameAndTheLogAreWrittenAsNamesAre) {
   o.kernel.oom_at_limit = true;
   o.oom_victims = {{123, "ea\x1b[2Jt\rer\xff", 1 << 20, 1 << 20, 0, ""}};
   TestRecord r = make_record(f.planned, o);
-  char* buf = nullptr;
-  size_t len = 0;
-  FILE* out = open_memstream(&buf, &len);
-  Console(out, false, 4).test(r);
-  std::fclose(out);
-  std::string text(buf, len);
-  free(buf);
+  std::string text = console_text(r);
   EXPECT_NE(text.find("the kernel killed ea\\x1b[2Jt\\x0der\\xff (pid 123)"), std::string::npos) << text;
   for (char c : std::string("\x1b\r\xff")) EXPECT_EQ(text.find(c), std::string::npos) << text;
   EXPECT_EQ(printable("a\tb\nc\rd\x07"), "a\tb\nc\\x0dd\\x07");
