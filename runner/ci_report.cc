@@ -204,7 +204,7 @@ std::string explanation_markdown(const TestRecord& t) {
   for (const auto& s : e.sites) {
     const StackFrame* caller = site_caller(s);
     out += fmt::format("| {} | {:.0f}% | <code>{}</code> | {} |\n", format_size(s.bytes), 100 * s.share,
-                       markdown_literal(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
+                       markdown_literal(site_text(s)),
                        caller ? "<code>" + markdown_literal(frame_text(*caller)) + "</code>" : "");
   }
   out += "\n" + markdown_literal(unseen_text(e)) + ".\n";

@@ -122,6 +122,31 @@ std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h
 }
 
 // One test found in both reports.
+// Of two explained runs of a test, the lines of the test's own code whose
+// bytes at the profiler's peak changed by more than `allowed`, most first.
+// Sites of one line (a thread pool's beside the line's own) add up; a line
+// among one side's top sites only counts 0 on the other.
+std::vector<WhereChange> where_changes(const TestRecord& b, const TestRecord& h, uint64_t allowed) {
+  auto explained = [](const TestRecord& r) { return r.explanation && r.explanation->status == "explained"; };
+  if (!explained(b) || !explained(h)) return {};
+  std::map<std::string, WhereChange> by_line;
+  for (const auto* side : {&b, &h})
+    for (const auto& s : side->explanation->sites) {
+      if (s.stack.empty() || library_file(s.stack[s.where].file)) continue;
+      std::string frame = frame_text(s.stack[s.where]);
+      WhereChange& w = by_line[frame];
+      (side == &b ? w.base : w.head) += s.bytes;
+      w.where = s.code.empty() ? frame : frame + ": " + s.code;
+    }
+  std::vector<WhereChange> out;
+  for (auto& [line, w] : by_line)
+    if ((w.head > w.base ? w.head - w.base : w.base - w.head) > allowed) out.push_back(std::move(w));
+  auto size = [](const WhereChange& w) { return w.head > w.base ? w.head - w.base : w.base - w.head; };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& x, const auto& y) { return size(x) > size(y); });
+  if (out.size() > 3) out.resize(3);
+  return out;
+}
+
 TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions& o) {
   TestChange c;
   c.name = h.test.name;
@@ -169,6 +194,7 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   } else {
     c.change = Change::unchanged;
   }
+  c.where = where_changes(b, h, c.allowed);
   return c;
 }
 
@@ -325,6 +351,10 @@ std::string comparison_text(const Comparison& c) {
                          format_size(t.allowed));
     if (!t.note.empty()) out += "      " + one_line(t.note) + "\n";
     if (!t.reason.empty()) out += "      " + one_line(t.reason) + "\n";
+    // Where explains a change; the JSON keeps it for every test.
+    for (const auto& w : t.change == Change::regressed || t.change == Change::improved ? t.where : std::vector<WhereChange>{})
+      out += fmt::format("      where (explained): {} -> {}  {}\n", format_size(w.base), format_size(w.head),
+                         one_line(w.where));
   }
   return out;
 }
@@ -344,6 +374,14 @@ std::string comparison_markdown(const Comparison& c) {
                        outcome_change(t.change) ? markdown_literal(base_text(t)) : base_text(t),
                        outcome_change(t.change) ? markdown_literal(head_text(t)) : head_text(t),
                        t.reason.empty() ? change_text(t) : markdown_literal(t.reason), t.base_runs, t.head_runs);
+  bool where = false;
+  for (const auto& t : c.tests)
+    for (const auto& w : t.change == Change::regressed || t.change == Change::improved ? t.where : std::vector<WhereChange>{}) {
+      if (!where) out += "\nWhere the memory went, by the line of the test's code (both runs explained):\n\n";
+      where = true;
+      out += fmt::format("- <code>{}</code>: {} → {} at <code>{}</code>\n", markdown_literal(t.name),
+                         format_size(w.base), format_size(w.head), markdown_literal(w.where));
+    }
   return out;
 }
 
@@ -374,6 +412,9 @@ std::string comparison_json(const Comparison& c) {
                           {"allowed_increase_bytes", t.allowed}, {"base_runs", t.base_runs},
                           {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
                           {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
+    auto& where = j["tests"].back()["where"] = nlohmann::ordered_json::array();
+    for (const auto& w : t.where)
+      where.push_back({{"where", w.where}, {"base_bytes", w.base}, {"head_bytes", w.head}});
   }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -415,6 +456,9 @@ Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::stri
       t.head_outcomes = e.at("head_outcomes").get<std::string>();
       t.reason = e.at("reason").get<std::string>();
       t.note = e.at("note").get<std::string>();
+      for (const auto& w : e.value("where", nlohmann::ordered_json::array()))  // absent before explain
+        t.where.push_back({w.at("where").get<std::string>(), w.at("base_bytes").get<uint64_t>(),
+                           w.at("head_bytes").get<uint64_t>()});
       c.tests.push_back(std::move(t));
     }
     return c;

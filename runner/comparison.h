@@ -31,6 +31,15 @@ const char* to_string(Change change);
 /// was skipped.
 bool outcome_change(Change change);
 
+/// Where a test's memory went on each side, by the line of its code that
+/// allocated it (or whose call a thread pool served): when both sides'
+/// records were explained (explain).
+struct WhereChange {
+  std::string where;  ///< the site's shown frame with its line: site_text()
+  uint64_t base = 0, head = 0;  ///< bytes held from it at each profiler's peak
+  bool operator==(const WhereChange&) const = default;
+};
+
 /// One test, base against head.
 struct TestChange {
   std::string name, spec;
@@ -47,6 +56,8 @@ struct TestChange {
   std::string base_outcomes, head_outcomes;
   /// For a test failed on a side: that side's verdict (head's when both).
   std::string reason;
+  /// The lines whose bytes changed most, largest change first (at most 3).
+  std::vector<WhereChange> where;
   int64_t delta() const { return static_cast<int64_t>(head) - static_cast<int64_t>(base); }
   double pct() const { return base ? 100.0 * static_cast<double>(delta()) / static_cast<double>(base) : 0; }
 };

@@ -51,6 +51,8 @@ Json explanation_json(const Explanation& e) {
                          {"share", s.share},
                          {"process", s.process},
                          {"where", s.where},
+                         {"code", s.code},
+                         {"served_from", s.served_from ? Json(*s.served_from) : Json()},
                          {"stack", stack}});
   }
   Json processes = Json::array();
@@ -122,6 +124,13 @@ Explanation explanation_from_json(const Json& j) {
     for (const auto& f : s.at("stack")) site.stack.push_back(frame_from(f));
     if (!site.stack.empty() && site.where >= site.stack.size())
       throw std::out_of_range("explanation: a site's 'where' is past its stack");
+    // Both from memrun 0.1's tenth round on: absent in older reports.
+    if (s.contains("code")) site.code = text(s, "code");
+    if (s.contains("served_from") && !s.at("served_from").is_null()) {
+      site.served_from = s.at("served_from").get<size_t>();
+      if (*site.served_from > site.stack.size())
+        throw std::out_of_range("explanation: a site's 'served_from' is past its stack");
+    }
     e.sites.push_back(std::move(site));
   }
   for (const auto& p : j.at("processes"))
@@ -133,6 +142,14 @@ Explanation explanation_from_json(const Json& j) {
 std::string frame_text(const StackFrame& f) {
   if (f.file.empty()) return f.function;
   return f.line > 0 ? fmt::format("{} ({}:{})", f.function, f.file, f.line) : fmt::format("{} ({})", f.function, f.file);
+}
+
+std::string site_text(const AllocationSite& s) {
+  if (s.stack.empty()) return "?";
+  std::string text = frame_text(s.stack[s.where]);
+  if (!s.code.empty()) text += ": " + s.code;
+  if (s.served_from && s.where >= *s.served_from) text += " (on other threads, while this line ran)";
+  return text;
 }
 
 bool library_file(const std::string& file) {
@@ -172,9 +189,8 @@ std::vector<std::string> explanation_lines(const Explanation& e, size_t max_site
                               e.why, e.profiler, e.summary));
   for (size_t i = 0; i < e.sites.size() && i < max_sites; ++i) {
     const auto& s = e.sites[i];
-    std::string where = s.stack.empty() ? "?" : frame_text(s.stack[s.where]);
     const StackFrame* caller = site_caller(s);
-    lines.push_back(fmt::format("  {:>9} {:>4.0f}%  {}{}", format_size(s.bytes), 100 * s.share, where,
+    lines.push_back(fmt::format("  {:>9} {:>4.0f}%  {}{}", format_size(s.bytes), 100 * s.share, site_text(s),
                                 caller ? " <- " + frame_text(*caller) : ""));
   }
   lines.push_back("  " + unseen_text(e));

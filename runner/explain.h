@@ -48,6 +48,12 @@ struct AllocationSite {
   /// The index in `stack` of the frame shown as the site: the first one in
   /// the test's own code (not an allocator, interpreter or library).
   size_t where = 0;
+  /// The source line of the shown frame ("" when memrun could not read it).
+  std::string code;
+  /// Made on a thread with no Python frame of its own (a native thread
+  /// pool's): `stack` goes on, from this index, with the Python stack that
+  /// ran when the process's heap was highest: the call the thread served.
+  std::optional<size_t> served_from;
   bool operator==(const AllocationSite&) const = default;
 };
 
@@ -120,6 +126,10 @@ bool library_file(const std::string& file);
 
 /// A site's shown frame: "helper (tests/x.py:12)".
 std::string frame_text(const StackFrame& f);
+/// A site's shown frame with its source line and, for a thread pool's
+/// allocations, whose call they served: "<module> (x.py:10): df =
+/// pl.read_parquet(p) (on other threads, while this line ran)".
+std::string site_text(const AllocationSite& s);
 /// The caller of a site's shown frame in the test's code, when there is one.
 const StackFrame* site_caller(const AllocationSite& s);
 

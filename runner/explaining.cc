@@ -5,8 +5,11 @@
 #include "runner/explaining.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <wordexp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,25 +47,51 @@ constexpr uint64_t kProbeMemory = 256 * MiB;
 
 // Reads a profile through memray's own API (memray.FileReader): the
 // allocations held at the high-water mark of each process it followed,
-// largest first, with their Python and native frames.
+// largest first, with their Python and native frames; and the Python stack
+// that ran when the heap was highest: its last allocation with Python
+// frames up to then. A thread pool's allocations (Polars', Arrow's,
+// DuckDB's) carry no Python frame of their own; that stack says which of
+// the test's calls they served.
 const char* kMemrayReader = R"PY(
 import glob, json, sys
 import memray
+
+def running_at_peak(r):
+    A = memray.AllocatorType
+    frees = {A.FREE, A.MUNMAP, A.PYMALLOC_FREE}
+    live, total, peak, last, at_peak = {}, 0, -1, None, None
+    for a in r.get_allocation_records():
+        if a.allocator in frees:
+            total -= live.pop(a.address, 0)
+            continue
+        live[a.address] = a.size
+        total += a.size
+        if a.stack_id:
+            last = a
+        if total > peak:
+            peak, at_peak = total, last
+    return [] if at_peak is None else list(at_peak.stack_trace(max_stacks=64))
+
 out = []
 for path in sorted(glob.glob(sys.argv[1] + "*")):
     try:
         r = memray.FileReader(path)
         m = r.metadata
-        recs = sorted(r.get_high_watermark_allocation_records(merge_threads=True), key=lambda a: -a.size)
+        recs = sorted(r.get_high_watermark_allocation_records(merge_threads=False), key=lambda a: -a.size)
         sites = []
         for a in recs[:int(sys.argv[2])]:
             try:
                 stack = list(a.hybrid_stack_trace(max_stacks=64)) if m.has_native_traces else list(a.stack_trace(max_stacks=64))
             except Exception:
                 stack = list(a.stack_trace(max_stacks=64))
-            sites.append({"bytes": a.size, "allocations": a.n_allocations,
+            sites.append({"bytes": a.size, "allocations": a.n_allocations, "main": a.tid == m.main_thread_id,
                           "stack": [[str(f), str(p), int(l or 0)] for f, p, l in stack]})
-        out.append({"file": path, "pid": m.pid, "command": m.command_line, "peak": m.peak_memory, "sites": sites})
+        try:
+            running = [[str(f), str(p), int(l or 0)] for f, p, l in running_at_peak(r)]
+        except Exception:  # an aggregated profile keeps no single allocation
+            running = []
+        out.append({"file": path, "pid": m.pid, "command": m.command_line, "peak": m.peak_memory, "sites": sites,
+                    "running": running})
     except Exception as e:
         out.append({"file": path, "error": "%s: %s" % (type(e).__name__, e)})
 print(json.dumps(out))
@@ -107,15 +136,75 @@ std::vector<std::string> helper_env(const TestSpec& t) {
   return env;
 }
 
-// A shell command of plain words ("python3 x.py"), as words; nullopt when
-// the shell would do more than split it.
-std::optional<std::vector<std::string>> plain_words(const std::string& command) {
-  if (command.find_first_of("'\"\\$`|&;<>()*?[]{}~#\n=") != std::string::npos) return std::nullopt;
+// The words of one simple command (`"$PY" x.py "cache/wide-$N.parquet"`)
+// as sh makes them: quotes removed, $VAR and ${VAR:-x} from the test's
+// environment, globs matched: wordexp(3), with WRDE_NOCMD (a command
+// substitution is refused, never run); an unquoted operator (| & ; < > ( )
+// { } newline) is refused too: a pipeline or a list is no one program.
+// wordexp reads the process's variables, so it runs in a child given the
+// test's. nullopt when it refuses, or the line starts by assigning one.
+std::optional<std::vector<std::string>> command_words(const std::string& command, const std::vector<std::string>& env) {
+  static const std::regex assignment(R"(\s*[A-Za-z_][A-Za-z0-9_]*=[^]*)");
+  if (std::regex_match(command, assignment)) return std::nullopt;
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
+  std::vector<char*> vars;
+  for (const auto& kv : env) vars.push_back(const_cast<char*>(kv.c_str()));
+  vars.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    environ = vars.data();
+    wordexp_t w;
+    if (::wordexp(command.c_str(), &w, WRDE_NOCMD) != 0) ::_exit(1);
+    for (size_t i = 0; i < w.we_wordc; ++i) {
+      const char* at = w.we_wordv[i];
+      for (size_t left = std::strlen(at) + 1; left > 0;) {  // with its NUL: the words' separator
+        ssize_t n = ::write(out[1], at, left);
+        if (n <= 0) ::_exit(1);
+        at += n, left -= static_cast<size_t>(n);
+      }
+    }
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string text;
+  char piece[4096];
+  for (ssize_t n; pid > 0 && (n = ::read(out[0], piece, sizeof piece)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(piece, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
   std::vector<std::string> words;
-  std::istringstream in(command);
-  for (std::string w; in >> w;) words.push_back(w);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\0', at);
+    words.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
   if (words.empty()) return std::nullopt;
   return words;
+}
+
+// The source line a frame names, trimmed and cut to 120 bytes: what a
+// developer knows a site by ("" when the file cannot be read). A relative
+// file is the test's, from its folder.
+std::string source_line(const StackFrame& f, const std::string& cwd) {
+  if (f.file.empty() || f.line <= 0) return "";
+  std::ifstream in(fs::path(cwd) / f.file);
+  std::string text;
+  for (int n = 0; n < f.line && std::getline(in, text);) ++n;
+  if (!in) return "";
+  size_t begin = text.find_first_not_of(" \t"), end = text.find_last_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  text = text.substr(begin, end - begin + 1);
+  if (text.size() <= 120) return text;
+  size_t cut = 117;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "...";
 }
 
 bool is_python_name(const std::string& path) {
@@ -148,15 +237,19 @@ Profiling choose(const TestSpec& t, const std::string& out_base, const std::vect
   Profiling p;
   std::vector<std::string> argv = t.argv;
   if (argv.size() == 3 && fs::path(argv[0]).filename() == "sh" && argv[1] == "-c") {
-    auto words = plain_words(argv[2]);
+    auto words = command_words(argv[2], env);
     if (!words) {
-      p.why_not = "explain runs a test's program under a profiler itself, and this test's `run` is shell code; "
-                  "give `run` as an argv list ([python3, x.py]) or a plain command line to explain it";
+      p.why_not = "explain runs a test's program under a profiler itself, and this test's `run` is more shell code "
+                  "than one command (a pipeline, a list, a redirection, a command substitution or a variable "
+                  "assignment); give `run` as one command or an argv list ([python3, x.py]) to explain it";
       return p;
     }
     argv = *words;
   }
+  // A relative program is the test's, from its folder; the profiler and
+  // memray's probe run from elsewhere.
   std::string program = find_executable(argv[0], env);
+  if (!program.empty() && program[0] != '/') program = (fs::path(t.cwd) / program).lexically_normal().string();
   if (program.empty()) {
     p.why_not = argv[0] + " is not on the test's PATH: nothing to profile";
     return p;
@@ -436,6 +529,9 @@ std::string read_memray(const Profiling& p, const std::string& out_base, Helpers
     std::string command = f.value("command", "");
     profiled[pid] = "memray";
     e.profiled_peak += f.value("peak", uint64_t{0});
+    std::vector<StackFrame> running;
+    for (const auto& fr : f.value("running", nlohmann::json::array()))
+      running.push_back({fr[0].get<std::string>(), fr[1].get<std::string>(), fr[2].get<int>(), false});
     for (const auto& s : f["sites"]) {
       AllocationSite site;
       site.bytes = s.value("bytes", uint64_t{0});
@@ -445,6 +541,11 @@ std::string read_memray(const Profiling& p, const std::string& out_base, Helpers
         std::string file = fr[1].get<std::string>();
         bool native = !python_file(file);
         site.stack.push_back({fr[0].get<std::string>(), file == "<unknown>" ? "" : file, fr[2].get<int>(), native});
+      }
+      bool own_python = std::any_of(site.stack.begin(), site.stack.end(), [](const StackFrame& f) { return !f.native; });
+      if (!s.value("main", true) && !own_python && !running.empty()) {
+        site.served_from = site.stack.size();
+        site.stack.insert(site.stack.end(), running.begin(), running.end());
       }
       site.where = where_of(site.stack, {});
       e.sites.push_back(std::move(site));
@@ -755,8 +856,10 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   if (sig) return interrupted(sig, "the reading of its profile");
   std::stable_sort(e.sites.begin(), e.sites.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   if (e.sites.size() > kMaxSites) e.sites.resize(kMaxSites);
-  for (auto& s : e.sites)
+  for (auto& s : e.sites) {
     s.share = e.kernel_peak ? static_cast<double>(s.bytes) / static_cast<double>(e.kernel_peak) : 0;
+    if (!s.stack.empty()) s.code = source_line(s.stack[s.where], t.cwd);
+  }
   e.processes = sampler.seen();
   uint64_t unprofiled = 0;
   for (auto& proc : e.processes) {
@@ -798,7 +901,7 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   } else if (!e.sites.empty()) {
     const auto& s = e.sites[0];
     e.summary = fmt::format("{} of the kernel's peak {} was allocated at its peak by {}", format_size(s.bytes),
-                            format_size(e.kernel_peak), frame_text(s.stack.empty() ? StackFrame{} : s.stack[s.where]));
+                            format_size(e.kernel_peak), site_text(s));
   } else {
     e.summary = fmt::format("{} saw {} allocated at its peak, no site", p.profiler, format_size(e.profiled_peak));
   }

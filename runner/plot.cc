@@ -37,7 +37,7 @@ std::string explanation_html(const Explanation& e) {
     for (const auto& f : s.stack) stack += esc(frame_text(f)) + "\n";
     out += fmt::format("<tr><td>{}</td><td>{:.0f}%</td><td><code>{}</code></td><td><details><summary>{} frames"
                        "</summary><pre>{}</pre></details></td></tr>\n",
-                       format_size(s.bytes), 100 * s.share, esc(s.stack.empty() ? "?" : frame_text(s.stack[s.where])),
+                       format_size(s.bytes), 100 * s.share, esc(site_text(s)),
                        s.stack.size(), stack);
   }
   out += "</table>\n<p>" + esc(unseen_text(e)) + "</p>\n";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "runner/report_json.h"
@@ -57,6 +58,53 @@ TEST(Compare, ThirtyPercentMoreIsARegressionWithItsFigures) {
   EXPECT_EQ(t.allowed, 4 * MiB);  // 10% of 40 MiB beats 1 MiB
   EXPECT_EQ(exit_code_of(c), 1);
   EXPECT_EQ(c.summary(), "1 regression, 0 improvements, 0 unchanged");
+}
+
+// An explained record's sites: {file:line of the test's code, bytes, made
+// on a thread pool's thread}.
+Explanation explained(const std::vector<std::tuple<std::string, int, double, bool>>& sites) {
+  Explanation e;
+  e.status = "explained";
+  for (const auto& [file, line, mib, pool] : sites) {
+    AllocationSite s;
+    s.bytes = static_cast<uint64_t>(mib * MiB);
+    s.stack = {{"malloc", "", 0, true}, {"<module>", file, line, false}};
+    s.where = 1;
+    s.code = "df = pl.read_parquet(path, columns=[\"<c0>\"])";
+    if (pool) s.served_from = 1;
+    e.sites.push_back(s);
+  }
+  return e;
+}
+
+TEST(Compare, ExplainedRunsNameTheLineWhoseMemoryGrewWithBothSidesBytes) {
+  // As the Polars regression: base's own 100 MiB and a pool's 20 MiB at one
+  // line; head's pool 300 MiB at it. An installed package's line and a
+  // change within max_increase are no test's line that grew.
+  auto base = report({{"read", {40}}}), head = report({{"read", {270}}});
+  base.tests[0].explanation =
+      explained({{"t/read.py", 9, 100, false}, {"t/read.py", 9, 20, true}, {"/v/site-packages/pl/x.py", 1, 1, false},
+                 {"t/read.py", 7, 1, false}});
+  head.tests[0].explanation = explained({{"t/read.py", 9, 300, true}, {"t/read.py", 7, 2, false}});
+  auto c = compare_reports(base, head, {});
+  const auto& t = named(c, "read");
+  ASSERT_EQ(t.change, Change::regressed);
+  ASSERT_EQ(t.where.size(), 1u);
+  EXPECT_EQ(t.where[0].base, 120 * MiB);
+  EXPECT_EQ(t.where[0].head, 300 * MiB);
+  EXPECT_EQ(t.where[0].where, "<module> (t/read.py:9): df = pl.read_parquet(path, columns=[\"<c0>\"])");
+  EXPECT_NE(comparison_text(c).find("where (explained): 120.0 MiB -> 300.0 MiB  <module> (t/read.py:9): df = "),
+            std::string::npos)
+      << comparison_text(c);
+  std::string md = comparison_markdown(c);
+  EXPECT_NE(md.find("120.0 MiB → 300.0 MiB"), std::string::npos) << md;
+  EXPECT_EQ(md.find("<c0>"), std::string::npos) << "the line's text is escaped in markup";
+  // The comparison a report carries keeps it.
+  auto back = comparison_from_json(nlohmann::ordered_json::parse(comparison_json(c)), "c.json");
+  EXPECT_EQ(named(back, "read").where, t.where);
+  // One side not explained: nothing to say where.
+  head.tests[0].explanation.reset();
+  EXPECT_TRUE(named(compare_reports(base, head, {}), "read").where.empty());
 }
 
 TEST(Compare, AChangeWithinTheRunsSpreadIsUnchanged) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Polars regression story, checked (ctest polars.regression): the same
 # test under three Polars (specs/python/polars-*.lock, made by ./setup.sh
-# test into .venv/), then memrun compare: the bad version is `regressed`
-# against the good one, the fixed one `unchanged`.
+# test into .venv/), each explained (memray, in each environment), then
+# memrun compare: the bad version is `regressed` against the good one, with
+# the test's read_parquet line named as where the memory grew and both
+# versions' bytes there; the fixed one `unchanged`.
 #   tests/polars_regression.sh MEMRUN_BINARY OUT_DIR
 set -euo pipefail
 memrun=$1 out=$2
@@ -12,7 +14,8 @@ for v in 0.19.19 0.20.15 0.20.18; do
 done
 mkdir -p "$out"
 for v in 0.19.19 0.20.15 0.20.18; do
-  POLARS_ENV=polars-$v MEMRUN_SCALE=0.5 "$memrun" specs/polars_regression.yaml --json "$out/$v.json" --run-dir "$out/runs"
+  POLARS_ENV=polars-$v MEMRUN_SCALE=0.5 "$memrun" specs/polars_regression.yaml --explain=always --json "$out/$v.json" \
+    --run-dir "$out/runs"
 done
 set +e
 # The working set, not the kernel peak: the peak is mostly the cold read's
@@ -25,5 +28,13 @@ bad=${PIPESTATUS[0]}
 fixed=${PIPESTATUS[0]}
 set -e
 [ "$bad" = 1 ] && grep -q '^regressed  *read-one-column' "$out/bad.txt" || { echo "FAIL: 0.20.15 was not called regressed (exit $bad)" >&2; exit 1; }
+# Where: the test's line that calls read_parquet, whose bytes (its own
+# and Polars' thread pool's) grew by more than the regression allows.
+# memray's bytes move a little from run to run; the growth is ~2.5x.
+where=$(grep -E '^ +where \(explained\): ' "$out/bad.txt" | head -n 1)
+[[ $where =~ where\ \(explained\):\ ([0-9.]+)\ MiB\ -\>\ ([0-9.]+)\ MiB\ \ .*read_one_column\.py:[0-9]+\):\ df\ =\ pl\.read_parquet\( ]] ||
+  { echo "FAIL: compare did not name read_parquet's line as where 0.20.15 grew: '$where'" >&2; exit 1; }
+awk -v b="${BASH_REMATCH[1]}" -v h="${BASH_REMATCH[2]}" 'BEGIN { exit !(h > 1.5 * b) }' ||
+  { echo "FAIL: read_parquet's line held ${BASH_REMATCH[1]} MiB in 0.19.19, ${BASH_REMATCH[2]} MiB in 0.20.15" >&2; exit 1; }
 [ "$fixed" = 0 ] && grep -q '^unchanged  *read-one-column' "$out/fixed.txt" || { echo "FAIL: 0.20.18 was not called unchanged (exit $fixed)" >&2; exit 1; }
-echo "polars.regression: 0.20.15 regressed, 0.20.18 unchanged against 0.19.19"
+echo "polars.regression: 0.20.15 regressed (${BASH_REMATCH[1]} -> ${BASH_REMATCH[2]} MiB at read_parquet's line), 0.20.18 unchanged against 0.19.19"

@@ -464,7 +464,16 @@ Explanation an_explanation() {
              {"helper<script>|`x`", "/t/a|b.py", 5, false},
              {"test_it", "/t/a|b.py", 9, false}};
   s.where = 1;
-  e.sites = {s};
+  s.code = "x = helper(\"<b>|`y`\")";
+  // A thread pool's allocation: its own native frames, then the Python
+  // stack that ran at the peak.
+  AllocationSite pool = s;
+  pool.bytes = 30 * MiB;
+  pool.share = 30.0 / 170.0;
+  pool.stack = {{"start_thread", "./nptl/pthread_create.c", 442, true}, {"test_it", "/t/a|b.py", 9, false}};
+  pool.where = 1;
+  pool.served_from = 1;
+  e.sites = {s, pool};
   e.processes = {{2, "python x.py", 125 * MiB, "memray"}, {7, "child <b>", 5 * MiB, ""}};
   return e;
 }
@@ -478,8 +487,14 @@ TEST(Report, AnExplanationIsEscapedInMarkdownAndJUnitLikeEveryName) {
   EXPECT_EQ(md.find("a|b"), std::string::npos) << md;  // no cell separator from data
   EXPECT_NE(md.find("helper&#60;script&#62;&#124;&#96;x&#96;"), std::string::npos) << md;
   auto lines = explanation_lines(*r.explanation, 5);
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_NE(lines[1].find("helper<script>|`x` (/t/a|b.py:5) <- test_it (/t/a|b.py:9)"), std::string::npos) << lines[1];
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[1].find("helper<script>|`x` (/t/a|b.py:5): x = helper(\"<b>|`y`\") <- test_it (/t/a|b.py:9)"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_EQ(md.find("<b>"), std::string::npos) << md;
+  // A thread pool's allocation is shown at the test's line it served.
+  EXPECT_NE(lines[2].find("test_it (/t/a|b.py:9): x = helper(\"<b>|`y`\") (on other threads, while this line ran)"), std::string::npos)
+      << lines[2];
 }
 
 TEST(Report, AnExplanationWithHostileFramesKeepsMarkdownRowsAndTheHtmlWellFormed) {
@@ -512,7 +527,7 @@ TEST(Report, AnExplanationWithHostileFramesKeepsMarkdownRowsAndTheHtmlWellFormed
     EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 5) << line;
     ++rows;
   }
-  EXPECT_EQ(rows, 2 + 2) << md;
+  EXPECT_EQ(rows, 2 + 3) << md;
 
   std::string html;
   ReportData data;
@@ -528,10 +543,10 @@ TEST(Report, AnExplanationWithHostileFramesKeepsMarkdownRowsAndTheHtmlWellFormed
   pugi::xml_document doc;
   ASSERT_TRUE(doc.load_string(html.substr(from, to + 8 - from).c_str())) << html.substr(from, to + 8 - from);
   auto table = doc.child("table");
-  EXPECT_EQ(std::distance(table.children("tr").begin(), table.children("tr").end()), 3);
+  EXPECT_EQ(std::distance(table.children("tr").begin(), table.children("tr").end()), 4);
   auto row = table.child("tr").next_sibling("tr");
   EXPECT_EQ(std::string(row.child("td").next_sibling("td").next_sibling("td").child("code").text().get()),
-            frame_text(f));
+            site_text(e.sites[0]));
   // The whole page under libxml2's HTML parser: no error but the HTML5 and
   // SVG elements its HTML 4 parser does not know.
   std::string path = ::testing::TempDir() + "/hostile-explanation.html";
