@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/units.h"
 

@@ -2,7 +2,6 @@
 // outputs.
 #include <fmt/format.h>
 
-#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/files.h"
 #include "runner/merge.h"
