@@ -15,11 +15,11 @@
 
 namespace memrun {
 
-/// What the user must look at; no exit number here.
+/// What kind of failure an Error is; main.cc's table gives each its exit code.
 enum class Category {
   usage,           ///< the command line: a flag's value, a missing or extra argument
   bad_input,       ///< a file given to memrun: a spec, a report, a suite's listing
-  output,          ///< a report or its folder cannot be written where asked
+  output,          ///< an output (a report, the run folder) cannot be written where asked
   cannot_enforce,  ///< memory limits cannot be enforced on this host
   system,          ///< a system call memrun needs failed (errno says why)
   internal,        ///< memrun's own mistake
