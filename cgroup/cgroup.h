@@ -271,7 +271,7 @@ struct Verdict {
 Verdict check(const OpenOptions& options);
 
 /// Opens the backend: creates the run's directory, enables controllers.
-/// Throws memrun::Error(kExitNoEnforce) with the reason and the fix when
+/// Throws Failure(Kind::cannot_enforce) with the reason and the fix when
 /// memory limits cannot be enforced.
 std::unique_ptr<Backend> open(const OpenOptions& options);
 

@@ -1,6 +1,6 @@
 // How the cgroup library fails: one typed error, carrying what it tried,
 // on which path, and the errno. The library never decides how memrun ends;
-// the command line maps a Failure's kind to an exit code (exit_code_of in runner/main.cc).
+// memrun maps a Failure's kind to an exit code in one table (runner/main.cc).
 #pragma once
 
 #include <stdexcept>

@@ -24,6 +24,7 @@ struct Probe {
   bool passed = true;
   Verdict last;     ///< of the last trial
   bool limit_reached = false;
+  int interrupted_by = 0;  ///< the signal that stopped a trial (0: none)
   /// Whether a failure was memory's doing: an OOM kill, or any failure
   /// after the kernel had to push usage back at the limit (a test that
   /// thrashes into its timeout, a program that handles its own allocation
@@ -31,17 +32,18 @@ struct Probe {
   bool for_memory() const { return last.outcome == Outcome::oom || last.outcome == Outcome::thrash || limit_reached; }
 };
 
-// A probe that failed for another reason than memory ends the bisection:
-// taking it as "too small" would make a flaky test's failure a bound.
-void require_memory_failure(const TestSpec& test, uint64_t limit, const Probe& p) {
-  if (p.passed || p.for_memory()) return;
-  throw Error(kExitTestFailed,
-              fmt::format("'{}' failed under {} without reaching the limit ({}): that is the test failing on its "
-                          "own, not memory. Is it flaky? Fix it, or rerun with --trials N so that every probe "
-                          "runs it N times",
-                          test.name, format_size(limit), p.last.reason));
+// Why a probe that failed for another reason than memory ends the
+// bisection ("" when it did not): taking it as "too small" would make a
+// flaky test's failure a bound.
+std::string not_memory(const TestSpec& test, uint64_t limit, const Probe& p) {
+  if (p.passed || p.for_memory()) return "";
+  return fmt::format("'{}' failed under {} without reaching the limit ({}): that is the test failing on its own, "
+                     "not memory. Is it flaky? Fix it, or rerun with --trials N so that every probe runs it N times",
+                     test.name, format_size(limit), p.last.reason);
 }
 
+// Runs the probe's trials until one fails, a signal stops one, or one
+// escapes its limit (`passed` false, `last.figures_hold` false).
 Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, uint64_t limit, int trials,
             const std::string& run_dir, int* runs) {
   TestSpec t = test;
@@ -67,14 +69,8 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
     RunOptions options;
     prepare_runner_process(options);
     auto results = run_plan(plan, backend, options, observer);
-    if (results.interrupted_by) throw Error(128 + results.interrupted_by, "bisect interrupted");
-    // A trial that got around its limit, or was killed under a limit memrun
-    // did not set, says nothing of this one: no bound.
-    if (!p.last.figures_hold)
-      throw Error(kExitTestFailed, fmt::format("'{}' under {}: {}. bisect needs a test that keeps to the limit it is "
-                                               "given",
-                                               test.name, format_size(limit), p.last.reason));
-    p.passed = p.last.outcome == Outcome::pass;
+    p.interrupted_by = results.interrupted_by;
+    p.passed = p.last.outcome == Outcome::pass && p.last.figures_hold && !p.interrupted_by;
   }
   return p;
 }
@@ -82,7 +78,7 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
 uint64_t parse(const std::string& text, const char* what) {
   std::string why;
   auto v = parse_size_with_unit(text, &why);
-  if (!v) throw Error(kExitUsage, std::string(what) + ": " + why);
+  if (!v) throw Error(Category::usage, std::string(what) + ": " + why);
   return *v;
 }
 
@@ -91,10 +87,10 @@ uint64_t parse(const std::string& text, const char* what) {
 void parse_memory_range(const std::string& text, BisectOptions* o) {
   auto colon = text.find(':');
   if (colon == std::string::npos)
-    throw Error(kExitUsage, "--memory-range '" + text + "' must be LO:HI, e.g. 64MiB:2GiB");
+    throw Error(Category::usage, "--memory-range '" + text + "' must be LO:HI, e.g. 64MiB:2GiB");
   o->low = parse(text.substr(0, colon), "--memory-range LO");
   o->high = parse(text.substr(colon + 1), "--memory-range HI");
-  if (o->low >= o->high) throw Error(kExitUsage, "--memory-range: LO must be below HI");
+  if (o->low >= o->high) throw Error(Category::usage, "--memory-range: LO must be below HI");
 }
 
 void parse_tolerance(const std::string& text, BisectOptions* o) {
@@ -102,7 +98,7 @@ void parse_tolerance(const std::string& text, BisectOptions* o) {
     char* end = nullptr;
     double pct = std::strtod(text.c_str(), &end);
     if (end != text.c_str() + text.size() - 1 || pct <= 0 || pct >= 50)
-      throw Error(kExitUsage, "--tolerance '" + text + "' must be a size (1MiB) or a percentage (1%)");
+      throw Error(Category::usage, "--tolerance '" + text + "' must be a size (1MiB) or a percentage (1%)");
     o->tolerance = 0;
     o->tolerance_pct = pct;
   } else {
@@ -118,29 +114,44 @@ class Bisection {
   Bisection(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, const BisectOptions& o, std::FILE* out)
       : test_(test), spec_(spec), backend_(backend), o_(o), out_(out) {}
 
-  /// Runs the test under `limit` (o.trials times), shows the probe, and
-  /// ends the bisection when a failure was not memory's.
+  /// Runs the test under `limit` (o.trials times) and shows the probe; a
+  /// signal, a trial that escaped its limit, or (with `require_memory`) a
+  /// failure that was not memory's ends the bisection (stopped()).
   Probe at(uint64_t limit, bool require_memory = true) {
     Probe p = probe(test_, spec_, backend_, limit, o_.trials, o_.run_dir, &r.runs);
+    if (p.interrupted_by) {
+      r.interrupted_by = p.interrupted_by;
+      return p;
+    }
+    // A trial that got around its limit, or was killed under a limit memrun
+    // did not set, says nothing of this one: no bound.
+    if (!p.last.figures_hold) {
+      r.no_limit = fmt::format("'{}' under {}: {}. bisect needs a test that keeps to the limit it is given",
+                               test_.name, format_size(limit), p.last.reason);
+      return p;
+    }
     fmt::print(out_, "  probe {:>2}: limit {:>10} -> {:<8} peak {}\n", r.runs, format_size(limit),
                to_string(p.last.outcome), format_size(p.last.peak));
     std::fflush(out_);
-    if (require_memory) require_memory_failure(test_, limit, p);
+    if (require_memory) r.no_limit = not_memory(test_, limit, p);
     return p;
   }
+
+  /// Whether the bisection ended without a result (see BisectResult).
+  bool stopped() const { return r.interrupted_by || !r.no_limit.empty(); }
 
   /// 1. Unconstrained (the top of the range): the kernel peak bounds the
   ///    requirement from above, and the working set estimate from below.
   Probe unconstrained(uint64_t top) {
     Probe first = at(top, false);
+    if (stopped()) return first;
     if (!first.passed)
-      throw Error(kExitTestFailed,
-                  first.for_memory()
-                      ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test_.name,
-                                    format_size(top), first.last.reason)
-                      : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there "
-                                    "is no limit to find; fix the test first",
-                                    test_.name, format_size(top), first.last.reason));
+      r.no_limit = first.for_memory()
+                       ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test_.name,
+                                     format_size(top), first.last.reason)
+                       : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there "
+                                     "is no limit to find; fix the test first",
+                                     test_.name, format_size(top), first.last.reason);
     r.first_peak = first.last.peak;
     return first;
   }
@@ -150,7 +161,7 @@ class Bisection {
   uint64_t confirm_peak(uint64_t top) {
     uint64_t hi = std::min(top, round_up(r.first_peak));
     if (hi == top) return hi;
-    while (!at(hi).passed) {
+    while (!at(hi).passed && !stopped()) {
       r.failing = hi;
       hi = std::min(top, round_up(hi + hi / 8));
       if (hi == top) break;  // passed already, in step 1
@@ -167,7 +178,7 @@ class Bisection {
     if (lo >= hi) lo = round_up(hi - hi / 10);
     while (hi - lo > tolerance(hi)) {
       if (!at(lo).passed) {
-        r.failing = lo;
+        if (!stopped()) r.failing = lo;
         break;
       }
       hi = lo;
@@ -182,6 +193,8 @@ class Bisection {
       uint64_t mid = round_up(lo + (hi - lo) / 2);
       if (at(mid).passed) {
         hi = mid;
+      } else if (stopped()) {
+        break;
       } else {
         lo = mid;
         r.failing = mid;
@@ -210,34 +223,39 @@ BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& bac
   Bisection b(test, spec, backend, o, out);
   uint64_t top = o.high ? o.high : std::max<uint64_t>(4 * test.memory, 1ull << 30);
   Probe first = b.unconstrained(top);
+  if (b.stopped()) return b.r;
   uint64_t hi = b.confirm_peak(top);
+  if (b.stopped()) return b.r;
   uint64_t lo = b.failing_bound(first.last.working_set_peak, hi);
-  b.r.minimum = b.narrow(lo, hi);
+  if (b.stopped()) return b.r;
+  uint64_t minimum = b.narrow(lo, hi);
+  if (!b.stopped()) b.r.minimum = minimum;
   return b.r;
 }
 
 void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets) {
   // Written so that NaN fails too: every comparison with NaN is false.
-  if (!(scale > 0 && scale <= 1000)) throw Error(kExitUsage, "--scale must be a positive factor up to 1000, such as 0.8");
+  if (!(scale > 0 && scale <= 1000))
+    throw Error(Category::usage, "--scale must be a positive factor up to 1000, such as 0.8");
   for (auto& spec : specs)
     for (auto& t : spec.tests) {
       double scaled = static_cast<double>(t.memory) * scale;
       if (scaled >= 0x1p62)
-        throw Error(kExitUsage, "--scale " + std::to_string(scale) + " makes the limit of '" + t.name +
-                                    "' larger than any machine's memory; choose a smaller factor");
+        throw Error(Category::usage, "--scale " + std::to_string(scale) + " makes the limit of '" + t.name +
+                                         "' larger than any machine's memory; choose a smaller factor");
       t.memory = std::max<uint64_t>(kMinMemory, round_up(static_cast<uint64_t>(scaled)));
     }
   for (const auto& set : sets) {
     auto dot = set.rfind(".memory=");
     if (dot == std::string::npos)
-      throw Error(kExitUsage, "--set '" + set + "' must be NAME.memory=SIZE, e.g. --set big-join.memory=3GiB");
+      throw Error(Category::usage, "--set '" + set + "' must be NAME.memory=SIZE, e.g. --set big-join.memory=3GiB");
     std::string name = set.substr(0, dot);
     uint64_t bytes = parse(set.substr(dot + 8), "--set");
     bool found = false;
     for (auto& spec : specs)
       for (auto& t : spec.tests)
         if (t.name == name) t.memory = bytes, found = true;
-    if (!found) throw Error(kExitUsage, "--set: no test named '" + name + "' in the specs");
+    if (!found) throw Error(Category::usage, "--set: no test named '" + name + "' in the specs");
   }
 }
 

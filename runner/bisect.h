@@ -23,28 +23,31 @@ struct BisectOptions {
   std::string run_dir;        ///< logs of every probe
 };
 
-/// What bisecting found.
+/// What bisecting found: a limit, or why there is none.
 struct BisectResult {
-  uint64_t minimum = 0;      ///< smallest passing limit found
+  uint64_t minimum = 0;      ///< smallest passing limit found (0: none)
   uint64_t failing = 0;      ///< largest failing limit found (0: none)
   uint64_t first_peak = 0;   ///< kernel peak of the unconstrained run
   int runs = 0;              ///< test runs it took
+  /// Why no limit was found ("" when one was): the test does not pass at
+  /// the top of the range, failed on its own, or escaped its limit.
+  std::string no_limit;
+  int interrupted_by = 0;    ///< the signal that stopped it (0: none)
 };
 
 /// Bisects `test` in `backend`, printing each probe (limit -> outcome, peak)
-/// to `out`. Throws Error(kExitTestFailed) when the test does not pass even
-/// at the top of the range.
+/// to `out`.
 BisectResult bisect(const TestSpec& test, const Spec& spec, cgroup::Backend& backend,
                     const BisectOptions& options, std::FILE* out);
 
-/// Parses "LO:HI" sizes. Throws Error(kExitUsage).
+/// Parses "LO:HI" sizes. Throws Error(usage).
 void parse_memory_range(const std::string& text, BisectOptions* options);
 
-/// Parses "1MiB" or "1%". Throws Error(kExitUsage).
+/// Parses "1MiB" or "1%". Throws Error(usage).
 void parse_tolerance(const std::string& text, BisectOptions* options);
 
 /// Applies --scale F (every limit times F) and --set NAME.memory=SIZE (one
-/// test's limit) to loaded specs. Throws Error(kExitUsage) for a bad value or
+/// test's limit) to loaded specs. Throws Error(usage) for a bad value or
 /// a name no spec has.
 void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets);
 

@@ -258,7 +258,7 @@ void append_step_summary(const std::string& markdown) {
   // The step summary is shared by every command of the step: append.
   std::ofstream out(summary, std::ios::app);
   out << markdown;
-  if (!out) throw Error(kExitUsage, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
+  if (!out) throw Error(Category::output, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
 }
 
 bool ci_outputs_wanted(const CiOutputs& o) {

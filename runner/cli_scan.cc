@@ -91,9 +91,9 @@ ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::strin
       const CLI::Option* opt = find_flag(app, name);
       if (!opt) {
         std::string near = nearest(name, flags_in_reach(app));
-        throw Error(kExitUsage, (app == &root ? "" : app->get_name() + ": ") + "unknown flag " + name +
-                                    (near.empty() ? "" : "; did you mean " + near + "?") + " (" + where(app, root) +
-                                    " --help lists the flags)");
+        throw Error(Category::usage, (app == &root ? "" : app->get_name() + ": ") + "unknown flag " + name +
+                                         (near.empty() ? "" : "; did you mean " + near + "?") + " (" + where(app, root) +
+                                         " --help lists the flags)");
       }
       out.args.push_back(word);
       bool inline_value = long_flag ? word.find('=') != std::string::npos : word.size() > 2;
@@ -123,8 +123,8 @@ ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::strin
         // A word near a command's name is a typo of it, not a spec that is
         // missing (a spec's name would have said "Path does not exist").
         if (!near.empty())
-          throw Error(kExitUsage, "unknown command '" + word + "'; did you mean '" + near +
-                                      "'? (memrun --help lists the commands; a spec is a file that exists)");
+          throw Error(Category::usage, "unknown command '" + word + "'; did you mean '" + near +
+                                           "'? (memrun --help lists the commands; a spec is a file that exists)");
       }
     }
     if (app != &root && app->get_name() == command_taker) {

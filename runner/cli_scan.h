@@ -20,7 +20,7 @@ struct ScannedLine {
 /// Reads `args` against `root`'s flags and subcommands. The first word of
 /// `command_taker` (a subcommand of root) that is neither one of its flags
 /// nor a flag's value starts the command, and every word from there on is
-/// the command's ("--" before it is optional). Throws Error(kExitUsage) for
+/// the command's ("--" before it is optional). Throws Error(usage) for
 /// a flag no command in reach knows, or a first word that is neither a
 /// subcommand nor an existing path but is close to a subcommand's name,
 /// naming it and the nearest known name.

@@ -11,26 +11,27 @@
 
 namespace memrun {
 
-int bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
-                   const std::string& tolerance, int trials, const Options& o) {
+Result bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
+                      const std::string& tolerance, int trials, const Options& o) {
   BisectOptions bo;
   if (!range.empty()) parse_memory_range(range, &bo);
   if (!tolerance.empty()) parse_tolerance(tolerance, &bo);
-  if (trials < 1) throw Error(kExitUsage, "--trials must be at least 1");
+  if (trials < 1) throw Error(Category::usage, "--trials must be at least 1");
   bo.trials = trials;
   std::vector<Spec> specs;
   const TestSpec* test = nullptr;
   if (!test_name.empty()) {
-    if (words.size() != 1) throw Error(kExitUsage, "memrun bisect SPEC --test NAME: give one spec");
+    if (words.size() != 1) throw Error(Category::usage, "memrun bisect SPEC --test NAME: give one spec");
     specs = load_all(words, o);
     for (const auto& t : specs[0].tests)
       if (t.name == test_name) test = &t;
-    if (!test) throw Error(kExitUsage, words[0] + " has no test named '" + test_name + "' (memrun list shows them)");
+    if (!test)
+      throw Error(Category::usage, words[0] + " has no test named '" + test_name + "' (memrun list shows them)");
   } else {
     // memrun bisect [--memory-range LO:HI] -- COMMAND...
     if (words.empty())
-      throw Error(kExitUsage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
-                              "COMMAND...");
+      throw Error(Category::usage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
+                                   "COMMAND...");
     TestSpec t;
     t.name = "command";
     t.argv = words;
@@ -52,13 +53,21 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
              bo.run_dir);
   auto r = bisect(*test, specs[0], *backend, bo, stdout);
   backend->close();
+  if (r.interrupted_by) {
+    fmt::print(stderr, "memrun: bisect interrupted\n");
+    return Result::interrupted(r.interrupted_by);
+  }
+  if (!r.no_limit.empty()) {
+    fmt::print(stderr, "memrun: {}\n", r.no_limit);
+    return Result::failed();
+  }
   fmt::print("\nsmallest passing limit: {} ({} bytes){}; kernel peak without pressure {}; {} runs\n",
              format_size(r.minimum), r.minimum,
              r.failing ? ", fails at " + format_size(r.failing) : "", format_size(r.first_peak), r.runs);
   uint64_t mib = (r.minimum + MiB - 1) / MiB;
   if (!test->min_headroom) {
     fmt::print("for the spec (the minimum, rounded up; add the headroom you want on top):\n    memory: {}MiB\n", mib);
-    return kExitOk;
+    return Result::passed();
   }
   // The test asks for headroom: the limit must leave it free above the
   // peak it reached with room to spare (the first run's, the highest any
@@ -70,7 +79,7 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
   fmt::print("for the spec (rounded up, keeping its min_headroom {} above the peak of {}):\n    memory: {}MiB\n",
              h.is_percent ? fmt::format("{:g}%", h.percent) : format_size(h.bytes), format_size(r.first_peak),
              with_headroom);
-  return kExitOk;
+  return Result::passed();
 }
 
 }  // namespace memrun

@@ -18,18 +18,18 @@ CompareOptions options_of(const Comparing& c) {
   CompareOptions o;
   std::string why;
   auto threshold = parse_max_increase(c.max_increase, &why);
-  if (!threshold) throw Error(kExitUsage, "--max-increase: " + why);
+  if (!threshold) throw Error(Category::usage, "--max-increase: " + why);
   o.threshold = *threshold;
   if (c.gate == "peak") o.gate = Gate::peak;
   else if (c.gate == "working-set") o.gate = Gate::working_set;
   else if (c.gate == "auto") o.gate = Gate::automatic;
-  else throw Error(kExitUsage, "--gate '" + c.gate + "' must be auto, peak or working-set");
+  else throw Error(Category::usage, "--gate '" + c.gate + "' must be auto, peak or working-set");
   return o;
 }
 
 // Every output asked for; under GitHub Actions also the annotations and
 // the step summary.
-int report(const Comparison& c, const Comparing& comparing) {
+Result report(const Comparison& c, const Comparing& comparing) {
   fmt::print("{}", comparison_text(c));
   if (!comparing.json.empty()) write_atomically(comparing.json, comparison_json(c));
   if (!comparing.junit.empty()) write_atomically(comparing.junit, comparison_junit(c));
@@ -38,12 +38,12 @@ int report(const Comparison& c, const Comparing& comparing) {
     fmt::print("{}", comparison_annotations(c));
     append_step_summary(comparison_markdown(c));
   }
-  return exit_code_of(c);
+  return gate_fails(c) ? Result::failed() : Result::passed();
 }
 
 }  // namespace
 
-int compare_command(const std::string& base_path, const std::string& head_path, const Comparing& comparing) {
+Result compare_command(const std::string& base_path, const std::string& head_path, const Comparing& comparing) {
   CompareOptions o = options_of(comparing);
   Comparison c = compare_reports(read_report(base_path), read_report(head_path), o);
   c.base_name = base_path;

@@ -40,15 +40,16 @@ std::string name_of(const ExecOptions& e) {
 
 }  // namespace
 
-int exec_status(const TestSpec& t, const TestRecord& r, int run_code) {
+Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run) {
   // Only a plain run (expect pass) hands on the command's status: a test
   // that expects oom, fail or a code passes exactly when memrun says so.
-  if (run_code != kExitOk && run_code != kExitTestFailed) return run_code;  // interrupted, a report unwritten
-  if (t.expect.kind != Expectation::pass || r.verdict.outcome != Outcome::fail) return run_code;
+  // (Not when it was interrupted, or a report is unwritten.)
+  if (run.kind() != Result::Kind::passed && run.kind() != Result::Kind::failed) return run;
+  if (t.expect.kind != Expectation::pass || r.verdict.outcome != Outcome::fail) return run;
   const Observation& o = r.observed;
   // A command that exited 0 and still failed (forks refused at pids.max, a
   // tool's rule) failed for memrun's reason: its own 0 would hide that.
-  if (!o.signal && o.exit_code == 0) return run_code;
+  if (!o.signal && o.exit_code == 0) return run;
   // The memory verdict alone: the same observation judged as if the
   // command's ending had been expected. Where that passes, memory held.
   TestSpec as_expected = t;
@@ -57,34 +58,34 @@ int exec_status(const TestSpec& t, const TestRecord& r, int run_code) {
   } else {
     as_expected.expect = Expectation{Expectation::exit_code, o.exit_code};
   }
-  if (!decide(as_expected, o).passed) return run_code;
-  return o.signal ? 128 + o.signal : o.exit_code;
+  if (!decide(as_expected, o).passed) return run;
+  return Result::passed_on(o.exit_code, o.signal);
 }
 
-int exec_command(const ExecOptions& e, const Options& o) {
+Result exec_command(const ExecOptions& e, const Options& o) {
   if (e.argv.empty())
-    throw Error(kExitUsage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
+    throw Error(Category::usage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
   std::string why;
   TestSpec t;
   t.name = name_of(e);
   t.argv = e.argv;
   t.command = shown(e.argv);
   auto memory = parse_size_with_unit(e.memory, &why);
-  if (!memory) throw Error(kExitUsage, "--memory: " + why);
+  if (!memory) throw Error(Category::usage, "--memory: " + why);
   if (*memory < kMinMemory)
-    throw Error(kExitUsage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program");
+    throw Error(Category::usage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program");
   t.memory = *memory;
   auto timeout = parse_duration(e.timeout, &why);
-  if (!timeout) throw Error(kExitUsage, "--timeout: " + why);
+  if (!timeout) throw Error(Category::usage, "--timeout: " + why);
   t.timeout = *timeout;
   auto expect = parse_expectation(e.expect, &why);
-  if (!expect) throw Error(kExitUsage, "--expect " + why);
+  if (!expect) throw Error(Category::usage, "--expect " + why);
   t.expect = *expect;
   if (!e.min_headroom.empty()) {
     t.min_headroom = parse_min_headroom(e.min_headroom, &why);
-    if (!t.min_headroom) throw Error(kExitUsage, "--min-headroom: " + why);
+    if (!t.min_headroom) throw Error(Category::usage, "--min-headroom: " + why);
     if (!t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
-      throw Error(kExitUsage, "--min-headroom must be below --memory (" + format_limit(t.memory) + ")");
+      throw Error(Category::usage, "--min-headroom must be below --memory (" + format_limit(t.memory) + ")");
   }
   t.cwd = std::filesystem::current_path().string();
   t.pids = kDefaultPids;
@@ -93,7 +94,7 @@ int exec_command(const ExecOptions& e, const Options& o) {
   // Reports name the spec "memrun exec"; there is no file to point at.
   std::vector<TestRecord> records;
   bool after = e.output == "after";
-  int code = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{!after, after, &records});
+  Result run = run_specs({Spec{"memrun exec", std::nullopt, {t}}}, o, RunExtras{!after, after, &records});
   if (after && records.size() == 1) {
     // The verdict line came first; now the command's whole output, as a
     // CTest log shows it (the logs are the record; nothing was echoed).
@@ -107,7 +108,7 @@ int exec_command(const ExecOptions& e, const Options& o) {
       std::cout.flush();
     }
   }
-  return records.size() == 1 ? exec_status(t, records[0], code) : code;
+  return records.size() == 1 ? exec_result(t, records[0], run) : run;
 }
 
 }  // namespace memrun

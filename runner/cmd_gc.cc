@@ -8,7 +8,7 @@
 
 namespace memrun {
 
-int gc_command(const Options& o) {
+Result gc_command(const Options& o) {
   auto garbage = cgroup::collect_garbage(open_options(o, ""));
   // On v1 a run has a directory per hierarchy, under systemd several in
   // its scope: a run is the last memrun-<id> of the path.
@@ -22,7 +22,7 @@ int gc_command(const Options& o) {
   }
   for (const auto& problem : garbage.problems) fmt::print("could not remove: {}\n", problem);
   fmt::print("{} dead run{} cleaned up\n", runs.size(), runs.size() == 1 ? "" : "s");
-  return 0;
+  return Result::passed();
 }
 
 }  // namespace memrun

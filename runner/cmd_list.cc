@@ -2,13 +2,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/units.h"
 
 namespace memrun {
 
-int list_command(const std::vector<std::string>& paths, const Options& o) {
+Result list_command(const std::vector<std::string>& paths, const Options& o) {
   auto specs = load_all(paths, o);
   Selection selection = o.selection;
   shard_selection(o, &selection);
@@ -20,7 +19,7 @@ int list_command(const std::vector<std::string>& paths, const Options& o) {
                t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")),
                t.origin.empty() ? "" : "  from " + t.origin);
   }
-  return kExitOk;
+  return Result::passed();
 }
 
 }  // namespace memrun

@@ -2,14 +2,13 @@
 // outputs.
 #include <fmt/format.h>
 
-#include "runner/error.h"
 #include "runner/command.h"
 #include "runner/files.h"
 #include "runner/merge.h"
 
 namespace memrun {
 
-int merge_command(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci) {
+Result merge_command(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci) {
   std::vector<ReportData> reports;
   for (const auto& p : paths) reports.push_back(read_report(p));
   ReportData merged = merge_reports(std::move(reports), paths);
@@ -18,7 +17,7 @@ int merge_command(const std::vector<std::string>& paths, const std::string& outp
   Tally tally;
   for (const auto& t : merged.tests) tally.add(t.verdict);
   fmt::print("merged {} reports: {} passed, {} failed\n", paths.size(), tally.passed, tally.failed());
-  return exit_code_of(merged);
+  return all_passed(merged) ? Result::passed() : Result::failed();
 }
 
 }  // namespace memrun

@@ -71,12 +71,12 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
   for (const auto& t : report.tests)
     if (t.test.name == name && (spec.empty() || t.test.spec == spec)) found.push_back(&t.test);
   if (found.empty())
-    throw Error(kExitUsage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
+    throw Error(Category::usage, report_path + " has no test named '" + name + "'" + (spec.empty() ? "" : " in " + spec));
   if (found.size() > 1) {
     std::string specs;
     for (const auto* t : found) specs += "\n  " + t->spec;
-    throw Error(kExitUsage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
-                                "\nsay which with --spec SPEC");
+    throw Error(Category::usage, "'" + name + "' names a test in several specs of " + report_path + ":" + specs +
+                                     "\nsay which with --spec SPEC");
   }
   const auto& t = *found[0];
   const RunInfo& info = report.info;
@@ -98,8 +98,8 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
     // A report of `memrun exec`: no spec file, the command itself.
     auto words = exec_words(t.command);
     if (!words)
-      throw Error(kExitUsage, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
-                                  t.command + "' is not one memrun exec writes; rerun it by hand");
+      throw Error(Category::bad_input, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
+                                           t.command + "' is not one memrun exec writes; rerun it by hand");
     for (const std::string& w : {std::string("exec"), std::string("--memory"), std::to_string(t.requested_limit) + "B",
                                  std::string("--name"), name, std::string("--expect"), expect_flag(t.expected)})
       r.argv.push_back(w);
@@ -117,7 +117,7 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
 
 }  // namespace
 
-int repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
+Result repro_command(const std::string& report_path, const std::string& name, const std::string& spec) {
   // Every word is quoted for the shell, and the filter matches the name
   // literally and whole: the line reruns exactly this test, whatever its
   // name, paths or environment hold.
@@ -134,10 +134,10 @@ int repro_command(const std::string& report_path, const std::string& name, const
   // The memrun that made the report is always quoted: a path, copied whole.
   for (const auto& w : r.argv) command += command.empty() ? shell_quote(w) : " " + word(w);
   fmt::print("cd {} && {}{}{}\n", shell_quote(r.cwd), env.empty() ? "" : "env ", env, command);
-  return kExitOk;
+  return Result::passed();
 }
 
-int explain_command(const std::string& report_path, const std::string& name, const std::string& spec) {
+Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec) {
   // The repro line's run, with the test explained whatever its verdict:
   // exec'd, so that its exit code and outputs are the run's.
   Rerun r = rerun_of(report_path, name, spec);
@@ -148,15 +148,15 @@ int explain_command(const std::string& report_path, const std::string& name, con
   // into memrun itself are refused, not set.
   for (const auto& [k, v] : r.env)
     if (v && k.rfind("LD_", 0) == 0)
-      throw Error(kExitUsage, "the report's test sets " + k + ", which would load code into memrun itself: "
-                              "run `memrun repro` to see its command and run that yourself if you trust it");
+      throw Error(Category::bad_input, "the report's test sets " + k + ", which would load code into memrun itself: "
+                                       "run `memrun repro` to see its command and run that yourself if you trust it");
   std::fprintf(stderr, "memrun explain: running in %s:", r.cwd.c_str());
   for (const auto& a : r.argv) std::fprintf(stderr, " %s", shell_quote(a).c_str());
   std::fprintf(stderr, "\n");
   r.argv[0] = "/proc/self/exe";
   if (::chdir(r.cwd.c_str()) != 0)
-    throw Error(kExitUsage, "cannot enter " + r.cwd + ", the folder the report's run was made in: " +
-                                std::strerror(errno));
+    throw Error(Category::bad_input, "cannot enter " + r.cwd + ", the folder the report's run was made in: " +
+                                         std::strerror(errno));
   for (const auto& [k, v] : r.env) {
     if (v) ::setenv(k.c_str(), v->c_str(), 1);
     else ::unsetenv(k.c_str());
@@ -165,7 +165,7 @@ int explain_command(const std::string& report_path, const std::string& name, con
   for (auto& a : r.argv) args.push_back(a.data());
   args.push_back(nullptr);
   ::execv(args[0], args.data());
-  throw Error(kExitUsage, std::string("cannot run memrun again: ") + std::strerror(errno));
+  throw Error(Category::system, std::string("cannot run memrun again: ") + std::strerror(errno));
 }
 
 }  // namespace memrun

@@ -33,14 +33,14 @@ std::chrono::milliseconds duration_option(const std::string& flag, const std::st
   if (text == "0") return std::chrono::milliseconds(0);
   std::string why;
   auto d = parse_duration(text, &why);
-  if (!d) throw Error(kExitUsage, flag + ": " + why + " (or 0 " + zero + ")");
+  if (!d) throw Error(Category::usage, flag + ": " + why + " (or 0 " + zero + ")");
   return *d;
 }
 
 uint64_t size_option(const std::string& flag, const std::string& text) {
   std::string why;
   auto v = parse_size_with_unit(text, &why);
-  if (!v) throw Error(kExitUsage, flag + ": " + why);
+  if (!v) throw Error(Category::usage, flag + ": " + why);
   return *v;
 }
 
@@ -145,26 +145,28 @@ bool is_stdout(const std::string& path) {
 
 // An output path must be writable before the tests run: its folder exists
 // and may be written, or it names something that exists and may be written
-// (/dev/stdout, a FIFO). Throws Error(kExitUsage) saying which and why.
+// (/dev/stdout, a FIFO). Throws Error(output) saying which and why.
 void check_output_path(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
   namespace sfs = std::filesystem;
   std::error_code ec;
   if (sfs::exists(path, ec) && !sfs::is_directory(path, ec)) {
     if (::access(path.c_str(), W_OK) != 0)
-      throw Error(kExitUsage, fmt::format("{} {}: cannot write there: {}", flag, path, std::strerror(errno)));
+      throw Error(Category::output, fmt::format("{} {}: cannot write there: {}", flag, path, std::strerror(errno)));
     return;
   }
   if (sfs::is_directory(path, ec))
-    throw Error(kExitUsage, fmt::format("{} {}: is a folder; give a file name (e.g. {}/report)", flag, path, path));
+    throw Error(Category::output,
+                fmt::format("{} {}: is a folder; give a file name (e.g. {}/report)", flag, path, path));
   sfs::path folder = sfs::path(path).parent_path();
   if (folder.empty()) folder = ".";
   if (!sfs::is_directory(folder, ec))
-    throw Error(kExitUsage, fmt::format("{} {}: the folder {} does not exist; create it first (mkdir -p {}) or "
-                                        "choose another path",
-                                        flag, path, folder.string(), folder.string()));
+    throw Error(Category::output, fmt::format("{} {}: the folder {} does not exist; create it first (mkdir -p {}) or "
+                                              "choose another path",
+                                              flag, path, folder.string(), folder.string()));
   if (::access(folder.c_str(), W_OK) != 0)
-    throw Error(kExitUsage, fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), std::strerror(errno)));
+    throw Error(Category::output,
+                fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), std::strerror(errno)));
 }
 
 // Every flag and output path, checked before anything is made: a bad one
@@ -180,7 +182,7 @@ RunOptions run_options(const Options& o, const Selection& selection) {
   ro.sample_interval = duration_option("--sample-interval", o.sample_interval, "to turn sampling off");
   ro.grace = duration_option("--grace", o.grace, "to kill at once");
   ro.max_log = o.max_log == "0" ? 0 : size_option("--max-log", o.max_log);
-  if (o.jobs < 1) throw Error(kExitUsage, "-j must be at least 1");
+  if (o.jobs < 1) throw Error(Category::usage, "-j must be at least 1");
   ro.jobs = std::min(o.jobs, jobs_within_open_files());
   ro.allow_oversubscribe = o.allow_oversubscribe;
   ro.timings = selection.timings;
@@ -294,9 +296,9 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, R
 
 }  // namespace
 
-int run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
+Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 
-int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
+Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
   apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
   std::string run_dir = o.run_dir + "/" + run_id;
@@ -304,7 +306,7 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   shard_selection(o, &selection);
   Plan plan = make_plan(specs, selection, run_dir);
   if (plan.tests.empty() && selection.shard_count == 0)
-    throw Error(kExitUsage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
+    throw Error(Category::usage, "no test matches the selection (--filter/--tag); 'memrun list SPEC' shows the tests");
   RunOptions ro = run_options(o, selection);
   // The baseline is read before anything runs: a bad one found after the
   // tests ran would cost their comparison.
@@ -319,7 +321,9 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
   auto backend = cgroup::open(open_options(o, "memrun-" + run_id));
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
-  if (ec) throw Error(kExitUsage, "cannot create the run folder " + run_dir + ": " + ec.message() + " (choose another with --run-dir)");
+  if (ec)
+    throw Error(Category::output, "cannot create the run folder " + run_dir + ": " + ec.message() +
+                                      " (choose another with --run-dir)");
   choose_budget(o, *backend, ro);
   RunInfo info = run_info(run_id, run_dir, *backend, selection, ro);
   // What `memrun repro` needs to run a test again the same way.
@@ -421,12 +425,11 @@ int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras
     info.comparison = *comparison;
   }
   auto unwritten = write_outputs(o, report ? &*report : nullptr, info, comparison ? &*comparison : nullptr);
-  int compared = comparison ? exit_code_of(*comparison) : kExitOk;
   for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
-  if (run.interrupted_by) return 128 + run.interrupted_by;
-  if (!unwritten.empty()) return kExitUsage;
-  int verdicts = exit_code_for(observer.tally(), tests);
-  return verdicts != kExitOk ? verdicts : compared;
+  if (run.interrupted_by) return Result::interrupted(run.interrupted_by);
+  if (!unwritten.empty()) return Result::stopped(Category::output);
+  bool passed = all_passed(observer.tally(), tests) && !(comparison && gate_fails(*comparison));
+  return passed ? Result::passed() : Result::failed();
 }
 
 }  // namespace memrun

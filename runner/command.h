@@ -1,6 +1,7 @@
 // memrun's commands, one file each (cmd_*.cc): main.cc wires the command
-// line to them and nothing else. Each returns the process's exit code and
-// throws memrun::Error for what the user must fix (main prints it).
+// line to them and nothing else. Each returns its Result and throws
+// memrun::Error for what the user must fix; main prints it and picks the
+// exit code for both.
 #pragma once
 
 #include <string>
@@ -10,6 +11,7 @@
 #include "runner/ci_report.h"
 #include "runner/plan.h"
 #include "runner/report_json.h"
+#include "runner/result.h"
 #include "runner/spec.h"
 
 namespace memrun {
@@ -70,7 +72,7 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options&
 void shard_selection(const Options& o, Selection* selection);
 
 /// memrun SPEC...: runs the selected tests and writes the reports.
-int run_command(const Options& o);
+Result run_command(const Options& o);
 
 /// What `memrun exec` asks of a run beyond what a spec run does.
 struct RunExtras {
@@ -81,7 +83,7 @@ struct RunExtras {
 
 /// Runs the selected tests of `specs` (loaded, or made by `memrun exec`)
 /// and writes the reports.
-int run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras = {});
+Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras = {});
 
 /// What `memrun exec` runs: one command, as one test.
 struct ExecOptions {
@@ -97,35 +99,35 @@ struct ExecOptions {
 
 /// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,
 /// with the verdict line and the exit code of a spec run.
-int exec_command(const ExecOptions& e, const Options& o);
+Result exec_command(const ExecOptions& e, const Options& o);
 
-/// The exit status of `memrun exec` for its one test `t` and record `r`,
-/// where the run ended with `run_code`: the command's own status (128+N for
-/// a signal N) when it failed on its own and memory held; else run_code.
-int exec_status(const TestSpec& t, const TestRecord& r, int run_code);
+/// How `memrun exec` ends for its one test `t` and record `r`, where the
+/// run ended with `run`: the command's own ending handed on when it failed
+/// on its own and memory held; else `run`.
+Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run);
 
 /// memrun list SPEC...: the selected tests, one line each, without running.
-int list_command(const std::vector<std::string>& paths, const Options& o);
+Result list_command(const std::vector<std::string>& paths, const Options& o);
 
 /// memrun merge REPORT...: one report (and its CI outputs) from shards'.
-int merge_command(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci);
+Result merge_command(const std::vector<std::string>& paths, const std::string& output, const CiOutputs& ci);
 
 /// memrun bisect: the smallest limit at which a test passes.
-int bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
-                   const std::string& tolerance, int trials, const Options& o);
+Result bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
+                      const std::string& tolerance, int trials, const Options& o);
 
 /// memrun repro REPORT NAME [--spec SPEC]: the shell line that reruns one test.
-int repro_command(const std::string& report_path, const std::string& name, const std::string& spec);
+Result repro_command(const std::string& report_path, const std::string& name, const std::string& spec);
 
 /// memrun explain REPORT NAME [--spec SPEC]: reruns one test of a report
 /// as `repro` would, explained whatever its verdict (never returns).
-int explain_command(const std::string& report_path, const std::string& name, const std::string& spec);
+Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec);
 
 /// memrun compare BASE HEAD: what changed between two reports, with CI
-/// outputs; 1 when a test regressed.
-int compare_command(const std::string& base_path, const std::string& head_path, const Comparing& comparing);
+/// outputs; failed when a test regressed.
+Result compare_command(const std::string& base_path, const std::string& head_path, const Comparing& comparing);
 
-/// Checks --max-increase and --gate; throws Error(kExitUsage) when wrong.
+/// Checks --max-increase and --gate; throws Error(usage) when wrong.
 void check_comparing(const Comparing& comparing);
 
 /// A run's `head` compared with `base` (read from `base_path`), as
@@ -141,6 +143,6 @@ ReportData baseline_in_scope(const ReportData& base, const std::vector<Spec>& sp
                              const Selection& selection);
 
 /// memrun gc: removes what dead runs left.
-int gc_command(const Options& o);
+Result gc_command(const Options& o);
 
 }  // namespace memrun

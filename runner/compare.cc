@@ -421,7 +421,7 @@ std::string comparison_json(const Comparison& c) {
 
 Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::string& where) {
   auto refuse = [&](const std::string& why) {
-    return Error(kExitUsage, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
+    return Error(Category::bad_input, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
   };
   if (!j.is_object() || j.value("schema", "") != "memrun-compare/1") throw refuse("not a memrun-compare/1 object");
   try {
@@ -523,8 +523,8 @@ std::string comparison_annotations(const Comparison& c) {
   return out;
 }
 
-int exit_code_of(const Comparison& c) {
-  return std::any_of(c.tests.begin(), c.tests.end(), [](const TestChange& t) { return fails_gate(t.change); }) ? 1 : 0;
+bool gate_fails(const Comparison& c) {
+  return std::any_of(c.tests.begin(), c.tests.end(), [](const TestChange& t) { return fails_gate(t.change); });
 }
 
 }  // namespace memrun

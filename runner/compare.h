@@ -47,7 +47,7 @@ std::string comparison_junit(const Comparison& c);
 /// each test failed in head.
 std::string comparison_annotations(const Comparison& c);
 
-/// 1 when a test regressed or failed in head, else 0.
-int exit_code_of(const Comparison& c);
+/// Whether the gate fails: a test regressed or failed in head.
+bool gate_fails(const Comparison& c);
 
 }  // namespace memrun

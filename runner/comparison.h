@@ -77,7 +77,7 @@ struct Comparison {
 /// The comparison as JSON (schema memrun-compare/1).
 std::string comparison_json(const Comparison& c);
 /// The comparison comparison_json wrote, typed (figures of a side that was
-/// not measured, null there, read as 0). Throws Error(kExitUsage) naming
+/// not measured, null there, read as 0). Throws Error(bad_input) naming
 /// `where` when it is not one.
 Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::string& where);
 

@@ -105,7 +105,7 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
                  bool with_cases_fd, cgroup::Backend* backend) {
   auto memfd = [](const char* name, unsigned flags) {
     int fd = ::memfd_create(name, flags);
-    if (fd < 0) throw_errno(kExitUsage, "memfd_create");
+    if (fd < 0) throw_errno(Category::system, "memfd_create");
     return Fd(fd);
   };
   Fd out = memfd("memrun-list-out", MFD_CLOEXEC), err = memfd("memrun-list-err", MFD_CLOEXEC);
@@ -125,7 +125,7 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
   for (const auto& [k, v] : env) cmd.env.push_back(k + "=" + v);
   cmd.path = find_executable(argv[0], cmd.env);
   if (cmd.path.empty())
-    throw Error(kExitUsage, "suite '" + s.suite + "': cannot run " + argv[0] + ": it is not on the PATH");
+    throw Error(Category::bad_input, "suite '" + s.suite + "': cannot run " + argv[0] + ": it is not on the PATH");
   cmd.argv = argv;
   cmd.cwd = s.cwd;
   cmd.stdout_fd = out.get(), cmd.stderr_fd = err.get();
@@ -135,7 +135,7 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
   try {
     child = launch(cmd, group ? group->placement() : cgroup::Placement{});
   } catch (const Error& e) {
-    throw Error(kExitUsage, "suite '" + s.suite + "': cannot list its cases: " + e.what());
+    throw Error(Category::bad_input, "suite '" + s.suite + "': cannot list its cases: " + e.what());
   }
   Fd pidfd(child.pidfd);
   pollfd p{pidfd.get(), POLLIN, 0};
@@ -157,17 +157,17 @@ Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std
   l.out = read_back(out.get(), &l.cut), l.err = read_back(err.get(), &l.cut);
   if (with_cases_fd) l.cases = read_back(cases.get(), &l.cut);
   if (!ended)
-    throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " took longer than " +
-                                format_duration(static_cast<double>(s.timeout.count()) / 1000) + "; it was killed" + tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': listing its cases with " + argv[0] + " took longer than " +
+                                         format_duration(static_cast<double>(s.timeout.count()) / 1000) + "; it was killed" + tail(l.out + l.err));
   if (l.oom_kills)
-    throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] +
-                                " was OOM-killed by the kernel under the suite's memory limit (" + format_size(s.memory) +
-                                "): raise the suite's 'memory' (what it lists runs in as much)" + tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': listing its cases with " + argv[0] +
+                                         " was OOM-killed by the kernel under the suite's memory limit (" + format_size(s.memory) +
+                                         "): raise the suite's 'memory' (what it lists runs in as much)" + tail(l.out + l.err));
   if (l.cut)
-    throw Error(kExitUsage, "suite '" + s.suite + "': listing its cases with " + argv[0] + " printed " +
-                                format_size(l.cut) + ", more than the " + format_size(kMaxListing) +
-                                " any listing needs; memrun read none of it (is it the right program?)" +
-                                tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': listing its cases with " + argv[0] + " printed " +
+                                         format_size(l.cut) + ", more than the " + format_size(kMaxListing) +
+                                         " any listing needs; memrun read none of it (is it the right program?)" +
+                                         tail(l.out + l.err));
   return l;
 }
 
@@ -205,13 +205,13 @@ bool excluded(const SuiteSource& s, const std::string& name) {
 
 std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (::access(s.path.c_str(), X_OK) != 0)
-    throw Error(kExitUsage, "suite '" + s.suite + "': gtest: " + s.path +
-                                " is not an executable file (build the test binary first; a relative path is "
-                                "relative to the spec's folder)");
+    throw Error(Category::bad_input, "suite '" + s.suite + "': gtest: " + s.path +
+                                         " is not an executable file (build the test binary first; a relative path is "
+                                         "relative to the spec's folder)");
   auto l = run_tool(s, {s.path, "--gtest_list_tests"}, s.env, false, backend);
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
-    throw Error(kExitUsage, "suite '" + s.suite + "': " + s.path + " --gtest_list_tests " + how_it_ended(l.status) +
-                                "; is it a GoogleTest binary?" + tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': " + s.path + " --gtest_list_tests " + how_it_ended(l.status) +
+                                         "; is it a GoogleTest binary?" + tail(l.out + l.err));
   auto names = parse_gtest_list(l.out);
   std::map<std::string, int> count, seen;
   for (const auto& n : names) count[n.name] += !n.disabled;
@@ -252,13 +252,13 @@ std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
 
 std::vector<Case> ctest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   if (::access((s.path + "/CTestTestfile.cmake").c_str(), R_OK) != 0)
-    throw Error(kExitUsage, "suite '" + s.suite + "': ctest: " + s.path +
-                                " is not a CMake build tree with tests (no CTestTestfile.cmake: configure it with "
-                                "enable_testing() first)");
+    throw Error(Category::bad_input, "suite '" + s.suite + "': ctest: " + s.path +
+                                         " is not a CMake build tree with tests (no CTestTestfile.cmake: configure it with "
+                                         "enable_testing() first)");
   auto l = run_tool(s, {"ctest", "--test-dir", s.path, "--show-only=json-v1"}, s.env, false, backend);
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
-    throw Error(kExitUsage, "suite '" + s.suite + "': ctest --show-only=json-v1 " + how_it_ended(l.status) +
-                                tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': ctest --show-only=json-v1 " + how_it_ended(l.status) +
+                                         tail(l.out + l.err));
   auto cases = parse_ctest_json(l.out);
   std::vector<Case> kept;
   for (auto& c : cases) {
@@ -289,19 +289,19 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   std::string what = s.python + " -m pytest --collect-only";
   for (const auto& a : s.args) what += " " + a;
   if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5)
-    throw Error(kExitUsage, "suite '" + s.suite + "': pytest collected no tests (" + what +
-                                "); check its paths and -m/-k selection" + tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': pytest collected no tests (" + what +
+                                         "); check its paths and -m/-k selection" + tail(l.out + l.err));
   if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
-    throw Error(kExitUsage, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
-                                missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
+                                         missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   std::vector<Case> cases;
   std::vector<std::string> options = s.args;
   // The plugin ends its answer with the options line: without it, what ran
   // was not a Python with pytest (python: /bin/true).
   if (l.cases.find("{\"options\"") == std::string::npos)
-    throw Error(kExitUsage, "suite '" + s.suite + "': " + s.python + " ran memrun's pytest plugin, which never answered: " +
-                                "is " + s.python + " a Python interpreter with pytest? (the suite's `python:`)" +
-                                tail(l.out + l.err));
+    throw Error(Category::bad_input, "suite '" + s.suite + "': " + s.python + " ran memrun's pytest plugin, which never answered: " +
+                                         "is " + s.python + " a Python interpreter with pytest? (the suite's `python:`)" +
+                                         tail(l.out + l.err));
   std::istringstream lines(l.cases);
   for (std::string line; std::getline(lines, line);) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -310,10 +310,10 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
       continue;
     }
     if (j.is_discarded() || !j.contains("nodeid"))
-      throw Error(kExitUsage, "suite '" + s.suite + "': memrun's pytest plugin wrote something else: " + line);
+      throw Error(Category::bad_input, "suite '" + s.suite + "': memrun's pytest plugin wrote something else: " + line);
     std::string id = j["nodeid"];
     if (j.contains("error"))
-      throw Error(kExitUsage, "suite '" + s.suite + "': " + id + ": " + j["error"].get<std::string>());
+      throw Error(Category::bad_input, "suite '" + s.suite + "': " + id + ": " + j["error"].get<std::string>());
     if (excluded(s, id)) continue;
     // Every argument of the suite, as pytest alone gets them (its paths
     // too: they decide the rootdir, ini file and conftests); the plugin
@@ -374,7 +374,7 @@ std::vector<GtestName> parse_gtest_list(const std::string& text) {
 std::vector<Case> parse_ctest_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.contains("tests") || !j["tests"].is_array())
-    throw Error(kExitUsage, "ctest --show-only=json-v1 did not print its JSON (CMake 3.14 or later is needed)");
+    throw Error(Category::bad_input, "ctest --show-only=json-v1 did not print its JSON (CMake 3.14 or later is needed)");
   std::vector<Case> cases;
   for (const auto& t : j["tests"]) {
     Case c;
@@ -446,7 +446,7 @@ std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) 
   // its name with those bytes as \xNN (its command keeps the real name).
   for (auto& c : cases) c.name = usable_name(c.name);
   if (std::all_of(cases.begin(), cases.end(), [](const Case& c) { return c.disabled; }))
-    throw Error(kExitUsage, "suite '" + source.suite + "' has no cases to run (all disabled, excluded, or none found)");
+    throw Error(Category::bad_input, "suite '" + source.suite + "' has no cases to run (all disabled, excluded, or none found)");
   return cases;
 }
 

@@ -73,7 +73,7 @@ struct Case {
 
 /// Lists the cases of `source` by running its tool once, in a group of
 /// `backend` under the suite's memory limit (none without a backend).
-/// Throws memrun::Error(kExitUsage) saying what went wrong (the tool is
+/// Throws Error(bad_input) saying what went wrong (the tool is
 /// missing, timed out, was OOM-killed, failed, or found no case) and what
 /// to do.
 std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend);

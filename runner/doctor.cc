@@ -24,7 +24,7 @@ bool has_swap() {
 
 }  // namespace
 
-int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
+Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   const auto& h = cgroup::host();
   utsname u{};
   ::uname(&u);
@@ -55,7 +55,7 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   if (v.backend == "systemd") row("delegated", cgroup::delegated_controllers() + " (memory is needed)");
   if (!v.problem.empty()) {
     fmt::print(out, "\ncannot enforce memory limits: {}.\n  fix: {}\n", v.problem, v.fix);
-    return kExitNoEnforce;
+    return Result::stopped(Category::cannot_enforce);
   }
   // Prove it: a real group with a real limit, read back, then removed.
   try {
@@ -80,14 +80,17 @@ int doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),
                  format_size(c.limit_read_back));
-      return kExitNoEnforce;
+      return Result::stopped(Category::cannot_enforce);
     }
     fmt::print(out, "\nmemory limits can be enforced here: made a test group in {}, set {}, read it back.\n",
                v.parent, format_size(limit));
-    return kExitOk;
+    return Result::passed();
   } catch (const cgroup::Failure& e) {
+    // A failed cgroupfs call is not the host's answer: it ends doctor as
+    // it ends a run (main's table).
+    if (e.kind() != cgroup::Failure::Kind::cannot_enforce) throw;
     fmt::print(out, "\ncannot enforce memory limits: {}\n", e.what());
-    return kExitNoEnforce;
+    return Result::stopped(Category::cannot_enforce);
   }
 }
 

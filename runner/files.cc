@@ -18,7 +18,7 @@ void write_atomically(const std::string& path, const std::function<void(const Si
   bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   std::string tmp = special ? path : path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno(kExitUsage, "cannot write the report " + path);
+  if (fd < 0) throw_errno(Category::output, "cannot write the report " + path);
   const std::string kept = "cannot write the report " + path + (special ? "" : " (the previous one is kept)");
   // Whatever fails, the temporary file goes and the previous report stays.
   auto fail = [&](const std::string& what) {
@@ -26,7 +26,7 @@ void write_atomically(const std::string& path, const std::function<void(const Si
     ::close(fd);
     if (!special) ::unlink(tmp.c_str());
     errno = saved;
-    throw_errno(kExitUsage, what);
+    throw_errno(Category::output, what);
   };
   try {
     produce([&](const std::string& text) {
@@ -34,7 +34,7 @@ void write_atomically(const std::string& path, const std::function<void(const Si
       while (done < text.size()) {
         ssize_t n = ::write(fd, text.data() + done, text.size() - done);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno(kExitUsage, kept);
+        if (n < 0) throw_errno(Category::output, kept);
         done += static_cast<size_t>(n);
       }
     });
@@ -49,7 +49,7 @@ void write_atomically(const std::string& path, const std::function<void(const Si
     int saved = errno;
     ::unlink(tmp.c_str());
     errno = saved;
-    throw_errno(kExitUsage, "cannot write the report " + path);
+    throw_errno(Category::output, "cannot write the report " + path);
   }
 }
 

@@ -12,7 +12,7 @@ namespace memrun {
 /// Writes what `produce` hands to its sink to `path` atomically (a temp file
 /// in the same folder, then rename), so a reader never sees half a report; a
 /// non-regular target such as /dev/stdout is written directly. Throws
-/// Error(kExitUsage) on failure, leaving the previous file as it was.
+/// Error(output) on failure, leaving the previous file as it was.
 using Sink = std::function<void(const std::string&)>;
 void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
 /// The same for a text at hand.

@@ -154,7 +154,7 @@ struct Evictor::State {
 
 Evictor::Evictor() : state_(std::make_shared<State>()) {
   state_->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (state_->fd < 0) throw_errno(1, "eventfd");
+  if (state_->fd < 0) throw_errno(Category::system, "eventfd");
   // The thread holds the state: it outlives the Evictor if a job is under
   // way when the run ends.
   std::thread([state = state_] {

@@ -357,7 +357,7 @@ void await_exec(const Command& cmd, Child& c, int report_fd) {
     what += "; a test that must reach the service manager (systemd-run, systemctl) says so with "
             "'service_manager: true' in its spec";
   if (f.stage == kProcStage) what += "; --host-cgroups runs tests without a pid namespace";
-  throw Error(1, what);
+  throw Error(Category::system, what);
 }
 
 // The init (run_init) is memrun's child, born in a new pid namespace (and,
@@ -375,7 +375,7 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     ::close(report[0]);
     ::close(report[1]);
     errno = saved;
-    throw_errno(1, "pipe");
+    throw_errno(Category::system, "pipe");
   }
   args.status_fd = status[1];
   args.memrun_pidfd = own_pidfd();
@@ -415,7 +415,7 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     ::close(report[0]);
     ::close(status[0]);
     errno = saved;
-    throw_errno(1, "cannot start a process in a pid namespace of its own");
+    throw_errno(Category::system, "cannot start a process in a pid namespace of its own");
   }
   c.status_fd = status[0];
   ::fcntl(c.status_fd, F_SETFL, O_NONBLOCK);
@@ -485,7 +485,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
   auto hidden = c_strings(cmd.hidden_sockets);
   const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(1, "pipe");
+  if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(Category::system, "pipe");
   ChildArgs args{&cmd, &placement, argv.data(), envp.data(), hidden.data(),
                  uid_map.c_str(), gid_map.c_str(), report[1], ::getpid()};
   Child c;
@@ -510,7 +510,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
   if (c.pid < 0) {
     ::close(report[0]);
     errno = saved;
-    throw_errno(1, "cannot start a process");
+    throw_errno(Category::system, "cannot start a process");
   }
   // The pipe closes on exec (O_CLOEXEC): EOF means the command runs.
   await_exec(cmd, c, report[0]);
@@ -519,7 +519,7 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
     ::kill(c.pid, SIGKILL);
     ::waitpid(c.pid, nullptr, 0);
     errno = saved;
-    throw_errno(1, "pidfd_open (Linux 5.3 or later is required)");
+    throw_errno(Category::system, "pidfd_open (Linux 5.3 or later is required)");
   }
   return c;
 }

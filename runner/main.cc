@@ -1,5 +1,5 @@
 // memrun's command line: CLI11 wired to the commands (runner/cmd_*.cc), and
-// the one place where an error becomes an exit code.
+// the one place where a result or an error becomes an exit code.
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -14,6 +14,7 @@
 #include "runner/cli_scan.h"
 #include "runner/command.h"
 #include "runner/doctor.h"
+#include "runner/result.h"
 
 namespace memrun {
 namespace {
@@ -186,7 +187,7 @@ void add_commands(CLI::App& app, Cli& c) {
   explain->add_option("--spec", c.explain_spec, "the test's spec, when specs of the report share the name");
 }
 
-int dispatch(const Cli& c) {
+Result dispatch(const Cli& c) {
   const Options& o = c.o;
   if (*c.doctor) return doctor(open_options(o, ""), stdout);
   if (*c.list) return list_command(c.list_specs, o);
@@ -198,44 +199,75 @@ int dispatch(const Cli& c) {
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
   if (*c.exec) return exec_command(c.exec_options, o);
-  if (o.specs.empty()) {
-    fmt::print(stderr, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
-    return kExitUsage;
-  }
+  if (o.specs.empty()) throw Error(Category::usage, "no spec given. Usage: memrun SPEC.yaml... (see memrun --help)");
   return run_command(o);
 }
 
+// The one table of exit codes: every number memrun ends with is here, and
+// the README's "Exit codes" lists the same.
+int exit_code(const Result& r, bool skip_unenforceable) {
+  switch (r.kind()) {
+    case Result::Kind::passed: return 0;
+    case Result::Kind::failed: return 1;
+    case Result::Kind::interrupted: return 128 + r.signal();
+    // As a shell reports a command: its status, or 128+N for a signal N.
+    case Result::Kind::passed_on: return r.signal() ? 128 + r.signal() : r.status();
+    case Result::Kind::stopped: break;
+  }
+  switch (r.category()) {
+    case Category::usage: return 2;
+    case Category::bad_input: return 2;
+    case Category::output: return 2;
+    // 77: automake's and meson's skip code, which the CMake functions give
+    // CTest as SKIP_RETURN_CODE.
+    case Category::cannot_enforce: return skip_unenforceable ? 77 : 3;
+    case Category::system: return 1;
+    case Category::internal: return 1;
+  }
+  return 1;
+}
+
+// The cgroup library says what failed; how memrun ends is decided here.
+Category category_of(cgroup::Failure::Kind kind) {
+  switch (kind) {
+    case cgroup::Failure::Kind::cannot_enforce: return Category::cannot_enforce;
+    case cgroup::Failure::Kind::system: return Category::system;
+    // What the spec asks of this backend, it lacks (memory_high on v1).
+    case cgroup::Failure::Kind::unsupported: return Category::bad_input;
+  }
+  return Category::internal;
+}
+
 // The one error policy: what the user must fix is printed and ends memrun
-// with its exit code; anything else is an internal error (1).
-int exit_code_of(const std::function<int()>& command, bool skip_unenforceable) {
+// as its category says; anything else is an internal error.
+Result run_guarded(const std::function<Result()>& command, bool skip_unenforceable) {
   try {
     return command();
   } catch (const Error& e) {
     fmt::print(stderr, "memrun: {}\n", e.what());
-    return e.exit_code();
+    return Result::stopped(e.category());
   } catch (const cgroup::Failure& e) {
-    // The cgroup library says what failed; how memrun ends is decided here.
     bool unenforceable = e.kind() == cgroup::Failure::Kind::cannot_enforce;
     if (unenforceable && skip_unenforceable) {
       fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", e.what());
-      return kExitSkipped;
+    } else {
+      fmt::print(stderr, "memrun: {}{}\n", e.what(),
+                 unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
     }
-    fmt::print(stderr, "memrun: {}{}\n", e.what(),
-               unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
-    return unenforceable ? kExitNoEnforce : 1;
+    return Result::stopped(category_of(e.kind()));
   } catch (const nlohmann::json::exception& e) {
     // memrun's own records are typed; a JSON type error can only come from
     // a report handed to it (merge, repro, --timings, --baseline).
     fmt::print(stderr, "memrun: a report given to memrun is not as memrun writes it ({}); give a report "
                        "written by memrun --json\n", e.what());
-    return kExitUsage;
+    return Result::stopped(Category::bad_input);
   } catch (const std::filesystem::filesystem_error& e) {
     fmt::print(stderr, "memrun: {}: {} (check the path and its permissions, or choose another with --run-dir)\n",
                e.path1().string(), e.code().message());
-    return kExitUsage;
+    return Result::stopped(Category::output);
   } catch (const std::exception& e) {
     fmt::print(stderr, "memrun: internal error: {}\n", e.what());
-    return 1;
+    return Result::stopped(Category::internal);
   }
 }
 
@@ -265,7 +297,7 @@ int main(int argc, char** argv) {
     cli.exec_options.argv = std::move(scanned.command);
   } catch (const Error& e) {
     fmt::print(stderr, "memrun: {}\n", e.what());
-    return e.exit_code();
+    return exit_code(Result::stopped(e.category()), false);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -274,7 +306,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return kExitUsage;
+    return exit_code(Result::stopped(Category::usage), false);
   }
-  return exit_code_of([&] { return dispatch(cli); }, cli.o.unenforceable == "skip");
+  bool skip = cli.o.unenforceable == "skip";
+  return exit_code(run_guarded([&] { return dispatch(cli); }, skip), skip);
 }

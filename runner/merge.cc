@@ -21,11 +21,11 @@ void check_shards(const std::vector<ReportData>& reports, const std::vector<std:
     if (info.shard_count == 0) continue;
     int k = info.shard_index, n = info.shard_count;
     if (count && n != count)
-      throw Error(kExitUsage, paths[i] + " is shard " + shard_name(k, n) + ", but other reports are of " +
-                                  std::to_string(count) + " shards");
+      throw Error(Category::bad_input, paths[i] + " is shard " + shard_name(k, n) + ", but other reports are of " +
+                                           std::to_string(count) + " shards");
     count = n;
     if (auto [it, fresh] = seen.emplace(k, paths[i]); !fresh)
-      throw Error(kExitUsage, "shard " + shard_name(k, n) + " comes twice: " + it->second + " and " + paths[i]);
+      throw Error(Category::bad_input, "shard " + shard_name(k, n) + " comes twice: " + it->second + " and " + paths[i]);
   }
   // Named up to ten: a report's count is bounded (kMaxShards), the message too.
   std::string missing;
@@ -33,14 +33,15 @@ void check_shards(const std::vector<ReportData>& reports, const std::vector<std:
   for (int k = 1; k <= count; ++k)
     if (!seen.count(k) && ++absent <= 10) missing += (missing.empty() ? "" : ", ") + shard_name(k, count);
   if (absent > 10) missing += fmt::format(" and {} more", absent - 10);
-  if (absent) throw Error(kExitUsage, fmt::format("shard {} {} missing: merge the report of every shard", missing,
-                                                  absent == 1 ? "is" : "are"));
+  if (absent)
+    throw Error(Category::bad_input, fmt::format("shard {} {} missing: merge the report of every shard", missing,
+                                                 absent == 1 ? "is" : "are"));
 }
 
 }  // namespace
 
 ReportData merge_reports(std::vector<ReportData> reports, const std::vector<std::string>& paths) {
-  if (reports.empty()) throw Error(kExitUsage, "memrun merge needs at least one report");
+  if (reports.empty()) throw Error(Category::bad_input, "memrun merge needs at least one report");
   check_shards(reports, paths);
   std::vector<size_t> order(reports.size());
   std::iota(order.begin(), order.end(), 0);
@@ -73,8 +74,8 @@ ReportData merge_reports(std::vector<ReportData> reports, const std::vector<std:
     }
     for (auto& t : reports[i].tests) {
       if (auto [it, fresh] = where.emplace(t.test.spec + ":" + t.test.name, paths[i]); !fresh)
-        throw Error(kExitUsage, "test '" + t.test.name + "' of " + t.test.spec + " appears twice: in " + it->second +
-                                    " and " + paths[i]);
+        throw Error(Category::bad_input, "test '" + t.test.name + "' of " + t.test.spec + " appears twice: in " +
+                                             it->second + " and " + paths[i]);
       merged.tests.push_back(std::move(t));
     }
   }
@@ -87,10 +88,8 @@ std::map<std::string, double> timings_from(const ReportData& report) {
   return out;
 }
 
-int exit_code_of(const ReportData& report) {
-  for (const auto& t : report.tests)
-    if (!t.verdict.passed) return kExitTestFailed;
-  return kExitOk;
+bool all_passed(const ReportData& report) {
+  return std::all_of(report.tests.begin(), report.tests.end(), [](const TestRecord& t) { return t.verdict.passed; });
 }
 
 }  // namespace memrun

@@ -42,8 +42,8 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
   options.set_log_errors(false);
   RE2 filter(selection.filter, options);
   if (!filter.ok())
-    throw Error(kExitUsage, "--filter '" + selection.filter + "' is not a valid regular expression: " + filter.error() +
-                                " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
+    throw Error(Category::usage, "--filter '" + selection.filter + "' is not a valid regular expression: " + filter.error() +
+                                     " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
   // Selection first, over all specs; the shard is cut from the selected.
   std::vector<std::pair<const Spec*, const TestSpec*>> selected;
   for (const auto& spec : specs)
@@ -95,8 +95,8 @@ void parse_shard(const std::string& text, Selection* selection) {
   int k = 0, n = 0;
   char extra;
   if (std::sscanf(text.c_str(), "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 1 || k > n || n > kMaxShards)
-    throw Error(kExitUsage, "--shard '" + text + "' must be K/N with 1 <= K <= N <= " + std::to_string(kMaxShards) +
-                                ", e.g. --shard 2/3");
+    throw Error(Category::usage, "--shard '" + text + "' must be K/N with 1 <= K <= N <= " + std::to_string(kMaxShards) +
+                                     ", e.g. --shard 2/3");
   selection->shard_index = k;
   selection->shard_count = n;
 }

@@ -26,7 +26,7 @@ struct Selection {
 /// The most shards a run may be split into (--shard K/N, a report's shard).
 constexpr int kMaxShards = 10000;
 
-/// Parses "K/N" (1 <= K <= N <= kMaxShards). Throws Error(kExitUsage) otherwise.
+/// Parses "K/N" (1 <= K <= N <= kMaxShards). Throws Error(usage) otherwise.
 void parse_shard(const std::string& text, Selection* selection);
 
 /// Which shard (0-based) each of `names` belongs to, out of `count`. Without
@@ -57,7 +57,7 @@ struct Plan {
   std::vector<PlannedTest> tests;
 };
 
-/// Selects and names the tests of `specs`. Throws Error(kExitUsage) on a bad
+/// Selects and names the tests of `specs`. Throws Error(usage) on a bad
 /// --filter regex.
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                const std::string& run_dir);

@@ -21,7 +21,7 @@ constexpr size_t kEchoQueue = 8 << 20;  // see LogRelay::echo_to
 
 LogRelay::LogRelay(const std::string& path, uint64_t cap) : path_(path), cap_(cap) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(1, "pipe");
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno(Category::system, "pipe");
   read_fd_ = fds[0];
   write_fd_ = fds[1];
   // Only memrun's end is non-blocking: the test writes as to any pipe.

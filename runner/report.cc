@@ -223,11 +223,11 @@ std::string Report::entry(size_t index) const {
   if (t.held) return held_.at(index);
   std::string buffer(t.length, '\0');
   if (::pread(spool_, buffer.data(), t.length, static_cast<off_t>(t.offset)) != static_cast<ssize_t>(t.length))
-    throw_errno(kExitUsage, "cannot read back the report's spool");
+    throw_errno(Category::system, "cannot read back the report's spool");
   if (digest_of(key_, buffer) != t.digest)
-    throw Error(kExitUsage, "the report's spool was changed while memrun ran (entry " + std::to_string(index + 1) +
-                                "): a process with access to memrun's descriptors rewrote it; no report is made "
-                                "from it. Run tests sealed (as root, without --host-cgroups) so that none can");
+    throw Error(Category::output, "the report's spool was changed while memrun ran (entry " + std::to_string(index + 1) +
+                                      "): a process with access to memrun's descriptors rewrote it; no report is made "
+                                      "from it. Run tests sealed (as root, without --host-cgroups) so that none can");
   return buffer;
 }
 
@@ -250,8 +250,8 @@ EachRecord Report::records() const {
   };
 }
 
-int exit_code_for(const Tally& tally, size_t planned) {
-  return tally.total < planned || tally.failed() ? kExitTestFailed : kExitOk;
+bool all_passed(const Tally& tally, size_t planned) {
+  return tally.total >= planned && !tally.failed();
 }
 
 }  // namespace memrun

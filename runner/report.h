@@ -89,7 +89,7 @@ class Report {
   Tally tally_;
 };
 
-/// The exit code for a finished run: 0 all passed (and all planned ran), 1 otherwise.
-int exit_code_for(const Tally& tally, size_t planned);
+/// Whether a finished run passed: all `planned` tests ran, and none failed.
+bool all_passed(const Tally& tally, size_t planned);
 
 }  // namespace memrun

@@ -76,7 +76,7 @@ std::string quoted(const Json& value) {
 class Fields {
  public:
   Fields(const Json& object, std::string where) : j_(object), where_(std::move(where)) {
-    if (!j_.is_object()) throw Error(kExitUsage, where_ + ": should be a JSON object, is " + j_.type_name());
+    if (!j_.is_object()) throw Error(Category::bad_input, where_ + ": should be a JSON object, is " + j_.type_name());
   }
   /// A string, bool, or container of them.
   template <class T>
@@ -200,14 +200,14 @@ class Fields {
     return d;
   }
   Error missing(const char* key) const {
-    return Error(kExitUsage, fmt::format("{}: field '{}' is missing; is this a memrun report (memrun-report/1)? "
-                                         "Write it again with --json",
-                                         where_, key));
+    return Error(Category::bad_input, fmt::format("{}: field '{}' is missing; is this a memrun report (memrun-report/1)? "
+                                                  "Write it again with --json",
+                                                  where_, key));
   }
   Error wrong(const char* key, const std::string& what) const {
-    return Error(kExitUsage, fmt::format("{}: field '{}' {}; is this a memrun report that was edited by hand? "
-                                         "Write it again with --json",
-                                         where_, key, what));
+    return Error(Category::bad_input, fmt::format("{}: field '{}' {}; is this a memrun report that was edited by hand? "
+                                                  "Write it again with --json",
+                                                  where_, key, what));
   }
 
   const Json& j_;
@@ -241,7 +241,7 @@ std::vector<OomKill> victims_from(const Fields& t) {
   std::vector<OomKill> out;
   const Json& list = t.raw("oom_victims");
   if (list.is_null()) return out;
-  if (!list.is_array()) throw Error(kExitUsage, t.where() + ": field 'oom_victims' should be a list");
+  if (!list.is_array()) throw Error(Category::bad_input, t.where() + ": field 'oom_victims' should be a list");
   for (size_t i = 0; i < list.size(); ++i) {
     Fields k(list[i], fmt::format("{}.oom_victims[{}]", t.where(), i));
     out.push_back({static_cast<int>(k.integer("pid", 0, INT_MAX)), k.get<std::string>("name"),
@@ -282,9 +282,9 @@ Timeline timeline_from(const Fields& tl) {
   // One point is one entry of each array: the plots index them together.
   size_t n = out.t_s.size();
   if (out.current.size() != n || out.anon.size() != n || out.file.size() != n)
-    throw Error(kExitUsage, fmt::format("{}: the arrays t_s, current, anon and file should be as long as each other, "
-                                        "are {}, {}, {} and {} long; write the report again with --json",
-                                        tl.where(), n, out.current.size(), out.anon.size(), out.file.size()));
+    throw Error(Category::bad_input, fmt::format("{}: the arrays t_s, current, anon and file should be as long as each other, "
+                                                 "are {}, {}, {} and {} long; write the report again with --json",
+                                                 tl.where(), n, out.current.size(), out.anon.size(), out.file.size()));
   return out;
 }
 
@@ -344,12 +344,12 @@ RunInfo head_from(const Fields& f) {
   info.host_cgroups = f.get<bool>("host_cgroups");
   const Json& read = f.raw("spec_environment");
   if (!read.is_null() && !read.is_object())
-    throw Error(kExitUsage, f.where() + ": field 'spec_environment' should be an object of names and values");
+    throw Error(Category::bad_input, f.where() + ": field 'spec_environment' should be an object of names and values");
   if (read.is_object())
     for (const auto& [name, value] : read.items()) {
       if (!value.is_null() && !value.is_string())
-        throw Error(kExitUsage, f.where() + ": field 'spec_environment' should hold a string or null for " +
-                                    quoted(Json(name)));
+        throw Error(Category::bad_input, f.where() + ": field 'spec_environment' should hold a string or null for " +
+                                             quoted(Json(name)));
       info.spec_environment[name] = value.is_null() ? std::nullopt : std::optional<std::string>(value.get<std::string>());
     }
   info.run_dir = f.get<std::string>("run_dir");
@@ -368,8 +368,8 @@ RunInfo head_from(const Fields& f) {
   info.shard_index = static_cast<int>(shard.integer("index", 0, kMaxShards));
   info.shard_count = static_cast<int>(shard.integer("count", 0, kMaxShards));
   if (info.shard_index > info.shard_count || (info.shard_count > 0 && info.shard_index == 0))
-    throw Error(kExitUsage, fmt::format("{}: shard {}/{} is not a shard (1 <= K <= N)", f.where(), info.shard_index,
-                                        info.shard_count));
+    throw Error(Category::bad_input, fmt::format("{}: shard {}/{} is not a shard (1 <= K <= N)", f.where(), info.shard_index,
+                                                 info.shard_count));
   info.jobs = static_cast<int>(f.integer("jobs", 1, INT_MAX, 1));
   if (!f.raw("memory_budget_bytes").is_null()) info.budget = f.bytes("memory_budget_bytes");
   info.cleanup_error = f.get<std::string>("cleanup_error");
@@ -395,13 +395,13 @@ Json runs_json(const std::vector<RunFigures>& runs) {
 // A report written before runs were recorded has one run: the record's own.
 std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Observation& o) {
   const Json& list = t.raw("runs");
-  if (!list.is_null() && !list.is_array()) throw Error(kExitUsage, t.where() + ": field 'runs' should be a list");
+  if (!list.is_null() && !list.is_array()) throw Error(Category::bad_input, t.where() + ": field 'runs' should be a list");
   if (list.is_null() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s, v.figures_hold}};
   std::vector<RunFigures> out;
   for (size_t i = 0; i < list.size(); ++i) {
     Fields r(list[i], fmt::format("{}.runs[{}]", t.where(), i));
     auto outcome = outcome_named(r.text("outcome"));
-    if (!outcome) throw Error(kExitUsage, r.where() + ": field 'outcome' is not an outcome memrun writes");
+    if (!outcome) throw Error(Category::bad_input, r.where() + ": field 'outcome' is not an outcome memrun writes");
     r.require("passed");
     out.push_back({r.required_bytes("peak_bytes"), r.bytes("working_set_peak_bytes"), *outcome, r.get<bool>("passed"),
                    r.seconds("duration_s"), r.get<bool>("figures_hold", v.figures_hold)});
@@ -550,7 +550,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
 
   Verdict& v = r.verdict;
   auto outcome = outcome_named(f.get<std::string>("outcome"));
-  if (!outcome) throw Error(kExitUsage, f.where() + ": field 'outcome' is not an outcome memrun writes (pass, fail, oom, timeout, thrash, error, interrupted, skipped)");
+  if (!outcome) throw Error(Category::bad_input, f.where() + ": field 'outcome' is not an outcome memrun writes (pass, fail, oom, timeout, thrash, error, interrupted, skipped)");
   v.outcome = *outcome;
   v.passed = f.get<bool>("passed");
   v.disabled = f.get<bool>("disabled", false);
@@ -568,7 +568,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   v.headroom = f.integer("headroom_bytes", -static_cast<int64_t>(kMaxBytes), static_cast<int64_t>(kMaxBytes));
   v.headroom_pct = f.real("headroom_pct", -1e30, 100);  // headroom is at most the allowance
   auto basis = headroom_basis_named(f.get<std::string>("headroom_basis", "peak"));
-  if (!basis) throw Error(kExitUsage, f.where() + ": field 'headroom_basis' should be \"peak\" or \"working_set\"");
+  if (!basis) throw Error(Category::bad_input, f.where() + ": field 'headroom_basis' should be \"peak\" or \"working_set\"");
   v.headroom_basis = *basis;
   v.swap_peak = f.bytes("swap_peak_bytes");
   v.swap_at_end = f.bytes("swap_bytes");
@@ -577,7 +577,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   cgroup::Final& k = o.kernel;
   if (f.has("ending")) {
     auto ending = ending_named(f.get<std::string>("ending"));
-    if (!ending) throw Error(kExitUsage, f.where() + ": field 'ending' is not an ending memrun writes");
+    if (!ending) throw Error(Category::bad_input, f.where() + ": field 'ending' is not an ending memrun writes");
     o.ending = *ending;
   } else {
     o.ending = ending_of(v.outcome);  // a report from before the field
@@ -702,16 +702,16 @@ ReportData parse_report(const std::string& text, const std::string& path) {
   try {
     j = Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(kExitUsage, path + ": not a JSON report (" + e.what() + ")");
+    throw Error(Category::bad_input, path + ": not a JSON report (" + e.what() + ")");
   }
   if (!j.is_object() || !j["schema"].is_string() || j["schema"].get<std::string>() != kSchema || !j["tests"].is_array())
-    throw Error(kExitUsage, path + ": not a memrun report (schema " + kSchema + "); write one with --json");
+    throw Error(Category::bad_input, path + ": not a memrun report (schema " + kSchema + "); write one with --json");
   ReportData report;
   report.info = head_from(Fields(j, path));
   if (j.contains("comparison") && !j["comparison"].is_null())
     report.info.comparison = comparison_from_json(j["comparison"], path + ": comparison");
   const Json& setups = j["setups"];
-  if (!setups.is_null() && !setups.is_array()) throw Error(kExitUsage, path + ": field 'setups' should be a list");
+  if (!setups.is_null() && !setups.is_array()) throw Error(Category::bad_input, path + ": field 'setups' should be a list");
   for (size_t i = 0; setups.is_array() && i < setups.size(); ++i) {
     Fields s(setups[i], fmt::format("{}: setups[{}]", path, i));
     SetupRecord setup{s.text("spec"), s.get<bool>("ran"), std::nullopt};
@@ -727,18 +727,18 @@ ReportData parse_report(const std::string& text, const std::string& path) {
     report.tests.push_back(record_from_json(tests[i], fmt::format("{}: tests[{}]", path, i)));
     const TestIdentity& t = report.tests.back().test;
     if (auto [it, fresh] = seen.emplace(std::pair{t.spec, t.name}, i); !fresh)
-      throw Error(kExitUsage, fmt::format("{}: tests[{}] and tests[{}] are both test '{}' of {}: a report lists each "
-                                          "test once; write it again with --json",
-                                          path, it->second, i, printable(t.name), printable(t.spec)));
+      throw Error(Category::bad_input, fmt::format("{}: tests[{}] and tests[{}] are both test '{}' of {}: a report lists each "
+                                                   "test once; write it again with --json",
+                                                   path, it->second, i, printable(t.name), printable(t.spec)));
   }
   return report;
 }
 
 ReportData read_report(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
+  if (!in) throw Error(Category::bad_input, path + ": cannot read the report: " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(kExitUsage, path + ": cannot read the report: " + std::strerror(errno));
+  if (in.bad()) throw Error(Category::bad_input, path + ": cannot read the report: " + std::strerror(errno));
   return parse_report(text, path);
 }
 

@@ -71,7 +71,7 @@ using EachRecord = std::function<void(const std::function<void(const TestRecord&
 /// A test's entry of the report's "tests" array (or a setup's "result").
 nlohmann::ordered_json to_json(const TestRecord& record);
 
-/// The record of a test's entry. Throws Error(kExitUsage) naming `where`
+/// The record of a test's entry. Throws Error(bad_input) naming `where`
 /// and the field when a field has the wrong type.
 TestRecord record_from_json(const nlohmann::ordered_json& entry, const std::string& where);
 
@@ -93,7 +93,7 @@ std::string entry_text(const SetupRecord& setup);
 void render_report(const RunInfo& info, const Tally& tally, const std::vector<std::string>& setup_texts,
                    size_t tests, const std::function<std::string(size_t)>& test_text, const Sink& sink);
 
-/// The report at `path`, typed. Throws Error(kExitUsage) when the file is
+/// The report at `path`, typed. Throws Error(bad_input) when the file is
 /// missing, not JSON, not a memrun-report/1, lacks a required field, has a
 /// field of the wrong type or out of its range (naming the field and the
 /// test), or lists a test twice.

@@ -35,7 +35,7 @@ SignalGuard::SignalGuard() {
     sigaddset(&set_, s);
   ::sigprocmask(SIG_BLOCK, &set_, &old_);
   fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (fd_ < 0) throw_errno(1, "signalfd");
+  if (fd_ < 0) throw_errno(Category::system, "signalfd");
 }
 
 SignalGuard::~SignalGuard() {
@@ -82,7 +82,7 @@ rlimit raise_open_files() {
 // What an epoll event is about: a test (by a serial never reused, so that
 // nothing is mistaken for a later test's fd) and which of its fds, or one
 // of the loop's own fds.
-enum Source : uint64_t { kExit = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
+enum Source : uint64_t { kEnded = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
 constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1, kEvictorSerial = 2;
 uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 
@@ -122,7 +122,7 @@ class Loop {
     context_.echo_stderr = options.echo_stderr;
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (epoll_ < 0 || timer_ < 0) throw_errno(1, "epoll/timerfd");
+    if (epoll_ < 0 || timer_ < 0) throw_errno(Category::system, "epoll/timerfd");
     watch(signals_.fd(), tag(kSignalSerial, kLoop));
     watch(timer_, tag(kTimerSerial, kLoop));
     watch(evictor_.fd(), tag(kEvictorSerial, kLoop));
@@ -150,7 +150,7 @@ class Loop {
     while (!leftovers_.empty() && clock_.now() < bound) {
       epoll_event events[8];
       int n = clock_.wait(epoll_, timer_, events, 8, std::min(bound, leftovers_.next()));
-      if (n < 0 && errno != EINTR) throw_errno(1, "epoll_wait");
+      if (n < 0 && errno != EINTR) throw_errno(Category::system, "epoll_wait");
       bool signalled = false;
       for (int i = 0; i < n; ++i) {
         uint64_t expirations;
@@ -300,8 +300,8 @@ class Loop {
       return stop;
     }
     uint64_t serial = next_serial_++;
-    watch(test->pidfd(), tag(serial, kExit));
-    if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kExit));
+    watch(test->pidfd(), tag(serial, kEnded));
+    if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kEnded));
     watch(test->out().reader(), tag(serial, kStdout));
     watch(test->err().reader(), tag(serial, kStderr));
     slots_.push_back({serial, index, false, std::move(test)});
@@ -354,7 +354,7 @@ class Loop {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = data;
-    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(1, "epoll_ctl");
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno(Category::system, "epoll_ctl");
   }
 
   // One wait: until an fd is ready or the nearest deadline, then handles
@@ -368,7 +368,7 @@ class Loop {
     }
     epoll_event events[32];
     int n = clock_.wait(epoll_, timer_, events, 32, next);
-    if (n < 0 && errno != EINTR) throw_errno(1, "epoll_wait");
+    if (n < 0 && errno != EINTR) throw_errno(Category::system, "epoll_wait");
     for (int i = 0; i < n; ++i) {
       uint64_t serial = events[i].data.u64 >> 2;
       auto source = static_cast<Source>(events[i].data.u64 & 3);

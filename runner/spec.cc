@@ -85,7 +85,7 @@ class Parser {
   [[noreturn]] void fail(const YAML::Mark& m, const std::string& message) const {
     std::string where = path_;
     if (!m.is_null()) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-    throw Error(kExitUsage, where + ": " + message);
+    throw Error(Category::bad_input, where + ": " + message);
   }
   [[noreturn]] void fail(const YAML::Node& n, const std::string& message) const {
     fail(n.Mark(), message);
@@ -647,9 +647,9 @@ Spec parse_spec(const std::string& text, const std::string& path, const std::str
 Spec load_spec(const std::string& path, const Discoverer& discover) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw Error(kExitUsage, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");
+    throw Error(Category::bad_input, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(kExitUsage, path + ": cannot read the spec: " + std::strerror(errno));
+  if (!in) throw Error(Category::bad_input, path + ": cannot read the spec: " + std::strerror(errno));
   // A spec is a few KiB; reading stops past the bound (memrun /dev/zero).
   constexpr size_t kMaxSpec = 16 * MiB;
   std::string text;
@@ -657,7 +657,7 @@ Spec load_spec(const std::string& path, const Discoverer& discover) {
   while (text.size() <= kMaxSpec && in.read(chunk, sizeof chunk).gcount() > 0)
     text.append(chunk, static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxSpec)
-    throw Error(kExitUsage, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
+    throw Error(Category::bad_input, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
   return parse_spec(text, path, dir, discover, true);
 }

@@ -143,7 +143,7 @@ using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
 /// resolved against `dir`. `suites:` are listed with `discover` (a spec
 /// with suites and no discoverer is an error). Throws
-/// memrun::Error(kExitUsage) with "path:line:col: what is wrong" and what to
+/// Error(bad_input) with "path:line:col: what is wrong" and what to
 /// write instead. With `check_inputs` (load_spec), a test's inputs must be
 /// files or folders that exist (see inputs.h), or outputs of the setup.
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,

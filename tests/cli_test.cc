@@ -33,7 +33,7 @@ struct Line {
     try {
       scan(args);
     } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), kExitUsage);
+      EXPECT_EQ(e.category(), Category::usage);
       return e.what();
     }
     return "";

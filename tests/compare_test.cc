@@ -56,7 +56,7 @@ TEST(Compare, ThirtyPercentMoreIsARegressionWithItsFigures) {
   EXPECT_EQ(t.delta(), static_cast<int64_t>(12 * MiB));
   EXPECT_DOUBLE_EQ(t.pct(), 30.0);
   EXPECT_EQ(t.allowed, 4 * MiB);  // 10% of 40 MiB beats 1 MiB
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
   EXPECT_EQ(c.summary(), "1 regression, 0 improvements, 0 unchanged");
 }
 
@@ -118,7 +118,7 @@ TEST(Compare, AChangeWithinTheRunsSpreadIsUnchanged) {
   EXPECT_EQ(named(c, "t").change, Change::regressed);
   c = compare_reports(report({{"t", {50, 51, 52}}}), report({{"t", {40, 41, 42}}}), {});
   EXPECT_EQ(named(c, "t").change, Change::improved);
-  EXPECT_EQ(exit_code_of(c), 0);
+  EXPECT_FALSE(gate_fails(c));
 }
 
 TEST(Compare, TheLargerOfPercentAndSizeWins) {
@@ -146,7 +146,7 @@ TEST(Compare, NewGoneAndNotComparable) {
   EXPECT_EQ(named(c, "gone").change, Change::gone);
   EXPECT_EQ(named(c, "limit").change, Change::not_comparable);
   EXPECT_NE(named(c, "limit").note.find("limit changed"), std::string::npos);
-  EXPECT_EQ(exit_code_of(c), 0);
+  EXPECT_FALSE(gate_fails(c));
 }
 
 // Marks every run of test `i` of `r` as ending with `outcome`, at `peak` MiB
@@ -171,7 +171,7 @@ TEST(Compare, ACrashInHeadIsNeverAnImprovementAndFailsTheGate) {
   EXPECT_EQ(t.head_outcomes, "fail 3/3");
   EXPECT_EQ(t.base_outcomes, "pass 3/3");
   EXPECT_EQ(t.reason, "expected pass, got fail (killed by signal 6)");
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
   EXPECT_EQ(c.summary(), "1 failed in head, 0 regressions, 0 improvements, 0 unchanged");
   // Every output says so, and none calls it a change of figures.
   std::string text = comparison_text(c), md = comparison_markdown(c), junit = comparison_junit(c);
@@ -204,7 +204,7 @@ TEST(Compare, AnOomInHeadIsFailedNotRegressedAndOneBadRunIsEnough) {
   EXPECT_EQ(named(c, "join").head_outcomes, "oom 3/3");
   EXPECT_EQ(named(c, "flaky").change, Change::failed_in_head);
   EXPECT_EQ(named(c, "flaky").head_outcomes, "pass 2/3, timeout 1/3");
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
 }
 
 TEST(Compare, BothSidesFailingIsSaidAndFailsTheGate) {
@@ -219,7 +219,7 @@ TEST(Compare, BothSidesFailingIsSaidAndFailsTheGate) {
   std::string text = comparison_text(c);
   EXPECT_EQ(text.find("unchanged  "), std::string::npos) << text;
   EXPECT_EQ(text.find("+0 B"), std::string::npos) << text;
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
 }
 
 TEST(Compare, AFailedBaseIsNotAMeasurementEither) {
@@ -274,7 +274,7 @@ TEST(Compare, ARunWhoseFiguresDoNotHoldIsNoMeasurementWhicheverRunTheRecordKeeps
   auto c = compare_reports(base, head, {});
   EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
   EXPECT_EQ(named(c, "o").change, Change::failed_in_head);
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
   // The flag comes back from the report's JSON, run by run.
   auto again = parse_report(report_text(head), "head.json");
   EXPECT_FALSE(again.tests[0].runs[2].figures_hold);
@@ -294,7 +294,7 @@ TEST(Compare, ASkippedSideIsSkippedNeverRegressed) {
   EXPECT_NE(named(c, "t").note.find("skipped 1/1 in base"), std::string::npos) << named(c, "t").note;
   EXPECT_EQ(named(c, "new-skip").change, Change::skipped);
   EXPECT_EQ(named(c, "fresh").change, Change::skipped);
-  EXPECT_EQ(exit_code_of(c), 0);
+  EXPECT_FALSE(gate_fails(c));
   EXPECT_NE(comparison_junit(c).find("<skipped"), std::string::npos) << comparison_junit(c);
   EXPECT_EQ(comparison_text(c).find("regressed"), std::string::npos) << comparison_text(c);
 }
@@ -305,7 +305,7 @@ TEST(Compare, ANewTestThatFailsFailsTheGate) {
   auto c = compare_reports(report({{"kept", {10}}}), head, {});
   EXPECT_EQ(named(c, "new").change, Change::failed_in_head);
   EXPECT_NE(named(c, "new").note.find("new"), std::string::npos);
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
 }
 
 TEST(Compare, AFailureOnAnotherBackendIsStillAFailure) {
@@ -314,7 +314,7 @@ TEST(Compare, AFailureOnAnotherBackendIsStillAFailure) {
   ended(head, 0, Outcome::oom, 80);
   auto c = compare_reports(report({{"t", {40}}}), head, {});
   EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
-  EXPECT_EQ(exit_code_of(c), 1);
+  EXPECT_TRUE(gate_fails(c));
 }
 
 TEST(Compare, AnotherBackendIsNeverARegression) {
@@ -325,7 +325,7 @@ TEST(Compare, AnotherBackendIsNeverARegression) {
   EXPECT_EQ(named(c, "t").change, Change::not_comparable);
   EXPECT_NE(named(c, "t").note.find("another backend (v1 hybrid in base, v2 unified in head)"), std::string::npos)
       << named(c, "t").note;
-  EXPECT_EQ(exit_code_of(c), 0);
+  EXPECT_FALSE(gate_fails(c));
 }
 
 TEST(Compare, AnotherMemrunVersionIsSaidInEveryOutput) {

@@ -625,7 +625,7 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
     record_from_json(j, "r.json: tests[0]");
     ADD_FAILURE() << "a string peak was read";
   } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_EQ(e.category(), Category::bad_input);
     EXPECT_NE(std::string(e.what()).find("r.json: tests[0] 'big': field 'peak_bytes'"), std::string::npos) << e.what();
   }
 }
@@ -1027,7 +1027,7 @@ std::string refusal(const nlohmann::ordered_json& j) {
   try {
     parse_report(j.dump(), "r.json");
   } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+    EXPECT_EQ(e.category(), Category::bad_input) << e.what();
     return e.what();
   }
   return "";

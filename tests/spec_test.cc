@@ -24,7 +24,7 @@ std::string error_of(const std::string& yaml) {
   try {
     parse(yaml);
   } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_EQ(e.category(), Category::bad_input);
     return e.what();
   }
   ADD_FAILURE() << "spec was accepted:\n" << yaml;
@@ -351,7 +351,7 @@ std::string input_error(const std::string& dir, const std::string& yaml) {
   try {
     parse_spec(yaml, "spec.yaml", dir, nullptr, true);
   } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_EQ(e.category(), Category::bad_input);
     return e.what();
   }
   return "";

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     report = memrun::parse_report(text, "fuzz.json");
   } catch (const memrun::Error& e) {
-    if (e.exit_code() != memrun::kExitUsage) __builtin_trap();
+    if (e.category() != memrun::Category::bad_input) __builtin_trap();
     return 0;
   }
   std::string sink;
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // What memrun writes, it reads back.
     memrun::parse_report(memrun::report_text(merged), "fuzz.json, written again");
   } catch (const memrun::Error& e) {
-    if (e.exit_code() != memrun::kExitUsage) __builtin_trap();
+    if (e.category() != memrun::Category::bad_input) __builtin_trap();
   }
   return 0;
 }

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     memrun::parse_spec(text, "fuzz.yaml", "/tmp", cases);
   } catch (const memrun::Error& e) {
-    if (e.exit_code() != memrun::kExitUsage) __builtin_trap();
+    if (e.category() != memrun::Category::bad_input) __builtin_trap();
   }
   return 0;
 }
