@@ -31,8 +31,9 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # dpkg-dev's dpkg-shlibdeps gives the .deb its Depends (tests/install).
 # sudo, curl and python3-yaml: the CI templates walked as a runner's user (tests/ci).
 # heaptrack: explain profiles native programs with it (tests/explain_test.cc).
+# chromium and cmark-gfm: explain's HTML and Markdown looked at (tests/browser).
 test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo curl python3-yaml heaptrack
-  "${vm_packages[@]}")
+  chromium cmark-gfm "${vm_packages[@]}")
 
 # Installs what is missing; apt-get update only when something is.
 install() {
