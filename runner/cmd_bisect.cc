@@ -7,6 +7,7 @@
 #include "runner/error.h"
 #include "runner/bisect.h"
 #include "runner/command.h"
+#include "runner/spec_keys.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -31,16 +32,19 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
     if (words.empty())
       throw Error(kExitUsage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
                               "COMMAND...");
-    TestSpec t;
-    t.name = "command";
-    t.argv = words;
-    t.command = fmt::format("{}", fmt::join(words, " "));
+    // A test of the command, read and checked as a spec's: --memory-range
+    // HI is its `memory`.
+    spec::Source src;
+    src.form = spec::Source::bisect;
+    spec::Fields f;
+    f.name = "command";
+    f.argv = words;
+    f.command = fmt::format("{}", fmt::join(words, " "));
     // Without a range, the first run's limit is bisect()'s default top
     // (1 GiB for a limit of 256 MiB or less).
-    t.memory = bo.high ? bo.high : 256 * MiB;
-    t.timeout = kDefaultTimeout;
-    t.cwd = std::filesystem::current_path().string();
-    t.pids = kDefaultPids;
+    f.memory = bo.high ? bo.high : 256 * MiB;
+    TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
+    if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
     specs.push_back({"(command line)", std::nullopt, {t}});
     test = &specs[0].tests[0];
   }
