@@ -12,6 +12,27 @@
 
 namespace memrun {
 
+namespace {
+
+// `bisect -- COMMAND...`: a test of the command, read and checked as a
+// spec's, with --memory-range HI as its `memory`.
+TestSpec command_test(const std::vector<std::string>& words, const BisectOptions& bo) {
+  spec::Source src;
+  src.form = spec::Source::bisect;
+  spec::Fields f;
+  f.name = "command";
+  f.argv = words;
+  f.command = fmt::format("{}", fmt::join(words, " "));
+  // Without a range, the first run's limit is bisect()'s default top
+  // (1 GiB for a limit of 256 MiB or less).
+  f.memory = bo.high ? bo.high : 256 * MiB;
+  TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
+  if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
+  return t;
+}
+
+}  // namespace
+
 int bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
                    const std::string& tolerance, int trials, const Options& o) {
   BisectOptions bo;
@@ -32,20 +53,7 @@ int bisect_command(const std::vector<std::string>& words, const std::string& tes
     if (words.empty())
       throw Error(kExitUsage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
                               "COMMAND...");
-    // A test of the command, read and checked as a spec's: --memory-range
-    // HI is its `memory`.
-    spec::Source src;
-    src.form = spec::Source::bisect;
-    spec::Fields f;
-    f.name = "command";
-    f.argv = words;
-    f.command = fmt::format("{}", fmt::join(words, " "));
-    // Without a range, the first run's limit is bisect()'s default top
-    // (1 GiB for a limit of 256 MiB or less).
-    f.memory = bo.high ? bo.high : 256 * MiB;
-    TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
-    if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
-    specs.push_back({"(command line)", std::nullopt, {t}});
+    specs.push_back({"(command line)", std::nullopt, {command_test(words, bo)}});
     test = &specs[0].tests[0];
   }
   std::string run_id = new_run_id();
