@@ -330,7 +330,9 @@ void read_fields(const Source& src, const YAML::Node& map, Fields& f, Place plac
 }
 
 void read_flag(const Source& src, const std::string& key, const std::string& value, Fields& f) {
-  key_named(key)->read(src, YAML::Node(value), f);
+  const Key* k = key_named(key);
+  if (!k || !k->read) throw std::logic_error("read_flag: '" + key + "' is no field of the spec's table");
+  k->read(src, YAML::Node(value), f);
 }
 
 Problem check_test(const Source& src, const TestSpec& t, const std::function<std::string(const char* key)>& written) {
