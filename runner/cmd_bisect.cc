@@ -7,12 +7,34 @@
 #include "runner/error.h"
 #include "runner/bisect.h"
 #include "runner/command.h"
+#include "runner/spec_keys.h"
 #include "runner/units.h"
 
 namespace memrun {
 
+namespace {
+
+// `bisect -- COMMAND...`: a test of the command, read and checked as a
+// spec's, with --memory-range HI as its `memory`.
+TestSpec command_test(const std::vector<std::string>& words, const BisectOptions& bo) {
+  spec::Source src;
+  src.form = spec::Source::bisect;
+  spec::Fields f;
+  f.name = "command";
+  f.argv = words;
+  f.command = fmt::format("{}", fmt::join(words, " "));
+  // Without a range, the first run's limit is bisect()'s default top
+  // (1 GiB for a limit of 256 MiB or less).
+  f.memory = bo.high ? bo.high : 256 * MiB;
+  TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
+  if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
+  return t;
+}
+
+}  // namespace
+
 Result bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
-                      const std::string& tolerance, int trials, const Options& o) {
+                   const std::string& tolerance, int trials, const Options& o) {
   BisectOptions bo;
   if (!range.empty()) parse_memory_range(range, &bo);
   if (!tolerance.empty()) parse_tolerance(tolerance, &bo);
@@ -31,18 +53,8 @@ Result bisect_command(const std::vector<std::string>& words, const std::string& 
     // memrun bisect [--memory-range LO:HI] -- COMMAND...
     if (words.empty())
       throw Error(Category::usage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
-                                   "COMMAND...");
-    TestSpec t;
-    t.name = "command";
-    t.argv = words;
-    t.command = fmt::format("{}", fmt::join(words, " "));
-    // Without a range, the first run's limit is bisect()'s default top
-    // (1 GiB for a limit of 256 MiB or less).
-    t.memory = bo.high ? bo.high : 256 * MiB;
-    t.timeout = kDefaultTimeout;
-    t.cwd = std::filesystem::current_path().string();
-    t.pids = kDefaultPids;
-    specs.push_back({"(command line)", std::nullopt, {t}});
+                              "COMMAND...");
+    specs.push_back({"(command line)", std::nullopt, {command_test(words, bo)}});
     test = &specs[0].tests[0];
   }
   std::string run_id = new_run_id();

@@ -10,6 +10,7 @@
 #include "runner/command.h"
 #include "runner/error.h"
 #include "runner/spec.h"
+#include "runner/spec_keys.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -65,31 +66,21 @@ Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run) {
 Result exec_command(const ExecOptions& e, const Options& o) {
   if (e.argv.empty())
     throw Error(Category::usage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
-  std::string why;
-  TestSpec t;
-  t.name = name_of(e);
-  t.argv = e.argv;
-  t.command = shown(e.argv);
-  auto memory = parse_size_with_unit(e.memory, &why);
-  if (!memory) throw Error(Category::usage, "--memory: " + why);
-  if (*memory < kMinMemory)
-    throw Error(Category::usage, "--memory " + format_size(*memory) + " is below 1 MiB, too small to run any program");
-  t.memory = *memory;
-  auto timeout = parse_duration(e.timeout, &why);
-  if (!timeout) throw Error(Category::usage, "--timeout: " + why);
-  t.timeout = *timeout;
-  auto expect = parse_expectation(e.expect, &why);
-  if (!expect) throw Error(Category::usage, "--expect " + why);
-  t.expect = *expect;
-  if (!e.min_headroom.empty()) {
-    t.min_headroom = parse_min_headroom(e.min_headroom, &why);
-    if (!t.min_headroom) throw Error(Category::usage, "--min-headroom: " + why);
-    if (!t.min_headroom->is_percent && t.min_headroom->bytes >= t.memory)
-      throw Error(Category::usage, "--min-headroom must be below --memory (" + format_limit(t.memory) + ")");
-  }
-  t.cwd = std::filesystem::current_path().string();
-  t.pids = kDefaultPids;
-  t.service_manager = e.service_manager;
+  // The flags are the spec's keys (--memory is `memory`): read and checked
+  // through the spec's table, so that a rule is the same in both.
+  spec::Source src;
+  src.form = spec::Source::exec;
+  spec::Fields f;
+  f.name = name_of(e);
+  f.argv = e.argv;
+  f.command = shown(e.argv);
+  spec::read_flag(src, "memory", e.memory, f);
+  spec::read_flag(src, "timeout", e.timeout, f);
+  spec::read_flag(src, "expect", e.expect, f);
+  if (!e.min_headroom.empty()) spec::read_flag(src, "min_headroom", e.min_headroom, f);
+  f.service_manager = e.service_manager;
+  TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
+  if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
   t.line = t.column = 1;
   // Reports name the spec "memrun exec"; there is no file to point at.
   std::vector<TestRecord> records;

@@ -141,9 +141,10 @@ inline constexpr uint64_t kMinMemory = MiB;
 using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
 
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
-/// resolved against `dir`. `suites:` are listed with `discover` (a spec
-/// with suites and no discoverer is an error). Throws
-/// Error(bad_input) with "path:line:col: what is wrong" and what to
+/// resolved against `dir`. `suites:` are listed with `discover` once the
+/// whole file is valid (a spec with suites and no discoverer is an error);
+/// every key is read and checked through runner/spec_keys.h. Throws
+/// memrun::Error(bad_input) with "path:line:col: what is wrong" and what to
 /// write instead. With `check_inputs` (load_spec), a test's inputs must be
 /// files or folders that exist (see inputs.h), or outputs of the setup.
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
@@ -151,5 +152,11 @@ Spec parse_spec(const std::string& text, const std::string& path, const std::str
 
 /// Reads and parses a spec file; its suites are listed with `discover`.
 Spec load_spec(const std::string& path, const Discoverer& discover = nullptr);
+
+/// Checks a test of `spec` again as parsing did (memory at least 1 MiB,
+/// memory_high and min_headroom below it) after `changed_by` ("--scale
+/// 0.5") changed its limit. Throws Error(bad_input) "path:line:col: test
+/// 'x': what is wrong once CHANGED_BY applies; ADVICE, or lower ...".
+void recheck_test(const Spec& spec, const TestSpec& t, const std::string& changed_by, const std::string& advice);
 
 }  // namespace memrun

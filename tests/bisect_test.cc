@@ -96,6 +96,28 @@ TEST_F(Bisect, ScaleAndSetTightenLimits) {
   EXPECT_NE(bad.err.find("no test named 'nope'"), std::string::npos);
 }
 
+// A limit --scale or --set lowers passes the spec's checks again: below
+// the test's memory_high it is a bad spec (exit 2, at the test's place),
+// and nothing runs.
+TEST_F(Bisect, AScaledLimitBelowMemoryHighIsABadSpec) {
+  std::string yaml = "tests:\n  - {name: a, run: [{W}, --touch, 1MiB], memory: 64MiB, memory_high: 48MiB}\n";
+  auto scaled = run_spec(dir, yaml, {"--scale", "0.5"});
+  EXPECT_EQ(scaled.exit_code, 2) << scaled.out << scaled.err;
+  EXPECT_NE(scaled.err.find(dir.path() + "/spec.yaml:2:5: test 'a': memory_high must be below memory (32.0 MiB) once "
+                                         "--scale 0.5 applies; give a larger --scale"),
+            std::string::npos)
+      << scaled.err;
+  EXPECT_TRUE(scaled.report.is_null()) << scaled.report;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/runs"));
+  auto set = run_spec(dir, yaml, {"--set", "a.memory=40MiB"});
+  EXPECT_EQ(set.exit_code, 2) << set.out << set.err;
+  EXPECT_NE(set.err.find("once --set a.memory=40MiB applies; set a larger memory"), std::string::npos) << set.err;
+  // Above it, the spec runs (a verdict of its own: v1 has no memory_high).
+  auto above = run_spec(dir, yaml, {"--scale", "0.9"});
+  EXPECT_NE(above.exit_code, 2) << above.err;
+  EXPECT_TRUE(test_named(above, "a").contains("outcome")) << above.out;
+}
+
 TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
   auto run = run_spec(dir, "env: {K: v}\ntests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB}\n");
   std::string report = dir.path() + "/report.json";
