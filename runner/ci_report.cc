@@ -127,6 +127,7 @@ std::string xml_text(const pugi::xml_document& doc) {
   return out.str();
 }
 
+// Long: JUnit's elements and attributes in the order its schema (tests/junit.xsd) wants them.
 std::string junit_xml(const RunInfo& info, const EachRecord& records) {
   pugi::xml_document doc;
   auto suites = junit_root(doc, "memrun");

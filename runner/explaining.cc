@@ -233,19 +233,24 @@ struct Profiling {
   std::string why_not;   // what to install or change, when nothing fits
 };
 
+// The test's program and its arguments: its argv, or the words of its one
+// shell command; nullopt (and *why_not) when `run` is more shell than that.
+std::optional<std::vector<std::string>> program_argv(const TestSpec& t, const std::vector<std::string>& env,
+                                                    std::string* why_not) {
+  if (t.argv.size() != 3 || fs::path(t.argv[0]).filename() != "sh" || t.argv[1] != "-c") return t.argv;
+  auto words = command_words(t.argv[2], env);
+  if (!words)
+    *why_not = "explain runs a test's program under a profiler itself, and this test's `run` is more shell code "
+               "than one command (a pipeline, a list, a redirection, a command substitution or a variable "
+               "assignment); give `run` as one command or an argv list ([python3, x.py]) to explain it";
+  return words;
+}
+
 Profiling choose(const TestSpec& t, const std::string& out_base, const std::vector<std::string>& env) {
   Profiling p;
-  std::vector<std::string> argv = t.argv;
-  if (argv.size() == 3 && fs::path(argv[0]).filename() == "sh" && argv[1] == "-c") {
-    auto words = command_words(argv[2], env);
-    if (!words) {
-      p.why_not = "explain runs a test's program under a profiler itself, and this test's `run` is more shell code "
-                  "than one command (a pipeline, a list, a redirection, a command substitution or a variable "
-                  "assignment); give `run` as one command or an argv list ([python3, x.py]) to explain it";
-      return p;
-    }
-    argv = *words;
-  }
+  auto words = program_argv(t, env, &p.why_not);
+  if (!words) return p;
+  std::vector<std::string> argv = *words;
   // A relative program is the test's, from its folder; the profiler and
   // memray's probe run from elsewhere.
   std::string program = find_executable(argv[0], env);
@@ -413,6 +418,7 @@ class Helpers {
 
   /// Runs `argv` as the helper `what` ("read", "version": a word for its
   /// group and logs) under `limit` for at most `bound`.
+  // Long: one run's steps (plan, loop, what ended it, its output) in order, each short.
   Ran run(const std::string& what, const std::vector<std::string>& argv, uint64_t limit, std::chrono::seconds bound) {
     Ran ran;
     TestSpec spec;

@@ -48,6 +48,7 @@ void add_comparing_flags(CLI::App& app, Comparing& c) {
 
 // The flags of `memrun SPEC...` (doctor, gc and bisect share --backend and
 // --cgroup-parent through fallthrough).
+// Long: one declaration per flag, as --help lists them.
 void add_run_flags(CLI::App& app, Options& o) {
   app.add_option("spec", o.specs, "YAML spec files to run")->check(CLI::ExistingPath);
   app.add_option("--json", o.json, "write the JSON report (schema memrun-report/1) to this file");
@@ -110,6 +111,8 @@ void add_run_flags(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"fail", "skip"}));
 }
 
+// The subcommands and their own flags.
+// Long: one declaration per subcommand and flag, as --help lists them.
 void add_commands(CLI::App& app, Cli& c) {
   c.doctor = app.add_subcommand("doctor", "check whether memory limits can be enforced here, and how to fix it");
   c.doctor->fallthrough();  // --backend, --cgroup-parent

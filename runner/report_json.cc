@@ -423,6 +423,7 @@ Ending ending_of(Outcome outcome) {
 
 // to_json and record_from_json are one line per field of the schema, in
 // the report's order: longer than other functions, and clearer for it.
+// Long: one line per field of the report's schema.
 Json to_json(const TestRecord& r) {
   const TestIdentity& t = r.test;
   const Observation& o = r.observed;
@@ -526,6 +527,7 @@ Json to_json(const TestRecord& r) {
   return j;
 }
 
+// Long: one line per field of the report's schema, as to_json.
 TestRecord record_from_json(const Json& entry, const std::string& where) {
   Fields f(entry, where);
   TestRecord r;
