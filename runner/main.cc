@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
+#include "runner/enforce.h"
 #include "runner/error.h"
 #include "runner/cli_scan.h"
 #include "runner/command.h"
@@ -217,10 +218,10 @@ int exit_code_of(const std::function<int()>& command, bool skip_unenforceable) {
     // The cgroup library says what failed; how memrun ends is decided here.
     bool unenforceable = e.kind() == cgroup::Failure::Kind::cannot_enforce;
     if (unenforceable && skip_unenforceable) {
-      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", e.what());
+      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", failure_text(e));
       return kExitSkipped;
     }
-    fmt::print(stderr, "memrun: {}{}\n", e.what(),
+    fmt::print(stderr, "memrun: {}{}\n", failure_text(e),
                unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
     return unenforceable ? kExitNoEnforce : 1;
   } catch (const nlohmann::json::exception& e) {
