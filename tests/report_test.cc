@@ -333,6 +333,27 @@ TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
       << escaped.reason;
 }
 
+// The reason names what the kernel counted, from Final's named fields:
+// huge pages refused at the hugetlb limit, throttling at memory_high.
+TEST(Decide, TheReasonNamesRefusedHugePagesAndMemoryHighThrottling) {
+  Fixture f;
+  Observation huge = Fixture::exited(1, 40 * MiB);
+  huge.kernel.refused_huge_pages = 7;
+  Verdict failed = decide(f.spec.tests[0], huge);
+  EXPECT_FALSE(failed.passed);
+  EXPECT_NE(failed.reason.find("refused it huge pages 7 times at its hugetlb limit"), std::string::npos)
+      << failed.reason;
+  Spec spec = parse_spec("tests:\n  - {name: slow, run: x, memory: 64MiB, memory_high: 32MiB, timeout: 1s}\n", "s.yaml",
+                         tmp());
+  Observation held = Fixture::exited(-1, 40 * MiB);
+  held.ending = Ending::timed_out;
+  held.signal = 9;
+  held.kernel.high_events = 12;
+  Verdict slow = decide(spec.tests[0], held);
+  EXPECT_EQ(slow.outcome, Outcome::timeout);
+  EXPECT_NE(slow.reason.find("memory_high 32.0 MiB throttled it 12 times"), std::string::npos) << slow.reason;
+}
+
 TEST(Decide, RefusedForksAreAFailureThatExpectFailAccepts) {
   Fixture f;
   Observation bomb = exited_ok();
