@@ -13,6 +13,14 @@
 // event loop; they wait. A group's destructor never waits; a backend's
 // close() (and its destructor, which closes it after the run) waits up to
 // 2 s for the run's own directory to go.
+//
+// The library knows cgroups and nothing of the program that uses it: it
+// throws cgroup::Failure (error.h), whose kind the caller maps to an exit
+// code; where limits cannot be enforced it says so as a typed Problem
+// (problem.h), which the caller turns into advice in its own terms; the
+// kernel's figures come as named fields (Final), the raw files only as
+// diagnostics to pass on whole. Nothing here includes the caller's headers
+// (the build gives it no path to them).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +31,7 @@
 #include <vector>
 
 #include "cgroup/host.h"
+#include "cgroup/problem.h"
 
 namespace memrun::cgroup {
 
@@ -107,14 +116,19 @@ struct Final {
   /// oom_memcg= tells exactly: see Group::limit_paths). nullopt where the
   /// kernel cannot tell (limit_reached stands in).
   std::optional<bool> oom_at_limit;
-  std::map<std::string, uint64_t> events;  ///< memory.events or equivalents
-  std::map<std::string, uint64_t> stat;    ///< memory.stat, as the kernel names it
+  /// Forks the kernel refused at pids.max in the group and its sub-groups
+  /// (pids.events `max`): a test that did not run as written.
+  uint64_t refused_forks = 0;
+  /// Huge pages the kernel refused at the group's hugetlb limits
+  /// (hugetlb.<size>.events `max`, v2).
+  uint64_t refused_huge_pages = 0;
+  /// Times usage crossed memory.high and the kernel throttled the group
+  /// (v2 memory.events `high`; 0 on v1, which has no memory.high).
+  uint64_t high_events = 0;
   Breakdown breakdown;
   /// Page cache the kernel could reclaim (active_file + inactive_file) at
   /// the end; it is charged to the group but is no requirement of the test.
   uint64_t reclaimable_file = 0;
-  /// memory.pressure totals in microseconds ("some", "full"); empty without PSI.
-  std::map<std::string, uint64_t> pressure_us;
   /// The hard limit that really applied: the smaller of the group's own and
   /// every ancestor's.
   uint64_t effective_limit = 0;
@@ -135,6 +149,15 @@ struct Final {
   /// memory cgroup). They are killed with the rest. (The runner adds those
   /// it saw leave while the test ran, on every backend.)
   uint64_t escaped = 0;
+  /// The kernel's files as it names their keys, for a report to carry
+  /// whole: what a reader of the report may look up. Every figure a caller
+  /// decides by is a named field above; these are never read by key.
+  struct Raw {
+    std::map<std::string, uint64_t> events;       ///< memory.events (v1: failcnt as `max`, `oom_kill`)
+    std::map<std::string, uint64_t> stat;         ///< memory.stat
+    std::map<std::string, uint64_t> pressure_us;  ///< memory.pressure totals in µs ("some", "full"); empty without PSI
+    bool operator==(const Raw&) const = default;
+  } raw;
   bool operator==(const Final&) const = default;
 };
 
@@ -210,13 +233,13 @@ class Group {
   bool destroyed_ = false;
 };
 
-/// What a backend's groups offer on this kernel, each as a sentence for
-/// `memrun doctor`: the runner asks the library, never the filesystem.
+/// What a backend's groups offer on this kernel, each a sentence of what
+/// the kernel does: a caller asks the library, never the filesystem.
 struct Capabilities {
   uint64_t limit_read_back = 0;  ///< the probe group's hard limit, as the kernel reports it
-  std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement, sealed;
+  std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement;
   std::string sockets;  ///< whether socket buffers are charged and limited
-
+  bool sealed = false;  ///< its tests are sealed in their groups (see seal())
 };
 
 /// Where a backend makes its groups, and whether it can enforce there.
@@ -228,7 +251,7 @@ class Backend {
   /// The directory holding this run's groups.
   virtual const std::string& run_path() const = 0;
   /// A new group named `name` below the run's directory with `limits`
-  /// written. Throws memrun::Error if it cannot be made.
+  /// written. Throws Failure if it cannot be made.
   virtual std::unique_ptr<Group> create(const std::string& name,
                                         const Limits& limits) = 0;
   /// How much more memory the run's tree may be charged before an
@@ -237,41 +260,38 @@ class Backend {
   /// scheduler may hand out (see runner/budget.h).
   virtual uint64_t room() const = 0;
   /// Makes a group named "probe" with a `limit` (and a pids limit), reads
-  /// back what it offers, and removes it. Throws Error when it cannot.
+  /// back what it offers, and removes it. Throws Failure when it cannot.
   virtual Capabilities probe(uint64_t limit) = 0;
   /// Removes the run's directory (after every group was removed).
   virtual void close() = 0;
 };
 
-/// Which backend --backend asked for.
-enum class Kind { automatic, v2, v1, systemd };
-
 /// Options for opening a backend.
 struct OpenOptions {
-  Kind kind = Kind::automatic;
-  /// --cgroup-parent: where to put the run's directory instead of memrun's
-  /// own cgroup (a path below the mount, or an absolute directory).
+  Kind kind = Kind::automatic;  ///< which backend; automatic picks one that works
+  /// Where to put the run's directory instead of this process's own cgroup
+  /// (a path below the mount, or an absolute directory); "" for the default.
   std::string parent;
-  /// Directory name of this run's sub-tree, unique per run.
+  /// Directory name of this run's sub-tree, unique per run (see run_name()).
   std::string run_name;
-  /// Seal each test in its group where memrun may (see can_seal); false
-  /// (--host-cgroups) lets tests see the host's hierarchies as they are.
+  /// Seal each test in its group where this process may (see can_seal);
+  /// false lets tests see the host's hierarchies as they are.
   bool seal = true;
 };
 
-/// Why a backend cannot enforce here, and the fix; empty when it can.
+/// What open() would pick, and whether it can enforce there.
 struct Verdict {
-  std::string backend;  ///< "v2" or "v1"
+  std::string backend;  ///< "v2", "v1" or "systemd"
   std::string parent;   ///< where groups would be made
-  std::string problem;  ///< empty when enforceable
-  std::string fix;      ///< what the user can do about `problem`
+  Problem problem;      ///< kind none when limits can be enforced
+  bool ok() const { return problem.kind == Problem::Kind::none; }
 };
 
 /// Checks what open() would pick, without creating anything.
 Verdict check(const OpenOptions& options);
 
 /// Opens the backend: creates the run's directory, enables controllers.
-/// Throws Failure(Kind::cannot_enforce) with the reason and the fix when
+/// Throws Failure(cannot_enforce) carrying the Problem (see check) when
 /// memory limits cannot be enforced.
 std::unique_ptr<Backend> open(const OpenOptions& options);
 
@@ -304,11 +324,9 @@ bool has_sys_admin();
 /// live in, which its sealed tests get mounted afresh.
 const std::vector<CgroupMount>& seal_mounts(const std::string& fstype);
 
-/// What doctor says of sealing, for a backend that does (or does not) seal.
-std::string sealed_sentence(bool sealing);
 /// Whether libsystemd, which the systemd backend loads when it is used,
-/// can be loaded here; if not, why and what to install.
-std::string libsystemd_sentence();
+/// can be loaded here: "" when it can, else why and what to install.
+std::string libsystemd_missing();
 
 /// Seals the calling process in its current cgroups, for a test's child
 /// before exec (in a mount namespace of its own, a slave of the host's): a
@@ -378,14 +396,34 @@ uint64_t process_start_time(int pid);
 /// The inode of this process's pid namespace (0 when /proc cannot say).
 uint64_t pid_namespace();
 
-/// The identity a run's directory name ends with:
-/// "<pid>-<start time>-<pid namespace>".
+// How runs are named, which is how gc tells a dead run's groups from a live
+// one's and from anything else: a run's directory (on systemd, its scope
+// unit "<name>.scope") is kRunPrefix + its id, and an id ends with the
+// identity of the process that made it.
+
+/// What every run's directory name starts with.
+constexpr const char* kRunPrefix = "memrun-";
+
+/// The identity a run's id ends with: "<pid>-<start time>-<pid namespace>"
+/// of this process.
 std::string run_identity();
 
-/// Run directories (memrun-...-<pid>-<start>-<ns>) below `parent` whose
-/// memrun is provably gone: it lived in this pid namespace and no process
-/// has its pid and start time (killed by SIGKILL, or by the machine). A
-/// live run's, or one of another pid namespace, are never listed.
+/// A new run id for this process: "<label>-<run_identity()>". `label`
+/// (a time, a purpose) has no '/'.
+std::string run_id(const std::string& label);
+
+/// The directory name of the run `id`: kRunPrefix + id (OpenOptions::run_name).
+std::string run_name(const std::string& id);
+
+/// The id of the run a group or directory below it belongs to: its last
+/// path component that starts with kRunPrefix, without the prefix and a
+/// systemd scope's ".scope"; "" when the path is no run's.
+std::string run_id_of(const std::string& path);
+
+/// Run directories (kRunPrefix + "...-<pid>-<start>-<ns>") below `parent`
+/// whose process is provably gone: it lived in this pid namespace and no
+/// process has its pid and start time (killed by SIGKILL, or by the
+/// machine). A live run's, or one of another pid namespace, are never listed.
 std::vector<std::string> dead_runs(const std::string& parent);
 
 /// Kills every process in the tree below `dir` and removes its
@@ -394,17 +432,18 @@ void remove_tree(const std::string& dir);
 
 /// What collect_garbage did.
 struct Garbage {
+  std::vector<std::string> runs;      ///< ids of the dead runs cleaned up, sorted, each once
   std::vector<std::string> removed;   ///< directories removed
   std::vector<std::string> problems;  ///< what could not be removed, and why
 };
 
 /// Removes what dead runs left below the places `options` would use (each
-/// v1 hierarchy, the v2 parent, or the systemd manager's memrun scopes).
-/// Every run does this before it starts; `memrun gc` does only this.
+/// v1 hierarchy, the v2 parent, or the systemd manager's run scopes).
+/// open() does this before it makes the run's directory.
 Garbage collect_garbage(const OpenOptions& options);
 
-/// The directories of the manager's memrun-*.scope units whose memrun is
-/// provably gone (see dead_runs).
+/// The directories of the manager's kRunPrefix*.scope units whose process
+/// is provably gone (see dead_runs).
 std::vector<std::string> dead_scopes();
 
 /// The sub-groups of `dir`, not descending.

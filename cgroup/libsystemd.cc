@@ -64,9 +64,9 @@ const SdBus* sd_bus_library(std::string* why) {
   return &loaded.bus;
 }
 
-std::string libsystemd_sentence() {
+std::string libsystemd_missing() {
   std::string why;
-  return sd_bus_library(&why) ? "loaded (libsystemd.so.0: the systemd backend can be used)" : why;
+  return sd_bus_library(&why) ? "" : why;
 }
 
 }  // namespace memrun::cgroup

@@ -61,14 +61,6 @@ const std::vector<CgroupMount>& seal_mounts(const std::string& fstype) {
   return fstype == "cgroup" ? v1 : v2;
 }
 
-std::string sealed_sentence(bool sealing) {
-  if (sealing)
-    return "yes: each test in a cgroup namespace of its own, the hierarchies of its limits mounted afresh for it, "
-           "its limit set again on a parent it cannot see";
-  return can_seal() ? "no (--host-cgroups): tests see the host's hierarchies; a raised limit is found at the end"
-                    : "no: needs CAP_SYS_ADMIN (root) and cgroup namespaces; a raised limit is found at the end";
-}
-
 int seal(const std::vector<CgroupMount>& mounts) {
   // System calls only: in a vfork-style child this runs on memrun's memory.
   if (::unshare(CLONE_NEWCGROUP) != 0) return -1;

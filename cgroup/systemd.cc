@@ -55,15 +55,6 @@ std::string manager_cgroup() {
   return h.v2_mount + "/user.slice/user-" + uid + ".slice/user@" + uid + ".service";
 }
 
-std::string delegate_fix() {
-  std::string uid = std::to_string(::getuid());
-  return "as root, delegate memory to user managers: mkdir -p /etc/systemd/system/user@.service.d && "
-         "printf '[Service]\\nDelegate=pids memory\\n' > /etc/systemd/system/user@.service.d/memrun-delegate.conf"
-         " && systemctl daemon-reload && systemctl restart user@" + uid +
-         ".service (or log in again). Check too that no slice above it sets DisableControllers=memory "
-         "(systemctl show -p DisableControllers user-" + uid + ".slice user.slice)";
-}
-
 
 // Connects to the manager: the bus first, then its private socket (which
 // works without a D-Bus daemon, as systemctl does).
@@ -118,7 +109,7 @@ class SystemdBackend : public Backend {
   SystemdBackend(const std::string& run_name, bool seal) {
     std::string why;
     bus_ = connect_manager(&why);
-    if (!bus_) throw Failure(Failure::Kind::cannot_enforce, why + ".\n  fix: run memrun from a login session, or as root");
+    if (!bus_) unenforceable(make_problem(Problem::Kind::no_manager, "systemd", "", why));
     unit_ = run_name + ".scope";
     start_scope(run_name);
     // memrun is now in the scope; the host layout read earlier is stale.
@@ -129,8 +120,7 @@ class SystemdBackend : public Backend {
     scope_dir_ = host().v2_mount + self;
     auto controllers = fs::trim(fs::read_file(scope_dir_ + "/cgroup.controllers").value_or(""));
     if (controllers.find("memory") == std::string::npos)
-      throw Failure(Failure::Kind::cannot_enforce, "the scope " + unit_ + " has no memory controller (it has: " + controllers +
-                                      ").\n  fix: " + delegate_fix());
+      unenforceable(make_problem(Problem::Kind::scope_without_memory, "systemd", unit_, controllers));
     v2_ = open_v2(scope_dir_, run_name, seal);
   }
 
@@ -210,34 +200,31 @@ class SystemdBackend : public Backend {
 }  // namespace
 
 Verdict check_systemd() {
-  Verdict v{"systemd", std::string(root() ? "system" : "user") + " manager, a scope memrun-<run>.scope", "", ""};
+  Verdict v{"systemd", std::string(root() ? "system" : "user") + " manager, a scope " + kRunPrefix + "<run>.scope", {}};
+  v.problem.root = root();
   const Host& h = host();
   if (h.mode != Mode::unified) {
-    v.problem = "the systemd backend needs the unified cgroup hierarchy (cgroup v2); this host is " +
-                std::string(to_string(h.mode));
-    v.fix = "use --backend v1 or auto";
+    v.problem.kind = Problem::Kind::not_unified;
     return v;
   }
   std::string why;
   if (!sd_bus_library(&why)) {
-    v.problem = why;
-    v.fix = "install systemd's library (apt-get install libsystemd0)";
+    v.problem.kind = Problem::Kind::no_libsystemd;
+    v.problem.detail = why;
     return v;
   }
   sd_bus* bus = connect_manager(&why);
   if (!bus) {
-    v.problem = why;
-    v.fix = root() ? "start memrun on a host where systemd is PID 1"
-                   : "log in (a user manager runs per login), or enable lingering: loginctl enable-linger " +
-                         std::to_string(::getuid());
+    v.problem.kind = Problem::Kind::no_manager;
+    v.problem.detail = why;
     return v;
   }
   sd().flush_close_unref(bus);
   auto delegated = fs::read_file(manager_cgroup() + "/cgroup.controllers");
   if (delegated && delegated->find("memory") == std::string::npos) {
-    v.problem = "the memory controller is not delegated to the " + std::string(root() ? "system" : "user") +
-                " manager (it has: " + fs::trim(*delegated) + ")";
-    v.fix = delegate_fix();
+    v.problem.kind = Problem::Kind::memory_not_delegated;
+    v.problem.path = manager_cgroup();
+    v.problem.detail = fs::trim(*delegated);
   }
   return v;
 }
@@ -256,7 +243,7 @@ std::vector<std::string> dead_scopes() {
       for (const auto& dead : dead_runs(dir))
         if (dead.size() > 6 && dead.compare(dead.size() - 6, 6, ".scope") == 0) found.push_back(dead);
       for (const auto& child : children_of(dir))
-        if (child.find("/memrun-") == std::string::npos) next.push_back(child);
+        if (child.find(std::string("/") + kRunPrefix) == std::string::npos) next.push_back(child);
     }
     level = std::move(next);
   }

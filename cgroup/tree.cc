@@ -237,6 +237,22 @@ std::string run_identity() {
   return std::to_string(pid) + "-" + std::to_string(process_start_time(pid)) + "-" + std::to_string(pid_namespace());
 }
 
+std::string run_id(const std::string& label) { return label + "-" + run_identity(); }
+
+std::string run_name(const std::string& id) { return kRunPrefix + id; }
+
+std::string run_id_of(const std::string& path) {
+  const std::string mark = std::string("/") + kRunPrefix;
+  auto at = ("/" + path).rfind(mark);
+  if (at == std::string::npos) return "";
+  // ("/" + path) is one longer than path: `at` is where the mark's '/' is in
+  // path's terms, plus one.
+  std::string id = path.substr(at + mark.size() - 1);
+  id = id.substr(0, id.find('/'));
+  if (id.size() > 6 && id.compare(id.size() - 6, 6, ".scope") == 0) id.resize(id.size() - 6);
+  return id;
+}
+
 std::vector<std::string> dead_runs(const std::string& parent) {
   std::vector<std::string> dead;
   // A run is dead only when memrun can prove it: the run's memrun lived in
@@ -250,7 +266,7 @@ std::vector<std::string> dead_runs(const std::string& parent) {
   if (!d) return dead;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name.rfind("memrun-", 0) != 0 || e->d_type != DT_DIR) continue;
+    if (name.rfind(kRunPrefix, 0) != 0 || e->d_type != DT_DIR) continue;
     // A systemd scope's directory is the run's name and ".scope".
     if (name.size() > 6 && name.compare(name.size() - 6, 6, ".scope") == 0) name.resize(name.size() - 6);
     // ...-<pid>-<start>-<pid namespace>: the last three dash-separated numbers.

@@ -149,16 +149,16 @@ class V1Group : public Group {
     f.limit_reached = failcnt > 0 || (f.peak && f.limit_at_end != UINT64_MAX && *f.peak + 65536 >= f.limit_at_end);
     // v1 has no memory.events; report its counters under v2's names where
     // they mean the same, so reports read alike on both.
-    f.events = {{"max", failcnt}, {"oom_kill", f.oom_kills}};
+    f.raw.events = {{"max", failcnt}, {"oom_kill", f.oom_kills}};
     // pids.events `max` counts, on v1, the forks refused in the group that
     // forked (a sealed test's leaf, or a sub-group), not its ancestors.
     if (!pids_.empty())
       for (const auto& g : groups(pids_))
-        if (auto pe = fs::read_keyed(g + "/pids.events"); pe.count("max")) f.events["pids_max"] += pe["max"];
-    f.stat = fs::read_keyed(stat_ + "/memory.stat");
-    f.breakdown = breakdown_of(f.stat, stat_);
-    f.swap_at_end = f.stat["total_swap"];
-    f.reclaimable_file = f.stat["total_active_file"] + f.stat["total_inactive_file"];
+        f.refused_forks += fs::read_keyed(g + "/pids.events")["max"];
+    f.raw.stat = fs::read_keyed(stat_ + "/memory.stat");
+    f.breakdown = breakdown_of(f.raw.stat, stat_);
+    f.swap_at_end = f.raw.stat["total_swap"];
+    f.reclaimable_file = f.raw.stat["total_active_file"] + f.raw.stat["total_inactive_file"];
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     f.escaped = escaped_;
     return f;
@@ -303,7 +303,7 @@ class V1Backend : public Backend {
     c.pids = pids_run_.empty() ? "no pids controller" : "yes (pids.max)";
     c.hugetlb = "not limited (memrun limits huge pages on v2 only)";
     c.placement = "the child joins its group before exec";
-    c.sealed = sealed_sentence(seal_);
+    c.sealed = seal_;
     c.sockets = tcp_ ? "TCP buffers limited to the memory limit on a counter of their own "
                        "(memory.kmem.tcp.limit_in_bytes); unix-socket buffers charged as kernel memory"
                      : "no: TCP buffers are not charged (this kernel has no memory.kmem.tcp.limit_in_bytes): a "

@@ -76,11 +76,11 @@ void enable(const std::string& dir, const std::set<std::string>& want) {
     make_room(dir);
     err = fs::try_write_file(dir + "/cgroup.subtree_control", cmd);
   }
-  if (err)
-    throw Failure(Failure::Kind::cannot_enforce,
-                "cannot enable the " + cmd + " controllers in " + dir + ": " + std::strerror(err) +
-                    " (cgroup v2 allows it only where the parent enabled them too, and only in a "
-                    "cgroup without processes of its own); choose another --cgroup-parent");
+  if (err) {
+    Problem p = make_problem(Problem::Kind::controllers_not_enabled, "v2", dir, cmd);
+    p.error = err;
+    unenforceable(std::move(p));
+  }
 }
 
 // memory.stat's keys, normalized. "kernel" exists since 5.18; before, its
@@ -158,19 +158,21 @@ class V2Group : public Group {
     return u;
   }
 
+  // Long: one kernel file per figure of Final, read in the order the kernel documents them.
   Final finish() const override {
     Final f;
     f.peak = fs::read_u64(path_ + "/memory.peak");
     // memory.events is hierarchical (local counts are in .local): it counts
     // what happened in sub-groups the test made, too.
-    f.events = fs::read_keyed(path_ + "/memory.events");
-    f.oom_group_kills = f.events.count("oom_group_kill") ? f.events["oom_group_kill"] : 0;
+    auto events = fs::read_keyed(path_ + "/memory.events");
+    f.oom_group_kills = events["oom_group_kill"];
+    f.high_events = events["high"];
     // With memory.oom.group the kernel kills the chosen victim, then every
     // task of the group, the victim again among them (oom_kill_process():
     // __oom_kill_process() for the victim, then mem_cgroup_scan_tasks()
     // over the group), and counts oom_kill each time: one more per group
     // kill than processes killed.
-    f.oom_kills = f.events["oom_kill"] - std::min(f.events["oom_kill"], f.oom_group_kills);
+    f.oom_kills = events["oom_kill"] - std::min(events["oom_kill"], f.oom_group_kills);
     // Whether the test's own limit was hit: memory.events.local (5.2+) of
     // the group and of a sealed leaf, where the limit is; the hierarchical
     // count also has what limits the test set below itself (a nested
@@ -178,7 +180,7 @@ class V2Group : public Group {
     // (memory.events.local, 5.2+; without it, the hierarchical count.)
     auto own = fs::read_keyed(path_ + "/memory.events.local");
     bool local = !own.empty();
-    if (!local) own = f.events;
+    if (!local) own = events;
     if (stat_ != path_) {
       auto leaf = fs::read_keyed(stat_ + "/memory.events.local");
       own["max"] += leaf["max"];
@@ -192,7 +194,7 @@ class V2Group : public Group {
     // shows in the group's hierarchical count and in no .local count of
     // the group or its leaf; an ancestor's lower limit shows in neither.
     if (local) {
-      uint64_t below = f.events["oom"] - std::min(f.events["oom"], own["oom"]);
+      uint64_t below = events["oom"] - std::min(events["oom"], own["oom"]);
       f.oom_at_limit = own["oom"] > 0 || below == 0;
     }
     // pids.events `max`: forks refused at pids.max (a fork bomb, reported).
@@ -202,13 +204,13 @@ class V2Group : public Group {
     // either way.
     for (const auto& dir : stat_ != path_ ? std::vector<std::string>{path_, stat_} : std::vector<std::string>{path_})
       if (auto pe = fs::read_keyed(dir + "/pids.events"); pe.count("max"))
-        f.events["pids_max"] = std::max(f.events["pids_max"], pe["max"]);
+        f.refused_forks = std::max(f.refused_forks, pe["max"]);
     // hugetlb.<size>.events `max`: huge pages refused at the limit.
-    for (const auto& file : hugetlb_events_) f.events["hugetlb_max"] += fs::read_keyed(path_ + "/" + file)["max"];
-    f.stat = fs::read_keyed(stat_ + "/memory.stat");
-    f.breakdown = breakdown_of(f.stat);
-    f.reclaimable_file = f.stat["active_file"] + f.stat["inactive_file"];
-    f.pressure_us = pressure_totals();
+    for (const auto& file : hugetlb_events_) f.refused_huge_pages += fs::read_keyed(path_ + "/" + file)["max"];
+    auto stat = fs::read_keyed(stat_ + "/memory.stat");
+    f.breakdown = breakdown_of(stat);
+    f.reclaimable_file = stat["active_file"] + stat["inactive_file"];
+    f.raw = {std::move(events), std::move(stat), pressure_totals()};
     f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
     // A sealed root test can write its leaf's memory.max (the group's is
     // out of its reach): raising it changes nothing, lowering it would make
@@ -374,7 +376,7 @@ class V2Backend : public Backend {
     c.hugetlb = hugetlb_limits_.empty() ? "not limited: no hugetlb controller offered here"
                                         : "hugetlb.<size>.max = the memory limit";
     c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
-    c.sealed = sealed_sentence(seal_);
+    c.sealed = seal_;
     c.sockets = "charged with the rest of the test's memory (memory.stat sock)";
     group->destroy_blocking();
     return c;
@@ -391,7 +393,7 @@ class V2Backend : public Backend {
     fs::write_file(dir + "/memory.max", std::to_string(limits.memory_max));
     if (limits.memory_high) fs::write_file(dir + "/memory.high", std::to_string(*limits.memory_high));
     // memory.swap.max is absent without swap accounting (CONFIG_MEMCG_SWAP,
-    // swapaccount=0); swap cannot be limited then, and doctor says so.
+    // swapaccount=0); swap cannot be limited then, and probe() says so.
     if (swap_) fs::write_file(dir + "/memory.swap.max", std::to_string(limits.swap_max));
     // One OOM kill takes the whole test down: a test is one unit of work,
     // and half a process tree left running would only blur the verdict.

@@ -60,7 +60,7 @@ Result bisect_command(const std::vector<std::string>& words, const std::string& 
   std::string run_id = new_run_id();
   bo.run_dir = o.run_dir + "/" + run_id;
   std::filesystem::create_directories(bo.run_dir);
-  auto backend = cgroup::open(open_options(o, "memrun-" + run_id));
+  auto backend = cgroup::open(open_options(o, cgroup::run_name(run_id)));
   fmt::print("bisecting the memory limit of '{}' on the {} backend; logs in {}\n", test->name, backend->name(),
              bo.run_dir);
   auto r = bisect(*test, specs[0], *backend, bo, stdout);

@@ -318,7 +318,7 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   size_t tests = static_cast<size_t>(
       std::count_if(plan.tests.begin(), plan.tests.end(), [](const PlannedTest& p) { return p.run == 1; }));
 
-  auto backend = cgroup::open(open_options(o, "memrun-" + run_id));
+  auto backend = cgroup::open(open_options(o, cgroup::run_name(run_id)));
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec)

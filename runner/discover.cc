@@ -462,7 +462,7 @@ std::vector<Case> SuiteLister::operator()(const SuiteSource& source) {
   if (!opened_) {
     opened_ = true;
     auto o = options_;
-    o.run_name = "memrun-list-" + cgroup::run_identity();
+    o.run_name = cgroup::run_name(cgroup::run_id("list"));
     o.seal = false;  // a listing is the user's own tool, not a test to judge
     try {
       backend_ = cgroup::open(o);

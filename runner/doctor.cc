@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cgroup/error.h"
+#include "runner/enforce.h"
 #include "runner/error.h"
 #include "runner/files.h"
 #include "runner/shield.h"
@@ -24,6 +25,7 @@ bool has_swap() {
 
 }  // namespace
 
+// Long: doctor's rows in the order it prints them, then the proof (a real group, a limit read back).
 Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
   const auto& h = cgroup::host();
   utsname u{};
@@ -46,21 +48,21 @@ Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     if (auto it = h.v1_self.find(c); it != h.v1_self.end()) row(std::string("cgroup v1 ") + c, it->second);
   row("PID 1", h.systemd_pid1 ? "systemd" : "not systemd");
   row("service manager", shield_sentence());
-  row("libsystemd", cgroup::libsystemd_sentence());
+  row("libsystemd", libsystemd_sentence());
   row("swap", has_swap() ? "active (memrun sets swap limits to the spec's swap, default 0)" : "none");
 
   cgroup::Verdict v = cgroup::check(options);
   row("backend", v.backend + (options.kind == cgroup::Kind::automatic ? " (auto)" : ""));
   row("groups made in", v.parent.empty() ? "-" : v.parent);
   if (v.backend == "systemd") row("delegated", cgroup::delegated_controllers() + " (memory is needed)");
-  if (!v.problem.empty()) {
-    fmt::print(out, "\ncannot enforce memory limits: {}.\n  fix: {}\n", v.problem, v.fix);
+  if (!v.ok()) {
+    fmt::print(out, "\ncannot enforce memory limits: {}.\n  fix: {}\n", cgroup::describe(v.problem), advice(v.problem));
     return Result::stopped(Category::cannot_enforce);
   }
   // Prove it: a real group with a real limit, read back, then removed.
   try {
     cgroup::OpenOptions o = options;
-    o.run_name = "memrun-doctor-" + cgroup::run_identity();
+    o.run_name = cgroup::run_name(cgroup::run_id("doctor"));
     auto backend = cgroup::open(o);
     if (backend->name() == "systemd") row("run cgroup", backend->run_path());
     const uint64_t limit = 64 * MiB;
@@ -73,8 +75,8 @@ Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("pids limit", c.pids);
     row("huge pages", c.hugetlb);
     row("placement", c.placement);
-    row("sealed", c.sealed);
-    row("pid namespace", pid_namespace_sentence(c.sealed.rfind("yes", 0) == 0));
+    row("sealed", sealed_sentence(c.sealed));
+    row("pid namespace", pid_namespace_sentence(c.sealed));
     row("socket buffers", c.sockets);
     backend->close();
     if (c.limit_read_back != limit) {
@@ -89,7 +91,7 @@ Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     // A failed cgroupfs call is not the host's answer: it ends doctor as
     // it ends a run (main's table).
     if (e.kind() != cgroup::Failure::Kind::cannot_enforce) throw;
-    fmt::print(out, "\ncannot enforce memory limits: {}\n", e.what());
+    fmt::print(out, "\ncannot enforce memory limits: {}\n", failure_text(e));
     return Result::stopped(Category::cannot_enforce);
   }
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
+#include "runner/enforce.h"
 #include "runner/error.h"
 #include "runner/cli_scan.h"
 #include "runner/command.h"
@@ -252,9 +253,9 @@ Result run_guarded(const std::function<Result()>& command, bool skip_unenforceab
   } catch (const cgroup::Failure& e) {
     bool unenforceable = e.kind() == cgroup::Failure::Kind::cannot_enforce;
     if (unenforceable && skip_unenforceable) {
-      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", e.what());
+      fmt::print(stderr, "memrun: SKIP (--unenforceable skip): {}\n", failure_text(e));
     } else {
-      fmt::print(stderr, "memrun: {}{}\n", e.what(),
+      fmt::print(stderr, "memrun: {}{}\n", failure_text(e),
                  unenforceable ? "\n       or, to skip such tests rather than fail them: --unenforceable skip" : "");
     }
     return Result::stopped(category_of(e.kind()));

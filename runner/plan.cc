@@ -133,8 +133,9 @@ std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
 
 std::string new_run_id() {
   std::time_t now = std::time(nullptr);
-  // pid and start time last: what `memrun gc` tells live runs from dead by.
-  return fmt::format("{:%Y%m%d-%H%M%S}-{}", fmt::localtime(now), cgroup::run_identity());
+  // The library's run id (its process's identity last: what gc tells live
+  // runs from dead by), labelled with the time.
+  return cgroup::run_id(fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now)));
 }
 
 bool setup_up_to_date(const Setup& setup) {

@@ -63,7 +63,7 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                const std::string& run_dir);
 
 /// A run id: local time, then this process's pid and start time, which
-/// identify the run's cgroups as this process's (see cgroup::dead_runs).
+/// identify the run's cgroups as this process's (see cgroup::run_id).
 std::string new_run_id();
 
 /// True when the setup declares outputs, all exist, and none is older than

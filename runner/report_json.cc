@@ -479,9 +479,9 @@ Json to_json(const TestRecord& r) {
       {"breakdown_at_peak", breakdown_json(o.at_peak)},
       {"timeline", timeline_json(r)},
       {"oom_victims", victims_json(o.oom_victims)},
-      {"memory_stat", k.stat},
-      {"events", k.events},
-      {"pressure_us", k.pressure_us},
+      {"memory_stat", k.raw.stat},
+      {"events", k.raw.events},
+      {"pressure_us", k.raw.pressure_us},
       // A stream the test never wrote to has no file.
       {"stdout", null_or(o.stdout_bytes == 0, t.stdout_path)},
       {"stderr", null_or(o.stderr_bytes == 0, t.stderr_path)},
@@ -520,7 +520,10 @@ Json to_json(const TestRecord& r) {
         {"reclaimable_file_bytes", k.reclaimable_file},
         {"swap_peak_bytes", null_or(!k.swap_peak, k.swap_peak.value_or(0))},
         {"memory_and_swap_peak_bytes", null_or(!k.memory_and_swap_peak, k.memory_and_swap_peak.value_or(0))},
-        {"swap_at_end_bytes", k.swap_at_end}}},
+        {"swap_at_end_bytes", k.swap_at_end},
+        {"refused_forks", k.refused_forks},
+        {"refused_huge_pages", k.refused_huge_pages},
+        {"high_events", k.high_events}}},
   };
   // Only where a test was explained: other reports stay as they were.
   if (r.explanation) j["explanation"] = explanation_json(*r.explanation);
@@ -594,9 +597,9 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   k.oom_group_kills = f.bytes("oom_group_kills");
   if (!f.raw("oom_at_limit").is_null()) k.oom_at_limit = f.get<bool>("oom_at_limit");
   k.breakdown = breakdown_from(f.object("breakdown"));
-  k.stat = f.counters("memory_stat");
-  k.events = f.counters("events");
-  k.pressure_us = f.counters("pressure_us");
+  k.raw.stat = f.counters("memory_stat");
+  k.raw.events = f.counters("events");
+  k.raw.pressure_us = f.counters("pressure_us");
   o.cleanup_error = f.get<std::string>("cleanup_error");
   // An exit status is 0..255; a signal number 1..64 (SIGRTMAX), 128 allows for more.
   o.exit_code = static_cast<int>(f.integer("exit_code", 0, 255, -1));
@@ -643,6 +646,9 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     if (!kf.raw("swap_peak_bytes").is_null()) k.swap_peak = kf.bytes("swap_peak_bytes");
     if (!kf.raw("memory_and_swap_peak_bytes").is_null()) k.memory_and_swap_peak = kf.bytes("memory_and_swap_peak_bytes");
     k.swap_at_end = kf.bytes("swap_at_end_bytes");
+    k.refused_forks = kf.bytes("refused_forks");
+    k.refused_huge_pages = kf.bytes("refused_huge_pages");
+    k.high_events = kf.bytes("high_events");
   } else {  // a report from before the field: what the verdict says of them
     if (!v.peak_sampled) k.peak = v.peak;
     k.reclaimable_file = v.page_cache;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cgroup/error.h"
+#include "runner/enforce.h"
 #include "runner/error.h"
 #include "runner/files.h"
 #include "runner/shield.h"
@@ -162,7 +163,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
       for (int c : child_processes(child_.pid)) seen_.insert(c);
     group_->started(child_.pid);
   } catch (const cgroup::Failure& e) {
-    return failed(e.what());
+    return failed(failure_text(e));
   } catch (const Error& e) {
     return failed(e.what());
   }
@@ -514,10 +515,7 @@ void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
     log_name_ = group_->kernel_path();
     limit_paths_ = group_->limit_paths();
     o.oom_victims = kernel_log.oom_kills(log_name_, seen_, t0_);
-    if (o.oom_victims.size() > o.kernel.oom_kills) {
-      o.kernel.oom_kills = o.oom_victims.size();
-      o.kernel.events["oom_kill"] = o.kernel.oom_kills;
-    }
+    if (o.oom_victims.size() > o.kernel.oom_kills) o.kernel.oom_kills = o.oom_victims.size();
   }
   oom_at_limit();
   if (o.samples == 0) o.at_peak = o.kernel.breakdown;

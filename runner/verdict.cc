@@ -192,13 +192,14 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
 // Whether the outcome is what the spec expects, and if not, why: the
 // reason names the cause the kernel counted (refused forks, huge pages,
 // memory.high throttling).
+// Long: one case per way a test can end, each with its sentence, in the order they are tried.
 void judge(const TestSpec& t, const Observation& o, Verdict& r) {
   const cgroup::Final& kernel = o.kernel;
 
   // A refused fork means the test did not run as written (pids.max is
   // memrun's fork-bomb guard, not the test's logic): a failure, which
   // `expect: fail` may accept.
-  uint64_t refused = kernel.events.count("pids_max") ? kernel.events.at("pids_max") : 0;
+  uint64_t refused = kernel.refused_forks;
   if (r.outcome == Outcome::pass && refused > 0) {
     r.outcome = Outcome::fail;
     r.reason = "the kernel refused " + std::to_string(refused) + " fork" + (refused == 1 ? "" : "s") + " at pids.max " +
@@ -236,18 +237,16 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
       else if (kernel.oom_kills > 0)
         got += "; the kernel OOM-killed " + std::to_string(kernel.oom_kills) + " of its processes under a limit the " +
                "test set itself, below the " + format_size(t.memory) + " memrun set";
-      auto huge = kernel.events.find("hugetlb_max");
-      if (huge != kernel.events.end() && huge->second > 0)
-        got += "; the kernel refused it huge pages " + std::to_string(huge->second) +
+      if (kernel.refused_huge_pages > 0)
+        got += "; the kernel refused it huge pages " + std::to_string(kernel.refused_huge_pages) +
                " times at its hugetlb limit (the memory limit applies to huge pages too)";
     }
     if (r.outcome == Outcome::timeout) {
       got += " after " + format_duration(t.timeout.count() / 1e3);
       // memory.high throttles instead of killing: a test held there looks
       // merely slow.
-      auto high = kernel.events.find("high");
-      if (t.memory_high && high != kernel.events.end() && high->second > 0)
-        got += " (memory_high " + format_size(*t.memory_high) + " throttled it " + std::to_string(high->second) +
+      if (t.memory_high && kernel.high_events > 0)
+        got += " (memory_high " + format_size(*t.memory_high) + " throttled it " + std::to_string(kernel.high_events) +
                " times: its working set does not fit under memory_high; raise it)";
     }
     if (r.outcome == Outcome::thrash)
@@ -265,6 +264,7 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
 
 // A test that got around its limit, or kept too little headroom, fails
 // whatever its outcome.
+// Long: one check per way around a limit (escapes, a raised or lowered limit, samples above it, headroom), in order.
 void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   const cgroup::Final& kernel = o.kernel;
   const Expectation& e = t.expect;

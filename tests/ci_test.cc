@@ -12,7 +12,6 @@
 #include <regex>
 #include <yaml-cpp/yaml.h>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -27,7 +26,7 @@ const char* kMixed = R"(tests:
 )";
 
 // The whole file ("" when absent).
-std::string slurp(const std::string& path) { return fs::read_file(path).value_or(""); }
+std::string slurp(const std::string& path) { return read_text(path); }
 
 class Ci : public MemrunTest {};
 

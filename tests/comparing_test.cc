@@ -10,7 +10,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 #include "runner/units.h"
 
@@ -36,7 +35,7 @@ class Comparing : public MemrunTest {
     std::string out = dir.path() + "/compare.json";
     std::filesystem::remove(out);
     RunOutput r = run_memrun({"compare", dir.path() + "/" + base, dir.path() + "/" + head, "--json", out});
-    r.report = nlohmann::json::parse(fs::read_file(out).value_or("{}"));
+    r.report = nlohmann::json::parse(read_text(out, "{}"));
     return r;
   }
 };
@@ -72,19 +71,19 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
     auto head = run_as(spec, "head.json", {"--baseline", dir.path() + "/base.json", "--junit", junit});
     EXPECT_EQ(head.exit_code, 0) << head.out << head.err;
     EXPECT_NE(head.out.find("0 regressions, 0 improvements, 1 unchanged"), std::string::npos) << head.out;
-    auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/head.json").value_or("{}"));
+    auto report = nlohmann::json::parse(read_text(dir.path() + "/head.json", "{}"));
     EXPECT_EQ(report["comparison"]["summary"]["unchanged"], 1) << report["comparison"].dump();
     EXPECT_EQ(report["comparison"]["tests"][0]["change"], "unchanged");
-    EXPECT_NE(fs::read_file(junit).value_or("").find("<testsuite name=\"memrun compare\" tests=\"1\" failures=\"0\""),
+    EXPECT_NE(read_text(junit).find("<testsuite name=\"memrun compare\" tests=\"1\" failures=\"0\""),
               std::string::npos)
-        << fs::read_file(junit).value_or("");
+        << read_text(junit);
     if (i == 0) {
       auto check = run_program({"xmllint", "--noout", "--schema", std::string(SOURCE_DIR) + "/tests/junit.xsd", junit});
       EXPECT_EQ(check.exit_code, 0) << check.err;
     }
   }
   // The base kept each of its three runs.
-  auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/base.json").value_or("{}"));
+  auto report = nlohmann::json::parse(read_text(dir.path() + "/base.json", "{}"));
   EXPECT_EQ(report["tests"][0]["runs"].size(), 3u);
 }
 
@@ -119,7 +118,7 @@ TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
   auto warm = run_as(spec, "warm.json");
   ASSERT_EQ(warm.exit_code, 0) << warm.out << warm.err;
   for (const auto* run : {&cold, &warm}) {
-    auto report = nlohmann::json::parse(fs::read_file(dir.path() + (run == &cold ? "/cold.json" : "/warm.json")).value_or("{}"));
+    auto report = nlohmann::json::parse(read_text(dir.path() + (run == &cold ? "/cold.json" : "/warm.json"), "{}"));
     EXPECT_GE(report["tests"][0]["peak_bytes"].get<double>() / kMiB, 60.0)
         << "the run did not pay for reading its input: " << report["tests"][0].dump();
   }
@@ -132,7 +131,7 @@ TEST_F(Comparing, ReportsOfAnotherBackendAreNotComparedSilently) {
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 8MiB], memory: 64MiB}\n", "base.json").exit_code, 0);
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 64MiB}\n", "head.json").exit_code, 0);
   // The same head as if measured elsewhere, with another memrun.
-  auto head = nlohmann::json::parse(fs::read_file(dir.path() + "/head.json").value_or("{}"));
+  auto head = nlohmann::json::parse(read_text(dir.path() + "/head.json", "{}"));
   head["host"]["backend"] = head["host"]["backend"] == "v1" ? "v2" : "v1";
   head["memrun_version"] = "9.9.9";
   dir.write("other.json", head.dump());
@@ -174,7 +173,7 @@ TEST_F(Comparing, ACrashInHeadFailsTheGateAndIsNeverAnImprovement) {
   auto again = run_as("tests:\n  - {name: sorts, run: 'kill -SEGV $$', memory: 64MiB}\n", "again.json",
                       {"--baseline", dir.path() + "/base.json", "--markdown", md});
   EXPECT_EQ(again.exit_code, 1);
-  EXPECT_NE(fs::read_file(md).value_or("").find("❌ failed in head"), std::string::npos) << fs::read_file(md).value_or("");
+  EXPECT_NE(read_text(md).find("❌ failed in head"), std::string::npos) << read_text(md);
 }
 
 TEST_F(Comparing, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
@@ -231,7 +230,7 @@ TEST_F(Comparing, AReportThatIsNotAWholeReportIsRefusedAsABase) {
   EXPECT_EQ(c.exit_code, 2) << c.out;
   EXPECT_NE(c.err.find("field 'memrun_version' is missing"), std::string::npos) << c.err;
   // A negative peak is not 16 EiB.
-  auto head = nlohmann::json::parse(fs::read_file(dir.path() + "/head.json").value_or("{}"));
+  auto head = nlohmann::json::parse(read_text(dir.path() + "/head.json", "{}"));
   head["tests"][1]["peak_bytes"] = -1;
   dir.write("negative.json", head.dump());
   c = compare("negative.json", "head.json");

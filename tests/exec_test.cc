@@ -5,7 +5,6 @@
 
 #include <filesystem>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 #include "runner/units.h"
 
@@ -22,7 +21,7 @@ class Exec : public MemrunTest {
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
     RunOutput r = run_memrun(args);
-    if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(fs::read_file(report).value_or("{}"));
+    if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(read_text(report, "{}"));
     return r;
   }
 };
@@ -116,8 +115,8 @@ TEST_F(Exec, TheCommandsOutputPassesThroughAndIsLogged) {
   EXPECT_LT(shown, verdict) << r.out;
   EXPECT_NE(r.err.find("to-stderr\n"), std::string::npos) << r.err;
   const auto& t = r.report["tests"][0];
-  EXPECT_EQ(fs::read_file(t["stdout"].get<std::string>()).value_or(""), "to-stdout\n");
-  EXPECT_EQ(fs::read_file(t["stderr"].get<std::string>()).value_or(""), "to-stderr\n");
+  EXPECT_EQ(read_text(t["stdout"].get<std::string>()), "to-stdout\n");
+  EXPECT_EQ(read_text(t["stderr"].get<std::string>()), "to-stderr\n");
   // More than a pipe holds, all of it shown and kept, in order.
   auto big = exec({"--memory", "64MiB"}, {"seq", "200000"});
   ASSERT_EQ(big.exit_code, 0) << big.err;

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <iterator>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -333,7 +332,7 @@ void interrupt_explain(const Scratch& scratch, int sig, bool in_reader) {
   auto run = finish_program(started);
   EXPECT_EQ(run.exit_code, 128 + sig) << run.out << run.err;
   EXPECT_FALSE(process_alive(pid)) << "what the explanation ran outlived memrun";
-  auto j = json::parse(fs::read_file(report).value_or("{}"));
+  auto j = json::parse(read_text(report, "{}"));
   ASSERT_EQ(j["tests"].size(), 1u) << run.out << run.err;
   const json& t = j["tests"][0];
   EXPECT_EQ(t["outcome"], "oom") << "the verdict is the first run's";

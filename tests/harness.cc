@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <thread>
 #include <filesystem>
@@ -16,7 +18,6 @@
 #include <sstream>
 
 #include "cgroup/cgroup.h"
-#include "cgroup/fs.h"
 #include "runner/units.h"
 
 namespace memrun::testing {
@@ -88,8 +89,8 @@ RunOutput finish_program(const Started& st) {
   ::waitpid(st.pid, &status, 0);
   RunOutput r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = fs::read_file(st.out_path).value_or("");
-  r.err = fs::read_file(st.err_path).value_or("");
+  r.out = read_text(st.out_path);
+  r.err = read_text(st.err_path);
   return r;
 }
 
@@ -113,7 +114,7 @@ RunOutput run_spec_with(const Scratch& dir, const std::string& yaml, const std::
     args.push_back(a);
   args.insert(args.end(), extra.begin(), extra.end());
   RunOutput r = run_program(args);
-  if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(fs::read_file(report).value_or(""));
+  if (std::filesystem::exists(report)) r.report = nlohmann::json::parse(read_text(report));
   return r;
 }
 
@@ -132,7 +133,7 @@ std::vector<std::string> leftover_cgroups() {
   // v1 hierarchy it uses.
   cgroup::OpenOptions v2;
   v2.kind = cgroup::Kind::v2;
-  if (auto v = cgroup::check(v2); v.problem.empty()) roots.push_back(v.parent);
+  if (auto v = cgroup::check(v2); v.ok()) roots.push_back(v.parent);
   for (const auto& [ctrl, dir] : cgroup::host().v1_self) roots.push_back(dir);
   // Runs whose memrun is gone but whose cgroups remain. (A memrun running
   // beside the tests, e.g. a developer's, is alive and not counted.)
@@ -145,10 +146,11 @@ void MemrunTest::TearDown() { EXPECT_EQ(leftover_cgroups(), std::vector<std::str
 
 std::unique_ptr<cgroup::Backend> limited_parent(uint64_t bytes) {
   cgroup::OpenOptions o;
-  o.run_name = "memrun-test-parent-" + std::to_string(::getpid());
+  o.run_name = cgroup::run_name("test-parent-" + std::to_string(::getpid()));
   auto parent = cgroup::open(o);
-  std::string limit_file = parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max";
-  fs::write_file(parent->run_path() + limit_file, std::to_string(bytes));
+  std::string limit_file = parent->run_path() + (parent->name() == "v1" ? "/memory.limit_in_bytes" : "/memory.max");
+  if (int err = write_text(limit_file, std::to_string(bytes)))
+    throw std::runtime_error("cannot write " + limit_file + ": " + std::strerror(err));
   return parent;
 }
 
@@ -198,12 +200,33 @@ int pid_in_file(const std::string& path) {
   return 0;
 }
 
+std::string read_text(const std::string& path, const std::string& fallback) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fallback;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+int write_text(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = n < 0 ? errno : static_cast<size_t>(n) == text.size() ? 0 : EIO;
+  ::close(fd);
+  return err;
+}
+
 bool process_alive(int pid) {
   if (pid <= 0) return false;
-  auto stat = fs::read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  auto close = stat->rfind(')');
-  return close != std::string::npos && stat->size() > close + 2 && (*stat)[close + 2] != 'Z';
+  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
 int64_t epoch_ms(const std::string& iso) {

@@ -98,6 +98,16 @@ inline const char* const kPidNs = "$(readlink /proc/self/ns/pid)";
 /// namespace): 0 when no such process is alive, -1 when `path` holds no pid.
 int pid_in_file(const std::string& path);
 
+/// The whole file, or `fallback` when it cannot be read (absent, gone).
+std::string read_text(const std::string& path, const std::string& fallback = "");
+
+/// `text` without trailing newlines and spaces.
+std::string trimmed(std::string text);
+
+/// Writes `text` to `path` with one write(2), as cgroup and /proc files
+/// want it: 0, or the errno.
+int write_text(const std::string& path, const std::string& text);
+
 /// True when process `pid` exists (and is not a zombie).
 bool process_alive(int pid);
 

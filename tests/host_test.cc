@@ -11,7 +11,9 @@
 #include <fstream>
 
 #include "cgroup/cgroup.h"
+#include "cgroup/error.h"
 #include "cgroup/host.h"
+#include "runner/enforce.h"
 
 namespace memrun::cgroup {
 namespace {
@@ -94,6 +96,47 @@ TEST(Tree, TheProcessesBelowAGroupAreItsOwnAndItsSubGroupsNeverANamesakes) {
   EXPECT_EQ(processes_below(root + "/run/t10"), std::vector<pid_t>{21});
   EXPECT_TRUE(processes_below(root + "/run/gone").empty()) << "a group not (or no longer) there lists nothing";
   std::filesystem::remove_all(root);
+}
+
+
+// The run-naming contract gc relies on: a run's directory is the prefix
+// and its id, the id ends with this process's identity, and any group below
+// a run (a v1 hierarchy's, a systemd scope's) names it.
+TEST(RunNames, AnIdComesBackFromEveryPathBelowItsRun) {
+  std::string id = run_id("20260102-030405");
+  EXPECT_EQ(id, "20260102-030405-" + run_identity());
+  EXPECT_EQ(run_name(id), "memrun-" + id);
+  EXPECT_EQ(run_id_of("/sys/fs/cgroup/memory/user/" + run_name(id)), id);
+  EXPECT_EQ(run_id_of("/sys/fs/cgroup/user/" + run_name(id) + "/0001-a/test"), id);
+  EXPECT_EQ(run_id_of("/sys/fs/cgroup/app.slice/" + run_name(id) + ".scope/" + run_name(id) + "/0001-a"), id);
+  EXPECT_EQ(run_id_of("/sys/fs/cgroup/app.slice/" + run_name(id) + ".scope"), id);
+  EXPECT_EQ(run_id_of("/sys/fs/cgroup/user.slice/other-memrun-x"), "");
+  EXPECT_EQ(run_id_of(run_name(id)), id);
+}
+
+// The library says what is wrong, typed; memrun says what to do, in its
+// options: the sentences users read are the runner's.
+TEST(Problems, TheRunnerSaysWhatToDoInItsOwnOptions) {
+  Problem p = make_problem(Problem::Kind::no_v2_group, "v2", "/sys/fs/cgroup/nowhere");
+  p.root = true;
+  p.mode = Mode::unified;
+  p.would_work = {Kind::v1};
+  EXPECT_EQ(describe(p), "no cgroup directory at /sys/fs/cgroup/nowhere");
+  EXPECT_EQ(memrun::advice(p), "pass an existing cgroup v2 directory to --cgroup-parent\n"
+                               "       use --backend v1 (it works here)");
+  Failure f(Failure::Kind::cannot_enforce, "memory limits cannot be enforced", 0, p.path, p);
+  EXPECT_EQ(memrun::failure_text(f), "memory limits cannot be enforced (backend v2): no cgroup directory at "
+                                     "/sys/fs/cgroup/nowhere.\n  fix: pass an existing cgroup v2 directory to "
+                                     "--cgroup-parent\n       use --backend v1 (it works here)");
+  // A fix that is another backend, or root, comes only where it applies.
+  Problem hybrid = make_problem(Problem::Kind::no_memory_controller, "v2", "/sys/fs/cgroup");
+  hybrid.mode = Mode::hybrid;
+  hybrid.uid = 1000;
+  EXPECT_EQ(memrun::advice(hybrid), "run memrun as root (sudo memrun ...)\n"
+                                    "       pass a cgroup you own with the memory controller to --cgroup-parent");
+  // Not a problem of enforcement: the library's sentence as it is.
+  EXPECT_EQ(memrun::failure_text(Failure(Failure::Kind::system, "cannot remove cgroup /x: Device or resource busy")),
+            "cannot remove cgroup /x: Device or resource busy");
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "cgroup/cgroup.h"
-#include "cgroup/fs.h"
 #include "harness.h"
 #include "runner/run.h"
 #include "runner/units.h"
@@ -50,7 +49,7 @@ TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
     EXPECT_TRUE(t["passed"]) << t.dump();
     EXPECT_GE(t["peak_bytes"], 150 * MiB);
     // Each test's output stays its own.
-    EXPECT_EQ(fs::trim(fs::read_file(t["stdout"].get<std::string>()).value_or("")), t["name"]);
+    EXPECT_EQ(trimmed(read_text(t["stdout"].get<std::string>())), t["name"]);
   }
   // By memrun's report: never more than two (the budget), and two at the
   // barrier; the promised memory never above the budget.
@@ -59,14 +58,14 @@ TEST_F(Parallel, EightTestsOf200MiBWithin400MiBRunTwoAtATimeAndAllPass) {
   EXPECT_LE(most_promised(tests), 400 * MiB) << times_of(tests);
   // By the tests' own clocks: never more than two either.
   std::vector<std::pair<int64_t, int64_t>> seen;
-  std::istringstream in(fs::read_file(events).value_or(""));
+  std::istringstream in(read_text(events));
   for (int64_t t; in >> t;) {
     int64_t delta;
     in >> delta;
     seen.push_back({t, delta});
   }
   ASSERT_EQ(seen.size(), 16u);
-  EXPECT_LE(peak_sum(seen), 2) << fs::read_file(events).value_or("");
+  EXPECT_LE(peak_sum(seen), 2) << read_text(events);
 }
 
 TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
@@ -163,7 +162,7 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   ASSERT_EQ(raised.exit_code, 0) << raised.out << raised.err;
   EXPECT_EQ(raised.report["jobs"], 40) << raised.out;
   EXPECT_EQ(most_at_once(raised.report["tests"]), 40) << times_of(raised.report["tests"]);
-  EXPECT_EQ(fs::trim(fs::read_file(test_named(raised, "limit")["stdout"].get<std::string>()).value_or("")), "128");
+  EXPECT_EQ(trimmed(read_text(test_named(raised, "limit")["stdout"].get<std::string>())), "128");
   // A hard limit it cannot raise: fewer at once, said, and still all clean.
   auto capped = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
   ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
@@ -192,7 +191,7 @@ TEST_F(Parallel, TheDefaultBudgetIsWhatTheHostCanGiveAndIsReported) {
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   uint64_t budget = run.report["memory_budget_bytes"];
   // Below MemAvailable (memrun keeps a reserve), and not absurdly small.
-  std::istringstream meminfo(fs::read_file("/proc/meminfo").value_or(""));
+  std::istringstream meminfo(read_text("/proc/meminfo"));
   uint64_t available = 0;
   for (std::string key; meminfo >> key;) {
     uint64_t kib;

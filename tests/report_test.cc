@@ -333,17 +333,38 @@ TEST(Decide, ATestThatDefeatedItsLimitNeverPasses) {
       << escaped.reason;
 }
 
+// The reason names what the kernel counted, from Final's named fields:
+// huge pages refused at the hugetlb limit, throttling at memory_high.
+TEST(Decide, TheReasonNamesRefusedHugePagesAndMemoryHighThrottling) {
+  Fixture f;
+  Observation huge = Fixture::exited(1, 40 * MiB);
+  huge.kernel.refused_huge_pages = 7;
+  Verdict failed = decide(f.spec.tests[0], huge);
+  EXPECT_FALSE(failed.passed);
+  EXPECT_NE(failed.reason.find("refused it huge pages 7 times at its hugetlb limit"), std::string::npos)
+      << failed.reason;
+  Spec spec = parse_spec("tests:\n  - {name: slow, run: x, memory: 64MiB, memory_high: 32MiB, timeout: 1s}\n", "s.yaml",
+                         tmp());
+  Observation held = Fixture::exited(-1, 40 * MiB);
+  held.ending = Ending::timed_out;
+  held.signal = 9;
+  held.kernel.high_events = 12;
+  Verdict slow = decide(spec.tests[0], held);
+  EXPECT_EQ(slow.outcome, Outcome::timeout);
+  EXPECT_NE(slow.reason.find("memory_high 32.0 MiB throttled it 12 times"), std::string::npos) << slow.reason;
+}
+
 TEST(Decide, RefusedForksAreAFailureThatExpectFailAccepts) {
   Fixture f;
   Observation bomb = exited_ok();
-  bomb.kernel.events["pids_max"] = 2026;
+  bomb.kernel.refused_forks = 2026;
   Verdict r = decide(f.spec.tests[0], bomb);
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.outcome, Outcome::fail);
   EXPECT_NE(r.reason.find("refused 2026 forks at pids.max 4096"), std::string::npos) << r.reason;
   Spec spec = parse_spec("tests:\n  - {name: bomb, run: x, memory: 64MiB, pids: 64, expect: fail}\n", "s.yaml", tmp());
   Observation accepted_test = exited_ok();
-  accepted_test.kernel.events["pids_max"] = 3;
+  accepted_test.kernel.refused_forks = 3;
   Verdict accepted = decide(spec.tests[0], accepted_test);
   EXPECT_TRUE(accepted.passed) << accepted.reason;
 }
@@ -577,8 +598,8 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   o.kernel.limit_reached = true;
   o.kernel.oom_at_limit = true;
   o.sampled_limit = 64 * MiB;
-  o.kernel.events = {{"oom_kill", 1}, {"max", 7}};
-  o.kernel.stat = {{"anon", 5 * MiB}};
+  o.kernel.raw.events = {{"oom_kill", 1}, {"max", 7}};
+  o.kernel.raw.stat = {{"anon", 5 * MiB}};
   o.kernel.breakdown.shmem = 3 * MiB;
   o.kernel.limit_at_end = 64 * MiB;
   o.samples = 2;
@@ -661,11 +682,14 @@ TestRecord every_field_set() {
   k.oom_group_kills = 1;
   k.limit_reached = true;
   k.oom_at_limit = false;
-  k.events = {{"oom_kill", 2}, {"max", 7}};
-  k.stat = {{"anon", 5 * MiB}};
+  k.raw.events = {{"oom_kill", 2}, {"max", 7}};
+  k.raw.stat = {{"anon", 5 * MiB}};
   k.breakdown = {1, 2, 3, 4, 5};
   k.reclaimable_file = 6 * MiB;
-  k.pressure_us = {{"some", 11}, {"full", 12}};
+  k.raw.pressure_us = {{"some", 11}, {"full", 12}};
+  k.refused_forks = 13;
+  k.refused_huge_pages = 14;
+  k.high_events = 15;
   k.effective_limit = 62 * MiB;
   k.limit_at_end = 64 * MiB;
   k.swap_peak = 3 * MiB;

@@ -13,7 +13,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -146,9 +145,9 @@ TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) 
   const auto& t = test_named(run, "killed");
   EXPECT_FALSE(t["passed"]) << t;
   EXPECT_EQ(t["outcome"], "oom") << t;
-  std::string junit = fs::read_file(xml).value_or("");
+  std::string junit = read_text(xml);
   EXPECT_NE(junit.find("<testsuites name=\"memrun\" tests=\"2\" failures=\"1\""), std::string::npos) << junit;
-  std::string markdown = fs::read_file(md).value_or("");
+  std::string markdown = read_text(md);
   EXPECT_NE(markdown.find("1 passed, 1 failed"), std::string::npos) << markdown;
 
   // Unsealed, the rewriter reaches memrun's descriptors: memrun must then
@@ -164,7 +163,7 @@ TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) 
   if (!open.report.is_null() && open.report.contains("tests"))
     for (const auto& entry : open.report["tests"])
       if (entry["name"] == "killed") EXPECT_FALSE(entry["passed"]) << entry;
-  EXPECT_EQ(fs::read_file(xml2).value_or("").find("failures=\"0\""), std::string::npos);
+  EXPECT_EQ(read_text(xml2).find("failures=\"0\""), std::string::npos);
 }
 
 TEST_F(Seal, ASealedTestSeesAndKillsOnlyItsOwnProcessesAndMemrunReports) {
@@ -186,7 +185,7 @@ TEST_F(Seal, ASealedTestSeesAndKillsOnlyItsOwnProcessesAndMemrunReports) {
   EXPECT_TRUE(test_named(run, "bystander")["passed"]) << run.out;
   EXPECT_EQ(test_named(run, "killer")["outcome"], "pass") << run.out;
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  std::string text = fs::read_file(seen).value_or("");
+  std::string text = read_text(seen);
   // Its parent is its init, and nothing outside the test is in view: not
   // memrun, not the bystander (memrun-workload), not the host's PID 1.
   EXPECT_NE(text.find("ppid 1\n"), std::string::npos) << text;

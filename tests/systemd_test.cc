@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "cgroup/cgroup.h"
-#include "cgroup/fs.h"
 #include "harness.h"
 
 namespace memrun::testing {
@@ -163,7 +162,7 @@ TEST_F(Systemd, SigtermToMemrunCleansUpTheScope) {
   auto run = finish_program(started);
   EXPECT_EQ(run.exit_code, 143) << run.out << run.err;
   EXPECT_FALSE(process_alive(pid_in_file(pidfile)));
-  EXPECT_NE(fs::read_file(dir.path() + "/report.json").value_or("").find("\"interrupted\""), std::string::npos);
+  EXPECT_NE(read_text(dir.path() + "/report.json").find("\"interrupted\""), std::string::npos);
   EXPECT_EQ(leftovers("memrun-user", 1500), "");
 }
 

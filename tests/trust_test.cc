@@ -14,7 +14,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "cgroup/fs.h"
 #include "harness.h"
 #include "runner/units.h"
 
@@ -208,7 +207,7 @@ TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
   EXPECT_EQ(t["outcome"], "oom") << run.out << run.err;
   EXPECT_EQ(t["oom_kills"], 1) << t;
   EXPECT_EQ(t["escaped_processes"], 0) << t;
-  std::string text = fs::read_file(seen).value_or("");
+  std::string text = read_text(seen);
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
@@ -233,7 +232,7 @@ TEST_F(Trust, ANestedMemrunGetsASubtreeOfItsOwnInsideASealedTest) {
   auto run = run_spec(dir, "tests:\n  - {name: outer, memory: 256MiB, run: " + yaml_quoted(nested) + "}\n");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(test_named(run, "outer")["passed"]) << run.out;
-  auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/inner.json").value_or("{}"));
+  auto report = nlohmann::json::parse(read_text(dir.path() + "/inner.json", "{}"));
   ASSERT_EQ(report["tests"].size(), 2u) << report.dump();
   EXPECT_EQ(report["tests"][0]["outcome"], "pass") << report.dump();
   EXPECT_EQ(report["tests"][1]["outcome"], "oom") << report.dump();
@@ -301,7 +300,7 @@ TEST_F(Trust, GcFromAnotherPidNamespaceNeverTouchesALiveRun) {
     std::ofstream(released) << "done";
     auto run = finish_program(live);
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-    auto report = nlohmann::json::parse(fs::read_file(dir.path() + "/report.json").value_or("{}"));
+    auto report = nlohmann::json::parse(read_text(dir.path() + "/report.json", "{}"));
     EXPECT_EQ(report["tests"][0]["outcome"], "pass") << report.dump();
   }
 }
@@ -342,8 +341,8 @@ TEST_F(Trust, OutputPathsAreCheckedBeforeAnyTestRunsAndCiOutputsNeedNoRunFolder)
                                                     "/runs; exit 3', memory: 16MiB}\n");
   auto run = run_memrun({cleaner, "--junit", xml, "--markdown", md, "--run-dir", dir.path() + "/runs"});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  EXPECT_NE(fs::read_file(xml).value_or("").find("name=\"cleaner\""), std::string::npos) << run.err;
-  EXPECT_NE(fs::read_file(md).value_or("").find("<code>cleaner</code>"), std::string::npos) << run.err;
+  EXPECT_NE(read_text(xml).find("name=\"cleaner\""), std::string::npos) << run.err;
+  EXPECT_NE(read_text(md).find("<code>cleaner</code>"), std::string::npos) << run.err;
 }
 
 TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
@@ -375,7 +374,7 @@ TEST_F(Trust, DevShmIsTheTestsOwnAndGoesWithIt) {
   EXPECT_GE(t["peak_bytes"].get<uint64_t>(), 40000000u) << "the test's shmem was not charged to it";
   EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name)) << "the test's /dev/shm file outlived it";
   EXPECT_EQ(t["tmpfs_left_bytes"], 0u) << run.out;
-  EXPECT_EQ(fs::trim(fs::read_file(seen).value_or("")), "0") << "the test saw the host's /dev/shm";
+  EXPECT_EQ(trimmed(read_text(seen)), "0") << "the test saw the host's /dev/shm";
 }
 
 TEST_F(Trust, MemoryLeftInASharedTmpfsIsReported) {
@@ -466,7 +465,7 @@ TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
   auto run = run_spec_with(dir, "tests:\n  - {name: inner, run: 'env | grep -E \"^MEMRUN_(TEST|MEMORY_LIMIT)=\"', memory: 16MiB}\n",
                            {"env", "MEMRUN_TEST=outer", "MEMRUN_MEMORY_LIMIT=1", memrun_bin()});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  std::string out = fs::read_file(test_named(run, "inner")["stdout"].get<std::string>()).value_or("");
+  std::string out = read_text(test_named(run, "inner")["stdout"].get<std::string>());
   EXPECT_EQ(out, "MEMRUN_TEST=inner\nMEMRUN_MEMORY_LIMIT=16777216\n");
 }
 

@@ -11,7 +11,6 @@
 #include <fstream>
 
 #include "cgroup/cgroup.h"
-#include "cgroup/fs.h"
 #include "harness.h"
 #include "runner/units.h"
 
@@ -100,7 +99,7 @@ class ZramSwap {
       why_ = "no zram device (the test VMs have one)";
       return;
     }
-    std::string swaps = fs::read_file("/proc/swaps").value_or("");
+    std::string swaps = read_text("/proc/swaps");
     if (swaps.find('\n') + 1 < swaps.size()) {
       why_ = "swap is already on: " + swaps;
       return;
@@ -170,12 +169,12 @@ TEST_F(V2, HugePagesAreLimitedLikeMemory) {
     return;
   }
   const std::string nr = "/proc/sys/vm/nr_hugepages";
-  std::string before = fs::trim(fs::read_file(nr).value_or("0"));
-  fs::write_file(nr, "64");
-  int reserved = std::atoi(fs::trim(fs::read_file(nr).value_or("0")).c_str());
+  std::string before = trimmed(read_text(nr, "0"));
+  ASSERT_EQ(write_text(nr, "64"), 0);
+  int reserved = std::atoi(trimmed(read_text(nr, "0")).c_str());
   auto run = run_spec(dir, "tests:\n  - {name: huge, run: [{W}, --hugetlb, 100MiB], memory: 16MiB}\n"
                            "  - {name: fits, run: [{W}, --hugetlb, 8MiB], memory: 16MiB}\n");
-  fs::write_file(nr, before);
+  EXPECT_EQ(write_text(nr, before), 0);
   ASSERT_GE(reserved, 50) << "the VM could not reserve huge pages";
   const auto& huge = test_named(run, "huge");
   EXPECT_FALSE(huge["passed"]) << run.out;
@@ -212,7 +211,7 @@ TEST_F(V2, RunsInsideACgroupThatHasOtherProcesses) {
   // without processes of its own: memrun must move both into a leaf first.
   std::string root = cgroup::check({}).parent;
   std::string outer = root + "/memrun-test-outer-" + std::to_string(::getpid());
-  ASSERT_EQ(fs::try_write_file(root + "/cgroup.subtree_control", "+memory +pids"), 0);
+  ASSERT_EQ(write_text(root + "/cgroup.subtree_control", "+memory +pids"), 0);
   ASSERT_EQ(::mkdir(outer.c_str(), 0755), 0);
   std::string sleeper = dir.path() + "/sleeper.pid";
   auto run = run_spec_with(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB, expect: oom}\n",
@@ -225,7 +224,7 @@ TEST_F(V2, RunsInsideACgroupThatHasOtherProcesses) {
   int pid = 0;
   std::ifstream(sleeper) >> pid;
   ASSERT_GT(pid, 0);
-  auto leaf_procs = fs::read_file(outer + "/memrun.leaf/cgroup.procs").value_or("");
+  auto leaf_procs = read_text(outer + "/memrun.leaf/cgroup.procs");
   EXPECT_NE(leaf_procs.find(std::to_string(pid)), std::string::npos) << "the sibling was not moved to the leaf";
   ::kill(pid, SIGKILL);
   for (int i = 0; i < 1000 && ::rmdir((outer + "/memrun.leaf").c_str()) != 0; ++i) ::usleep(1000);
