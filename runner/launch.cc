@@ -170,7 +170,34 @@ int command_entry(void* p) {
 // it. It holds none of memrun's descriptors (a root test could reopen them
 // through /proc/1/fd): only the status pipe, whose worst misuse is to
 // report a status the test could have exited with itself.
-[[noreturn]] void run_init(const ChildArgs& a) {
+// The number this process has in the host's pid namespace, read from the
+// host's /proc (a proc filesystem numbers processes as the namespace that
+// mounted it does); 0 when it cannot be read. System calls only.
+int host_pid() {
+  char link[32];
+  ssize_t n = ::readlink("/proc/self", link, sizeof link);
+  int pid = 0;
+  for (ssize_t i = 0; i < n && link[i] >= '0' && link[i] <= '9'; ++i) pid = pid * 10 + (link[i] - '0');
+  return pid;
+}
+
+// Makes the next pid of the caller's pid namespace `after` + 1
+// (ns_last_pid, 3.3+, CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over the
+// namespace). Best effort.
+void next_pid_after(int after) {
+  if (after <= 0) return;
+  char text[16];
+  int length = 0;
+  char digits[16];
+  int d = 0;
+  for (int v = after; v > 0 && d < 15; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+  while (d > 0) text[length++] = digits[--d];
+  text[length] = '\0';
+  write_self("/proc/sys/kernel/ns_last_pid", text);
+}
+
+// `host`: the init's own number on the host, or 0.
+[[noreturn]] void run_init(const ChildArgs& a, int host) {
   ::prctl(PR_SET_NAME, "memrun-init", 0, 0, 0);
   // The kernel's OOM killer must pick the test, never its init: -1000
   // exempts it (root only: lowering needs CAP_SYS_RESOURCE in the initial
@@ -198,6 +225,11 @@ int command_entry(void* p) {
     from = fd + 1;
   }
   close_between(from, INT32_MAX);
+  // Every test's command would be pid 2 of its namespace, and /tmp is
+  // shared: files named after a pid (`/tmp/x.$$`, heaptrack's FIFO) would
+  // clash between tests run at once. It gets the init's host pid + 1
+  // instead, a number no other live test's namespace starts from.
+  next_pid_after(host);
   CommandArgs c{&a, false};
   alignas(16) char stack[32 * 1024];
   pid_t command = ::clone(command_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
@@ -284,8 +316,9 @@ int command_entry(void* p) {
     if (mounts != 0 || (::mount("/dev/null", *s, nullptr, MS_BIND, nullptr) != 0 && errno != ENOENT))
       die(report_fd, kShieldStage);
   if (cmd.pid_namespace) {
+    int host = host_pid();  // before the host's /proc is replaced
     if (mounts != 0 || own_proc(!cmd.user_namespace) != 0) die(report_fd, kProcStage);
-    run_init(a);
+    run_init(a, host);
   }
   default_signals();
   ::execve(cmd.path.c_str(), a.argv, a.envp);

@@ -126,6 +126,23 @@ TEST_F(Seal, ATestCannotLowerAnotherTestsLimitThroughParentRoot) {
   EXPECT_EQ(t["limit_at_end_bytes"], 64u << 20) << t;
 }
 
+TEST_F(Seal, TestsNeverShareAPidInTheSharedTmp) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // Every test's command is first of its namespace; /tmp is the host's. A
+  // file named after a pid (`x.$$`, as heaptrack names its FIFO) made with
+  // noclobber fails if another test, at once or before, had the same pid.
+  std::string make = "set -C; : > " + dir.path() + "/pid.$$ && [ $$ != 2 ]";
+  std::string spec = "tests:\n";
+  for (int i = 0; i < 4; ++i)
+    spec += "  - {name: t" + std::to_string(i) + ", memory: 32MiB, run: " + yaml_quoted(make) + "}\n";
+  auto run = run_spec(dir, spec, {"-j", "2"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    files += e.path().filename().string().rfind("pid.", 0) == 0;
+  EXPECT_EQ(files, 4u) << run.out;
+}
+
 TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // The first test is OOM-killed; the second rewrites every open file it can
