@@ -21,6 +21,7 @@
 #include "runner/files.h"
 #include "runner/live.h"
 #include "runner/report.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
 

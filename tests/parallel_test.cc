@@ -16,6 +16,7 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/fs.h"
 #include "harness.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
 
