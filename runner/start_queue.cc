@@ -97,9 +97,15 @@ void StartQueue::stop(bool interrupted) {
   for (size_t i : admitted) admission_->ended((*tests_)[i]->test->memory);
   evicting_.clear();
   cold_.clear();
-  if (!interrupted) return;
-  for (size_t i : admitted) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
-  for (size_t i : queue_) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+  if (interrupted) {
+    for (size_t i : admitted) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+    for (size_t i : queue_) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+  }
+  // The list and its admission were the caller's for this run only.
+  queue_.clear();
+  tests_ = nullptr;
+  admission_ = nullptr;
+  done_ = nullptr;
 }
 
 }  // namespace memrun

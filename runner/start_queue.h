@@ -71,7 +71,8 @@ class StartQueue {
 
   /// The list ends: admitted tests that never started hand their limit
   /// back. When `interrupted`, they and the queue are reported not run;
-  /// otherwise (fail-fast) they are not reported, like the queue.
+  /// otherwise (fail-fast) they are not reported, like the queue. The list
+  /// given to offer() is not used after.
   void stop(bool interrupted);
 
  private:
