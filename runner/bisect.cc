@@ -8,6 +8,7 @@
 
 #include "runner/error.h"
 #include "runner/plan.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
 

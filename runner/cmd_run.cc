@@ -21,6 +21,7 @@
 #include "runner/files.h"
 #include "runner/live.h"
 #include "runner/report.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
 
@@ -193,6 +194,20 @@ RunOptions run_options(const Options& o, const Selection& selection) {
   return ro;
 }
 
+std::optional<ReportData> read_baseline(const Options& o) {
+  if (o.baseline.empty()) return std::nullopt;
+  check_comparing(o.comparing);
+  return read_report(o.baseline);
+}
+
+void make_run_dir(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec)
+    throw Error(Category::output, "cannot create the run folder " + run_dir + ": " + ec.message() +
+                                      " (choose another with --run-dir)");
+}
+
 // The default budget: what the backend's cgroups have room for.
 void choose_budget(const Options& o, const cgroup::Backend& backend, RunOptions& ro) {
   if (!ro.budget && o.jobs > 1) ro.budget = default_budget(mem_available(), backend.room());
@@ -235,8 +250,8 @@ Environment this_environment() {
   return e;
 }
 
-RunInfo run_info(const std::string& run_id, const std::string& run_dir, const cgroup::Backend& backend,
-                 const Selection& selection, const RunOptions& ro) {
+RunInfo run_info(const Options& o, const std::string& run_id, const std::string& run_dir,
+                 const cgroup::Backend& backend, const Selection& selection, const RunOptions& ro) {
   RunInfo info;
   info.memrun_version = MEMRUN_VERSION;
   info.environment = this_environment();
@@ -254,7 +269,19 @@ RunInfo run_info(const std::string& run_id, const std::string& run_dir, const cg
   info.shard_count = selection.shard_count;
   info.jobs = ro.jobs;
   if (ro.budget) info.budget = ro.budget->bytes;
+  // What `memrun repro` needs to run a test again the same way.
+  std::error_code ec;
+  info.memrun_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  info.host_cgroups = o.host_cgroups;
+  info.spec_environment = environment_read();
   return info;
+}
+
+// The console's column of test names: as wide as the longest, at least 4.
+size_t name_width(const Plan& plan) {
+  size_t width = 4;
+  for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
+  return width;
 }
 
 // The lines a run starts with: what runs where, and how many at once.
@@ -294,6 +321,88 @@ std::vector<std::string> write_outputs(const Options& o, const Report* report, R
   return unwritten;
 }
 
+// The tests' output where memrun's console `con` is not in its way: with
+// the report on stdout, both streams go to stderr.
+void echo_tests_output(RunOptions& ro, std::FILE* con) {
+  ro.echo_stdout = con == stdout ? STDOUT_FILENO : STDERR_FILENO;
+  ro.echo_stderr = STDERR_FILENO;
+}
+
+// The live view of a run on a terminal (or --live on), and the loop's
+// ticks that feed it.
+void live_view(const Options& o, std::optional<LiveView>& view, const Plan& plan, RunOptions& ro) {
+  if (!(o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) return;
+  view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
+               ro.timings);
+  ro.tick = std::chrono::milliseconds(200);
+}
+
+// --baseline: the run's records compared with the baseline's (`in_scope`:
+// the tests this run could have run); the regressed are explained too.
+Comparison compare_run(const ReportData& in_scope, const Options& o, const RunInfo& info, Report& report,
+                       Outputs& observer) {
+  ReportData head{info, {}, {}};
+  report.records()([&](const TestRecord& r) { head.tests.push_back(r); });
+  Comparison comparison = compare_with_baseline(in_scope, o.baseline, head, o.comparing);
+  std::set<std::pair<std::string, std::string>> regressed;  // spec, name
+  for (const auto& c : comparison.tests)
+    if (c.change == Change::regressed) regressed.emplace(c.spec, c.name);
+  if (!regressed.empty())
+    report.records()([&](const TestRecord& r) {
+      if (regressed.count({r.test.spec, r.test.name})) observer.regressed(r);
+    });
+  return comparison;
+}
+
+// explain: each test to explain runs once more under a profiler, one at a
+// time once the run is over; its verdict stays the first run's. Returns
+// the signal that interrupted it, or 0.
+int explain_all(Outputs& observer, const Plan& plan, cgroup::Backend& backend, const RunOptions& ro,
+                const std::string& run_dir, Console& console, std::FILE* con, Report* report) {
+  fmt::print(con, "\nexplain: running {} test{} once more under an allocation profiler\n",
+             observer.to_explain().size(), observer.to_explain().size() == 1 ? "" : "s");
+  std::fflush(con);
+  // Signals wait on a signalfd for the whole of explain, as they do while
+  // tests run: the profiled runs' and readers' loops take them (and stop
+  // what runs); one that comes between two steps stops the next.
+  SignalGuard signals;
+  int interrupted = 0;
+  for (auto& x : observer.to_explain()) {
+    if (!interrupted) interrupted = signals.take();
+    if (interrupted) {
+      Explanation e;
+      e.why = x.why;
+      e.status = "interrupted";
+      e.message = fmt::format("memrun was interrupted ({}) before its profiled run: nothing was explained",
+                              strsignal(interrupted));
+      x.record.explanation = e;
+    } else {
+      x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, backend, ro, run_dir, interrupted);
+    }
+    console.explanation(x.record);
+    std::fflush(con);
+    if (report) report->replace_test(x.index, x.record);
+  }
+  // A signal after the last step still interrupts the run; those after
+  // the first are that interruption's.
+  while (int s = signals.take())
+    if (!interrupted) interrupted = s;
+  return interrupted;
+}
+
+// The run's end: its groups removed (what cannot be is said, and the
+// report is written all the same), its time and signal noted.
+void end_run(cgroup::Backend& backend, RunInfo& info, int interrupted_by) {
+  try {
+    backend.close();
+  } catch (const cgroup::Failure& e) {
+    info.cleanup_error = e.what();
+    fmt::print(stderr, "memrun: cleanup: {} ('memrun gc' removes it once nothing holds it)\n", e.what());
+  }
+  info.ended = std::chrono::system_clock::now();
+  if (interrupted_by) info.interrupted_by = strsignal(interrupted_by);
+}
+
 }  // namespace
 
 Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
@@ -310,46 +419,23 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   RunOptions ro = run_options(o, selection);
   // The baseline is read before anything runs: a bad one found after the
   // tests ran would cost their comparison.
-  std::optional<ReportData> baseline;
-  if (!o.baseline.empty()) {
-    check_comparing(o.comparing);
-    baseline = read_report(o.baseline);
-  }
+  std::optional<ReportData> baseline = read_baseline(o);
   size_t tests = static_cast<size_t>(
       std::count_if(plan.tests.begin(), plan.tests.end(), [](const PlannedTest& p) { return p.run == 1; }));
 
   auto backend = cgroup::open(open_options(o, cgroup::run_name(run_id)));
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec)
-    throw Error(Category::output, "cannot create the run folder " + run_dir + ": " + ec.message() +
-                                      " (choose another with --run-dir)");
+  make_run_dir(run_dir);
   choose_budget(o, *backend, ro);
-  RunInfo info = run_info(run_id, run_dir, *backend, selection, ro);
-  // What `memrun repro` needs to run a test again the same way.
-  info.memrun_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  info.host_cgroups = o.host_cgroups;
-  info.spec_environment = environment_read();
+  RunInfo info = run_info(o, run_id, run_dir, *backend, selection, ro);
 
   // --json /dev/stdout: the report owns stdout, the console goes to stderr.
   std::FILE* con = is_stdout(o.json) ? stderr : stdout;
-  size_t width = 4;
-  for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
-  Console console(con, want_color(con), width);
+  Console console(con, want_color(con), name_width(plan));
   if (!extras.brief) announce(con, o, tests, info, ro);
-  if (extras.echo) {
-    // The tests' output where memrun's console is not in its way: with the
-    // report on stdout, both streams go to stderr.
-    ro.echo_stdout = con == stdout ? STDOUT_FILENO : STDERR_FILENO;
-    ro.echo_stderr = STDERR_FILENO;
-  }
+  if (extras.echo) echo_tests_output(ro, con);
   std::optional<LiveView> view;
   // No live view over the tests' own output.
-  if (!extras.echo && con == stdout && (o.live == "on" || (o.live == "auto" && ::isatty(STDOUT_FILENO)))) {
-    view.emplace(stdout, plan.tests.size(), ro.jobs, ro.budget ? std::optional(ro.budget->bytes) : std::nullopt,
-                 ro.timings);
-    ro.tick = std::chrono::milliseconds(200);
-  }
+  if (!extras.echo && con == stdout) live_view(o, view, plan, ro);
   // A report nobody asked for is not rendered: that is work on every test.
   std::optional<Report> report;
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
@@ -362,61 +448,11 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   // --baseline: the comparison comes before explain, which explains the
   // regressions it finds, and before the outputs, which carry both.
   std::optional<Comparison> comparison;
-  if (baseline && !run.interrupted_by) {
-    ReportData head{info, {}, {}};
-    report->records()([&](const TestRecord& r) { head.tests.push_back(r); });
-    comparison = compare_with_baseline(baseline_in_scope(*baseline, specs, plan, selection), o.baseline, head,
-                                       o.comparing);
-    std::set<std::pair<std::string, std::string>> regressed;  // spec, name
-    for (const auto& c : comparison->tests)
-      if (c.change == Change::regressed) regressed.emplace(c.spec, c.name);
-    if (!regressed.empty())
-      report->records()([&](const TestRecord& r) {
-        if (regressed.count({r.test.spec, r.test.name})) observer.regressed(r);
-      });
-  }
-  // explain: each test to explain runs once more under a profiler, one at
-  // a time once the run is over; its verdict stays the first run's.
-  if (!run.interrupted_by && !observer.to_explain().empty()) {
-    fmt::print(con, "\nexplain: running {} test{} once more under an allocation profiler\n",
-               observer.to_explain().size(), observer.to_explain().size() == 1 ? "" : "s");
-    std::fflush(con);
-    // Signals wait on a signalfd for the whole of explain, as they do while
-    // tests run: the profiled runs' and readers' loops take them (and stop
-    // what runs); one that comes between two steps stops the next.
-    SignalGuard signals;
-    int interrupted = 0;
-    for (auto& x : observer.to_explain()) {
-      if (!interrupted) interrupted = signals.take();
-      if (interrupted) {
-        Explanation e;
-        e.why = x.why;
-        e.status = "interrupted";
-        e.message = fmt::format("memrun was interrupted ({}) before its profiled run: nothing was explained",
-                                strsignal(interrupted));
-        x.record.explanation = e;
-      } else {
-        x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, *backend, ro, run_dir, interrupted);
-      }
-      console.explanation(x.record);
-      std::fflush(con);
-      if (report) report->replace_test(x.index, x.record);
-    }
-    // A signal after the last step still interrupts the run; those after
-    // the first are that interruption's.
-    while (int s = signals.take())
-      if (!interrupted) interrupted = s;
-    run.interrupted_by = interrupted;
-  }
-  // What cannot be removed is said, and the report is written all the same.
-  try {
-    backend->close();
-  } catch (const cgroup::Failure& e) {
-    info.cleanup_error = e.what();
-    fmt::print(stderr, "memrun: cleanup: {} ('memrun gc' removes it once nothing holds it)\n", e.what());
-  }
-  info.ended = std::chrono::system_clock::now();
-  if (run.interrupted_by) info.interrupted_by = strsignal(run.interrupted_by);
+  if (baseline && !run.interrupted_by)
+    comparison = compare_run(baseline_in_scope(*baseline, specs, plan, selection), o, info, *report, observer);
+  if (!run.interrupted_by && !observer.to_explain().empty())
+    run.interrupted_by = explain_all(observer, plan, *backend, ro, run_dir, console, con, report ? &*report : nullptr);
+  end_run(*backend, info, run.interrupted_by);
   if (!extras.brief) console.summary(observer.tally(), tests, info.interrupted_by);
   // The tests ran to their end: their comparison stands though explain was
   // interrupted.

@@ -202,7 +202,7 @@ void next_pid_after(int after) {
   // The kernel's OOM killer must pick the test, never its init: -1000
   // exempts it (root only: lowering needs CAP_SYS_RESOURCE in the initial
   // user namespace). Without root the init keeps memrun's score and the
-  // command gets its own, 500 higher (see protect_memrun in run.cc).
+  // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
   static const char kNever[] = "-1000";
   write_oom_score_adj(kNever, sizeof kNever - 1);
   // Close every descriptor memrun had but the two pipes and the init's

@@ -20,10 +20,10 @@ struct Command {
   std::string cwd;
   int stdout_fd = -1, stderr_fd = -1;
   /// Written to the child's /proc/self/oom_score_adj before exec, when not
-  /// empty (see protect_memrun in run.cc).
+  /// empty (see protect_memrun in process_setup.cc).
   std::string oom_score_adj;
   /// The open-files limit the child gets back before exec, when memrun
-  /// raised its own (see raise_open_files in run.cc); rlim_cur 0: none.
+  /// raised its own (see raise_open_files in process_setup.cc); rlim_cur 0: none.
   rlimit open_files{0, 0};
   /// Give the child a /dev/shm of its own (a fresh tmpfs in a mount
   /// namespace of its own), gone with the test's last process: what a test

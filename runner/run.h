@@ -48,8 +48,9 @@ struct RunOptions {
   std::chrono::milliseconds grace{5000};
   /// How often RunObserver::tick is called; 0: never.
   std::chrono::milliseconds tick{0};
-  /// What prepare_runner_process() gave: the tests' oom_score_adj ("":
-  /// memrun's own) and RLIMIT_NOFILE ({0, 0}: memrun's own).
+  /// What prepare_runner_process() (process_setup.h) gave: the tests'
+  /// oom_score_adj ("": memrun's own) and RLIMIT_NOFILE ({0, 0}: memrun's
+  /// own).
   std::string oom_score_adj;
   rlimit open_files{0, 0};
   /// Seams for unit tests: the loop's clock (null: the steady clock) and
@@ -60,13 +61,6 @@ struct RunOptions {
   /// logs keep them all the same); -1: nowhere. `memrun exec` sets them.
   int echo_stdout = -1, echo_stderr = -1;
 };
-
-/// memrun's process-wide set-up for running tests, once per command that
-/// runs any: it becomes its descendants' subreaper (what a test leaves is
-/// reaped once its group is killed), lowers its own oom_score_adj (the OOM
-/// killer picks a test, never memrun) and raises its open-files limit to
-/// the hard one; `options` gets what the tests must get back.
-void prepare_runner_process(RunOptions& options);
 
 /// While it lives, every signal whose default action would end memrun (and
 /// that a process may catch) arrives on a signalfd instead, so that running
@@ -128,16 +122,5 @@ class RunObserver {
 /// verdicts, in the plan's order whatever the order the tests ended in.
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer);
-
-/// The descriptors a running test holds at most: its pidfd, two pipes, two
-/// logs, /dev/null past a cap, and its group's (up to six: procs files, the
-/// usage and limit files sampled, a sealed test's leaf's limit).
-inline constexpr int kFilesPerTest = 12;
-
-/// How many tests can run at once within memrun's open-files limit (each
-/// holds up to kFilesPerTest descriptors), once memrun has raised its soft
-/// limit to the hard one.
-int jobs_within_open_files();
-
 
 }  // namespace memrun

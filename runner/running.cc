@@ -39,6 +39,20 @@ std::vector<std::string> environment(const TestSpec& t) {
 
 double seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
 
+// What launch() runs for test `t`, but for its path and its output pipes.
+Command command_of(const TestSpec& t, const RunContext& context) {
+  Command cmd;
+  cmd.env = environment(t);
+  cmd.argv = t.argv;
+  cmd.cwd = t.cwd;
+  cmd.oom_score_adj = context.oom_score_adj;
+  cmd.open_files = context.open_files;
+  cmd.private_shm = true;
+  cmd.hugepages_off = t.hugepages_off;
+  if (!t.service_manager) keep_from_service_managers(cmd);
+  return cmd;
+}
+
 }  // namespace
 
 RunningTest::RunningTest(const PlannedTest& planned) : planned_(&planned) {}
@@ -101,6 +115,23 @@ std::unique_ptr<cgroup::Group> RunningTest::make_group(const PlannedTest& p, con
   return context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
 }
 
+// Its process never started or was killed by launch(): the group goes now
+// or, if the kernel still says EBUSY, on the loop's timer.
+bool RunningTest::start_failed(const std::string& why) {
+  observed_.start_error = why;
+  if (group_) {
+    try {
+      group_->kill_step();
+      if (group_->remove_step()) group_.reset();
+    } catch (const cgroup::Failure&) {
+    }
+    context_->leftovers->add(std::move(group_));
+  }
+  out_->finish();
+  err_->finish();
+  return false;
+}
+
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
@@ -110,15 +141,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   interval_ = context.sample_interval;
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
-  Command cmd;
-  cmd.env = environment(t);
-  cmd.argv = t.argv;
-  cmd.cwd = t.cwd;
-  cmd.oom_score_adj = context.oom_score_adj;
-  cmd.open_files = context.open_files;
-  cmd.private_shm = true;
-  cmd.hugepages_off = t.hugepages_off;
-  if (!t.service_manager) keep_from_service_managers(cmd);
+  Command cmd = command_of(t, context);
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -130,22 +153,6 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   err_->echo_to(context.echo_stderr);
   cmd.stdout_fd = out_->writer();
   cmd.stderr_fd = err_->writer();
-  auto failed = [&](const std::string& why) {
-    observed_.start_error = why;
-    // Its process never started or was killed by launch(): the group goes
-    // now or, if the kernel still says EBUSY, on the loop's timer.
-    if (group_) {
-      try {
-        group_->kill_step();
-        if (group_->remove_step()) group_.reset();
-      } catch (const cgroup::Failure&) {
-      }
-      context.leftovers->add(std::move(group_));
-    }
-    out_->finish();
-    err_->finish();
-    return false;
-  };
   try {
     group_ = ahead ? std::move(ahead) : make_group(p, context);
     const cgroup::Placement placement = group_->placement();
@@ -163,9 +170,9 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
       for (int c : child_processes(child_.pid)) seen_.insert(c);
     group_->started(child_.pid);
   } catch (const cgroup::Failure& e) {
-    return failed(failure_text(e));
+    return start_failed(failure_text(e));
   } catch (const Error& e) {
-    return failed(e.what());
+    return start_failed(e.what());
   }
   // Only the test holds the write ends now: the pipes end with its processes.
   out_->close_writer();

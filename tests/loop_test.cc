@@ -12,6 +12,7 @@
 
 #include "fake_backend.h"
 #include "runner/plan.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/spec.h"
 #include "runner/units.h"

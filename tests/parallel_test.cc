@@ -15,6 +15,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
 

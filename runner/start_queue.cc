@@ -1,0 +1,111 @@
+// Which test starts when (see start_queue.h).
+#include "runner/start_queue.h"
+
+#include <utility>
+
+#include "cgroup/error.h"
+#include "runner/error.h"
+
+namespace memrun {
+
+TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& reason) {
+  Observation o;
+  o.ending = ending;
+  o.start_error = reason;
+  return make_record(p, std::move(o));
+}
+
+void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order,
+                       Admission& admission, const Done& done) {
+  tests_ = &tests;
+  admission_ = &admission;
+  done_ = done;
+  queue_.clear();
+  for (size_t i : order) {
+    const TestSpec& spec = *tests[i]->test;
+    std::string refusal = spec.disabled || !spec.not_runnable.empty() ? spec.not_runnable
+                                                                      : admission.refusal(spec.memory);
+    if (spec.disabled) {
+      done(i, unstarted(*tests[i], Ending::not_started));
+      continue;
+    }
+    if (refusal.empty()) queue_.push_back(i);
+    else done(i, unstarted(*tests[i], Ending::not_started, refusal));
+  }
+}
+
+bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
+  while (!cold_.empty()) {
+    size_t index = cold_.front();
+    cold_.pop_front();
+    if (start(index)) return true;
+  }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const PlannedTest& p = *(*tests_)[*it];
+    if (!admission_->may_start(p.test->memory)) {
+      ++it;
+      continue;
+    }
+    size_t index = *it;
+    it = queue_.erase(it);
+    admission_->started(p.test->memory);
+    if (!p.test->inputs.empty()) {
+      evicting_.insert(index);
+      evictor_.post(index, p.test->inputs);
+      continue;
+    }
+    if (start(index)) return true;
+  }
+  return false;
+}
+
+bool StartQueue::take_evicted() {
+  bool all = true;
+  for (auto& d : evictor_.take()) {
+    if (!evicting_.erase(d.id)) continue;
+    if (d.error.empty()) {
+      cold_.push_back(d.id);
+      continue;
+    }
+    const PlannedTest& p = *(*tests_)[d.id];
+    const TestSpec& t = *p.test;
+    admission_->ended(t.memory);
+    done_(d.id, unstarted(p, Ending::not_started,
+                          p.spec->path + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) + ": " +
+                              d.error));
+    all = false;
+  }
+  return all;
+}
+
+void StartQueue::make_ahead(const RunContext& context) {
+  if (queue_.empty() || ahead_.group) return;
+  try {
+    ahead_ = {queue_.front(), RunningTest::make_group(*(*tests_)[queue_.front()], context)};
+  } catch (const cgroup::Failure&) {  // made again at its start, where a failure is the test's
+  } catch (const Error&) {
+  }
+}
+
+std::unique_ptr<cgroup::Group> StartQueue::take_ahead(size_t index) {
+  return ahead_.index == index ? std::move(ahead_.group) : nullptr;
+}
+
+void StartQueue::stop(bool interrupted) {
+  std::vector<size_t> admitted(evicting_.begin(), evicting_.end());
+  admitted.insert(admitted.end(), cold_.begin(), cold_.end());
+  for (size_t i : admitted) admission_->ended((*tests_)[i]->test->memory);
+  evicting_.clear();
+  cold_.clear();
+  if (interrupted) {
+    for (size_t i : admitted) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+    for (size_t i : queue_) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+  }
+  // The list and its admission were the caller's for this run only.
+  queue_.clear();
+  tests_ = nullptr;
+  admission_ = nullptr;
+  done_ = nullptr;
+}
+
+}  // namespace memrun

@@ -1,0 +1,92 @@
+// Which test starts when: the admission side of the run's event loop
+// (run.cc), apart from the loop's waiting and its running tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cgroup/cgroup.h"
+#include "runner/budget.h"
+#include "runner/inputs.h"
+#include "runner/plan.h"
+#include "runner/record.h"
+#include "runner/running.h"
+
+namespace memrun {
+
+/// How the loop hands over a test's record: its index in the list being
+/// run, and the record.
+using Done = std::function<void(size_t, TestRecord)>;
+
+/// The record of a test that never started: refused (`reason`), or not run
+/// because memrun was interrupted (Ending::not_run).
+TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& reason = "");
+
+/// The tests not started yet, in the order offered; Admission (jobs, the
+/// memory budget) says which fit now. A test with inputs is admitted first
+/// and starts once the evictor has dropped their page cache: each run then
+/// reads them from disk and pays for their cache in its own group, the
+/// same every time. (Reading them in outside the group instead would leave
+/// the test's figures to whichever pages the kernel reclaimed meanwhile: a
+/// page is charged to whoever faults it in.) The eviction runs on the
+/// evictor's thread, so the loop keeps sampling. Never waits.
+class StartQueue {
+ public:
+  /// Readable when the evictor finished a job: then call take_evicted().
+  int evictor_fd() const { return evictor_.fd(); }
+
+  /// A new list to run, offered in `order`: a test that can never fit is
+  /// reported through `done` at once, not after the rest; so is a suite's
+  /// case its tool would not run (disabled) or cannot (not runnable).
+  void offer(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
+             const Done& done);
+
+  /// Admits the queued tests that fit now, in the offered order, and calls
+  /// `start(index)` for each ready to start (inputs evicted, or none): a
+  /// test that cannot fit lets smaller ones behind it start (they only use
+  /// what is free). Stops, returning true, when `start` does (fail-fast).
+  bool start_what_fits(const std::function<bool(size_t)>& start);
+
+  /// The evictor's finished jobs: their tests may start, or are reported
+  /// as not started. Returns false when one failed.
+  bool take_evicted();
+
+  /// Tests admitted that wait for, or got, their inputs' eviction.
+  bool cooling() const { return !evicting_.empty() || !cold_.empty(); }
+
+  /// While tests run, the group of the next test in the queue is made
+  /// (mkdir and limit writes: most of memrun's own work per test on v1),
+  /// so that it starts as soon as it may.
+  void make_ahead(const RunContext& context);
+  /// The group made ahead for the test `index`, or null.
+  std::unique_ptr<cgroup::Group> take_ahead(size_t index);
+  /// The group made ahead and never used, for the loop to remove.
+  std::unique_ptr<cgroup::Group> unused_group() { return std::move(ahead_.group); }
+
+  /// The list ends: admitted tests that never started hand their limit
+  /// back. When `interrupted`, they and the queue are reported not run;
+  /// otherwise (fail-fast) they are not reported, like the queue. The list
+  /// given to offer() is not used after.
+  void stop(bool interrupted);
+
+ private:
+  const std::vector<const PlannedTest*>* tests_ = nullptr;
+  Admission* admission_ = nullptr;
+  Done done_;
+  std::deque<size_t> queue_;
+  Evictor evictor_;
+  std::set<size_t> evicting_;  // admitted tests whose inputs the evictor has
+  std::deque<size_t> cold_;    // ... and those it is done with, to start
+  struct {
+    size_t index = SIZE_MAX;  // in the list being run
+    std::unique_ptr<cgroup::Group> group;
+  } ahead_;
+};
+
+}  // namespace memrun
