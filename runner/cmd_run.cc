@@ -354,6 +354,14 @@ Comparison compare_run(const ReportData& in_scope, const Options& o, const RunIn
   return comparison;
 }
 
+// --baseline, once explain ran: where each change went, by the lines of
+// the tests' code, from both sides' explanations.
+void where_it_went(Comparison& comparison, const ReportData& in_scope, const RunInfo& info, Report& report) {
+  ReportData head{info, {}, {}};
+  report.records()([&](const TestRecord& r) { head.tests.push_back(r); });
+  explain_changes(comparison, in_scope, head);
+}
+
 // explain: each test to explain runs once more under a profiler, one at a
 // time once the run is over; its verdict stays the first run's. Returns
 // the signal that interrupted it, or 0.
@@ -407,6 +415,7 @@ void end_run(cgroup::Backend& backend, RunInfo& info, int interrupted_by) {
 
 Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 
+// Long: the run's stages top-down (plan, open, run, compare, explain, outputs), each a call or two.
 Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
   apply_overrides(specs, o.scale, o.sets);
   std::string run_id = new_run_id();
@@ -448,10 +457,15 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   // --baseline: the comparison comes before explain, which explains the
   // regressions it finds, and before the outputs, which carry both.
   std::optional<Comparison> comparison;
-  if (baseline && !run.interrupted_by)
-    comparison = compare_run(baseline_in_scope(*baseline, specs, plan, selection), o, info, *report, observer);
-  if (!run.interrupted_by && !observer.to_explain().empty())
+  std::optional<ReportData> in_scope;
+  if (baseline && !run.interrupted_by) {
+    in_scope = baseline_in_scope(*baseline, specs, plan, selection);
+    comparison = compare_run(*in_scope, o, info, *report, observer);
+  }
+  if (!run.interrupted_by && !observer.to_explain().empty()) {
     run.interrupted_by = explain_all(observer, plan, *backend, ro, run_dir, console, con, report ? &*report : nullptr);
+    if (comparison) where_it_went(*comparison, *in_scope, info, *report);
+  }
   end_run(*backend, info, run.interrupted_by);
   if (!extras.brief) console.summary(observer.tally(), tests, info.interrupted_by);
   // The tests ran to their end: their comparison stands though explain was

@@ -127,16 +127,19 @@ std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h
 // Sites of one line (a thread pool's beside the line's own) add up; a line
 // among one side's top sites only counts 0 on the other.
 std::vector<WhereChange> where_changes(const TestRecord& b, const TestRecord& h, uint64_t allowed) {
-  auto explained = [](const TestRecord& r) { return r.explanation && r.explanation->status == "explained"; };
+  // A profiled run killed (by its limit, its time bound) left a profile
+  // cut short: no measurement either.
+  auto explained = [](const TestRecord& r) {
+    return r.explanation && r.explanation->status == "explained" && r.explanation->exit_code >= 0;
+  };
   if (!explained(b) || !explained(h)) return {};
   std::map<std::string, WhereChange> by_line;
   for (const auto* side : {&b, &h})
     for (const auto& s : side->explanation->sites) {
       if (s.stack.empty() || library_file(s.stack[s.where].file)) continue;
-      std::string frame = frame_text(s.stack[s.where]);
-      WhereChange& w = by_line[frame];
+      WhereChange& w = by_line[frame_text(s.stack[s.where])];
       (side == &b ? w.base : w.head) += s.bytes;
-      w.where = s.code.empty() ? frame : frame + ": " + s.code;
+      w.where = line_text(s);
     }
   std::vector<WhereChange> out;
   for (auto& [line, w] : by_line)
@@ -194,7 +197,6 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   } else {
     c.change = Change::unchanged;
   }
-  c.where = where_changes(b, h, c.allowed);
   return c;
 }
 
@@ -287,6 +289,21 @@ bool fails_gate(Change c) {
 
 }  // namespace
 
+void explain_changes(Comparison& c, const ReportData& base, const ReportData& head) {
+  std::map<std::string, const TestRecord*> in_base, in_head;
+  for (const auto& t : base.tests) in_base[key(t)] = &t;
+  for (const auto& t : head.tests) in_head[key(t)] = &t;
+  for (auto& t : c.tests) {
+    t.where.clear();
+    auto b = in_base.find(t.spec + '\n' + t.name), h = in_head.find(t.spec + '\n' + t.name);
+    // Only where figures were compared: a failed, skipped or incomparable
+    // side measured nothing.
+    bool measured = t.change == Change::regressed || t.change == Change::improved || t.change == Change::unchanged;
+    if (measured && b != in_base.end() && h != in_head.end()) t.where = where_changes(*b->second, *h->second, t.allowed);
+  }
+}
+
+
 size_t Comparison::count(Change c) const {
   return static_cast<size_t>(std::count_if(tests.begin(), tests.end(), [&](const TestChange& t) { return t.change == c; }));
 }
@@ -330,6 +347,7 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
   for (const auto& b : base.tests) {
     if (in_base.count(key(b))) c.tests.push_back(one_side(b, Change::gone));
   }
+  explain_changes(c, base, head);
   std::stable_sort(c.tests.begin(), c.tests.end(), [](const TestChange& a, const TestChange& b) {
     return rank(a.change) != rank(b.change) ? rank(a.change) < rank(b.change) : a.name < b.name;
   });

@@ -35,6 +35,11 @@ struct CompareOptions {
 /// another limit, or that did not run on one side, are not comparable.
 Comparison compare_reports(const ReportData& base, const ReportData& head, const CompareOptions& options);
 
+/// Sets `where` of each change that compared figures from both sides'
+/// explanations (explain), where both profiled runs ended by exiting:
+/// compare_reports does; a run with --baseline again once it explained.
+void explain_changes(Comparison& c, const ReportData& base, const ReportData& head);
+
 /// The comparison as the console shows it.
 std::string comparison_text(const Comparison& c);
 /// A Markdown summary line, then the table (for a pull-request comment or

@@ -128,7 +128,7 @@ Explanation explanation_from_json(const Json& j) {
     if (s.contains("code")) site.code = text(s, "code");
     if (s.contains("served_from") && !s.at("served_from").is_null()) {
       site.served_from = s.at("served_from").get<size_t>();
-      if (*site.served_from > site.stack.size())
+      if (*site.served_from >= site.stack.size())
         throw std::out_of_range("explanation: a site's 'served_from' is past its stack");
     }
     e.sites.push_back(std::move(site));
@@ -144,11 +144,15 @@ std::string frame_text(const StackFrame& f) {
   return f.line > 0 ? fmt::format("{} ({}:{})", f.function, f.file, f.line) : fmt::format("{} ({})", f.function, f.file);
 }
 
-std::string site_text(const AllocationSite& s) {
+std::string line_text(const AllocationSite& s) {
   if (s.stack.empty()) return "?";
   std::string text = frame_text(s.stack[s.where]);
-  if (!s.code.empty()) text += ": " + s.code;
-  if (s.served_from && s.where >= *s.served_from) text += " (on other threads, while this line ran)";
+  return s.code.empty() ? text : text + ": " + s.code;
+}
+
+std::string site_text(const AllocationSite& s) {
+  std::string text = line_text(s);
+  if (s.served_from && s.where >= *s.served_from) text += " (on other threads, for this line's call)";
   return text;
 }
 

@@ -126,9 +126,12 @@ bool library_file(const std::string& file);
 
 /// A site's shown frame: "helper (tests/x.py:12)".
 std::string frame_text(const StackFrame& f);
+/// A site's shown frame with its source line: "<module> (x.py:10): df =
+/// pl.read_parquet(p)".
+std::string line_text(const AllocationSite& s);
 /// A site's shown frame with its source line and, for a thread pool's
 /// allocations, whose call they served: "<module> (x.py:10): df =
-/// pl.read_parquet(p) (on other threads, while this line ran)".
+/// pl.read_parquet(p) (on other threads, for this line's call)".
 std::string site_text(const AllocationSite& s);
 /// The caller of a site's shown frame in the test's code, when there is one.
 const StackFrame* site_caller(const AllocationSite& s);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <wordexp.h>
@@ -47,36 +48,69 @@ constexpr uint64_t kProbeMemory = 256 * MiB;
 
 // Reads a profile through memray's own API (memray.FileReader): the
 // allocations held at the high-water mark of each process it followed,
-// largest first, with their Python and native frames; and the Python stack
-// that ran when the heap was highest: its last allocation with Python
-// frames up to then. A thread pool's allocations (Polars', Arrow's,
-// DuckDB's) carry no Python frame of their own; that stack says which of
-// the test's calls they served.
+// largest first, with their Python and native frames. A thread pool's
+// allocations (Polars', Arrow's, DuckDB's) carry no Python frame of their
+// own: those live at the peak are added up by the call they served, the
+// Python stack of the last allocation with Python frames made before each
+// (a second pass over the records, up to the peak), and come as "pool"
+// sites: the largest one's native frames, then that stack.
 const char* kMemrayReader = R"PY(
 import glob, json, sys
 import memray
 
-def running_at_peak(r):
-    A = memray.AllocatorType
-    frees = {A.FREE, A.MUNMAP, A.PYMALLOC_FREE}
-    live, total, peak, last, at_peak = {}, 0, -1, None, None
-    for a in r.get_allocation_records():
-        if a.allocator in frees:
+FREES = {memray.AllocatorType.FREE, memray.AllocatorType.MUNMAP, memray.AllocatorType.PYMALLOC_FREE}
+
+def frames(stack):
+    return [[str(f), str(p), int(l or 0)] for f, p, l in stack]
+
+def pool_sites(r, main_tid):
+    live, total, peak, at = {}, 0, -1, -1
+    for i, a in enumerate(r.get_allocation_records()):
+        if a.allocator in FREES:
             total -= live.pop(a.address, 0)
             continue
         live[a.address] = a.size
         total += a.size
-        if a.stack_id:
-            last = a
         if total > peak:
-            peak, at_peak = total, last
-    return [] if at_peak is None else list(at_peak.stack_trace(max_stacks=64))
+            peak, at = total, i
+    live, served, last = {}, {}, None
+    for i, a in enumerate(r.get_allocation_records()):
+        if i > at:
+            break
+        if a.allocator in FREES:
+            live.pop(a.address, None)
+        elif a.stack_id:
+            live.pop(a.address, None)
+            last = a
+        elif a.tid != main_tid and last is not None:
+            live[a.address] = (a, last)
+        else:
+            live.pop(a.address, None)
+    for a, by in live.values():
+        s = served.setdefault(by.stack_id, [0, 0, a, by])
+        s[0] += a.size
+        s[1] += 1
+        if a.size > s[2].size:
+            s[2] = a
+    out = []
+    for size, count, largest, by in served.values():
+        try:
+            native = frames(largest.hybrid_stack_trace(max_stacks=32))
+        except Exception:
+            native = []
+        out.append({"bytes": size, "allocations": count, "stack": native,
+                    "served": frames(by.stack_trace(max_stacks=64))})
+    return out
 
 out = []
 for path in sorted(glob.glob(sys.argv[1] + "*")):
     try:
         r = memray.FileReader(path)
         m = r.metadata
+        try:
+            pool = pool_sites(r, m.main_thread_id)
+        except Exception:  # an aggregated profile keeps no single allocation
+            pool = None
         recs = sorted(r.get_high_watermark_allocation_records(merge_threads=False), key=lambda a: -a.size)
         sites = []
         for a in recs[:int(sys.argv[2])]:
@@ -84,14 +118,12 @@ for path in sorted(glob.glob(sys.argv[1] + "*")):
                 stack = list(a.hybrid_stack_trace(max_stacks=64)) if m.has_native_traces else list(a.stack_trace(max_stacks=64))
             except Exception:
                 stack = list(a.stack_trace(max_stacks=64))
-            sites.append({"bytes": a.size, "allocations": a.n_allocations, "main": a.tid == m.main_thread_id,
-                          "stack": [[str(f), str(p), int(l or 0)] for f, p, l in stack]})
-        try:
-            running = [[str(f), str(p), int(l or 0)] for f, p, l in running_at_peak(r)]
-        except Exception:  # an aggregated profile keeps no single allocation
-            running = []
+            python = any(str(p).endswith(".py") for _, p, _ in stack)
+            if pool is not None and a.tid != m.main_thread_id and not python:
+                continue  # counted in a pool site
+            sites.append({"bytes": a.size, "allocations": a.n_allocations, "stack": frames(stack)})
         out.append({"file": path, "pid": m.pid, "command": m.command_line, "peak": m.peak_memory, "sites": sites,
-                    "running": running})
+                    "pool": pool or []})
     except Exception as e:
         out.append({"file": path, "error": "%s: %s" % (type(e).__name__, e)})
 print(json.dumps(out))
@@ -137,15 +169,23 @@ std::vector<std::string> helper_env(const TestSpec& t) {
 }
 
 // The words of one simple command (`"$PY" x.py "cache/wide-$N.parquet"`)
-// as sh makes them: quotes removed, $VAR and ${VAR:-x} from the test's
-// environment, globs matched: wordexp(3), with WRDE_NOCMD (a command
-// substitution is refused, never run); an unquoted operator (| & ; < > ( )
-// { } newline) is refused too: a pipeline or a list is no one program.
-// wordexp reads the process's variables, so it runs in a child given the
-// test's. nullopt when it refuses, or the line starts by assigning one.
-std::optional<std::vector<std::string>> command_words(const std::string& command, const std::vector<std::string>& env) {
-  static const std::regex assignment(R"(\s*[A-Za-z_][A-Za-z0-9_]*=[^]*)");
-  if (std::regex_match(command, assignment)) return std::nullopt;
+// as sh makes them, from the test's folder: quotes removed, $VAR and
+// ${VAR:-x} from the test's environment, globs matched: wordexp(3), with
+// WRDE_NOCMD (a command substitution is refused, never run); an unquoted
+// operator (| & ; < > ( ) { } newline) is refused too: a pipeline or a list
+// is no one program. wordexp reads the process's variables, so it runs in
+// a child given the test's, its signals unblocked, its errors unprinted,
+// for at most 5 s and 1 MiB of words. nullopt when it refuses, or the line
+// starts by assigning a variable or holds a comment (#).
+std::optional<std::vector<std::string>> command_words(const std::string& command, const std::vector<std::string>& env,
+                                                     const std::string& cwd) {
+  size_t name = command.find_first_not_of(" \t");
+  size_t after = name == std::string::npos ? name : command.find_first_not_of(
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", name);
+  bool assigns = after != std::string::npos && after > name && command[after] == '=' &&
+                 !(command[name] >= '0' && command[name] <= '9');
+  if (assigns || command.find('#') != std::string::npos) return std::nullopt;
+  constexpr size_t kMaxWords = 1 << 20;
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
   std::vector<char*> vars;
@@ -154,6 +194,13 @@ std::optional<std::vector<std::string>> command_words(const std::string& command
   pid_t pid = ::fork();
   if (pid == 0) {
     environ = vars.data();
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGALRM, SIG_DFL);
+    ::alarm(5);
+    int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0 || ::dup2(null, 2) < 0 || ::chdir(cwd.c_str()) != 0) ::_exit(1);
     wordexp_t w;
     if (::wordexp(command.c_str(), &w, WRDE_NOCMD) != 0) ::_exit(1);
     for (size_t i = 0; i < w.we_wordc; ++i) {
@@ -173,12 +220,16 @@ std::optional<std::vector<std::string>> command_words(const std::string& command
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     text.append(piece, static_cast<size_t>(n));
+    if (text.size() > kMaxWords) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
   }
   ::close(out[0]);
   int status = 0;
   while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (pid <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  if (pid <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || text.size() > kMaxWords) return std::nullopt;
   std::vector<std::string> words;
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\0', at);
@@ -190,14 +241,28 @@ std::optional<std::vector<std::string>> command_words(const std::string& command
 }
 
 // The source line a frame names, trimmed and cut to 120 bytes: what a
-// developer knows a site by ("" when the file cannot be read). A relative
-// file is the test's, from its folder.
+// developer knows a site by ("" when it cannot be read). A relative file
+// is the test's, from its folder. The name is the test's to choose (a
+// compile() filename, a #line): only a regular file is read (a FIFO would
+// hang memrun, /dev/zero grow it), and only its first 4 MiB.
 std::string source_line(const StackFrame& f, const std::string& cwd) {
   if (f.file.empty() || f.line <= 0) return "";
-  std::ifstream in(fs::path(cwd) / f.file);
+  std::string path = (fs::path(cwd) / f.file).string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return "";
+  struct stat st{};
   std::string text;
-  for (int n = 0; n < f.line && std::getline(in, text);) ++n;
-  if (!in) return "";
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char piece[65536];
+    int line = 1;
+    uint64_t seen = 0;
+    for (ssize_t n; line <= f.line && seen < 4 * MiB && (n = ::read(fd, piece, sizeof piece)) > 0; seen += n)
+      for (ssize_t i = 0; i < n && line <= f.line; ++i) {
+        if (piece[i] == '\n') ++line;
+        else if (line == f.line && text.size() < 4096) text += piece[i];
+      }
+  }
+  ::close(fd);
   size_t begin = text.find_first_not_of(" \t"), end = text.find_last_not_of(" \t\r");
   if (begin == std::string::npos) return "";
   text = text.substr(begin, end - begin + 1);
@@ -238,7 +303,7 @@ struct Profiling {
 std::optional<std::vector<std::string>> program_argv(const TestSpec& t, const std::vector<std::string>& env,
                                                     std::string* why_not) {
   if (t.argv.size() != 3 || fs::path(t.argv[0]).filename() != "sh" || t.argv[1] != "-c") return t.argv;
-  auto words = command_words(t.argv[2], env);
+  auto words = command_words(t.argv[2], env, t.cwd);
   if (!words)
     *why_not = "explain runs a test's program under a profiler itself, and this test's `run` is more shell code "
                "than one command (a pipeline, a list, a redirection, a command substitution or a variable "
@@ -535,27 +600,26 @@ std::string read_memray(const Profiling& p, const std::string& out_base, Helpers
     std::string command = f.value("command", "");
     profiled[pid] = "memray";
     e.profiled_peak += f.value("peak", uint64_t{0});
-    std::vector<StackFrame> running;
-    for (const auto& fr : f.value("running", nlohmann::json::array()))
-      running.push_back({fr[0].get<std::string>(), fr[1].get<std::string>(), fr[2].get<int>(), false});
-    for (const auto& s : f["sites"]) {
-      AllocationSite site;
-      site.bytes = s.value("bytes", uint64_t{0});
-      site.allocations = s.value("allocations", uint64_t{0});
-      site.process = fmt::format("{} (pid {})", shortened(command), pid);
-      for (const auto& fr : s["stack"]) {
+    auto add_frames = [](const nlohmann::json& from, std::vector<StackFrame>& to) {
+      for (const auto& fr : from) {
         std::string file = fr[1].get<std::string>();
-        bool native = !python_file(file);
-        site.stack.push_back({fr[0].get<std::string>(), file == "<unknown>" ? "" : file, fr[2].get<int>(), native});
+        to.push_back({fr[0].get<std::string>(), file == "<unknown>" ? "" : file, fr[2].get<int>(), !python_file(file)});
       }
-      bool own_python = std::any_of(site.stack.begin(), site.stack.end(), [](const StackFrame& f) { return !f.native; });
-      if (!s.value("main", true) && !own_python && !running.empty()) {
-        site.served_from = site.stack.size();
-        site.stack.insert(site.stack.end(), running.begin(), running.end());
+    };
+    for (const char* kind : {"sites", "pool"})
+      for (const auto& s : f.value(kind, nlohmann::json::array())) {
+        AllocationSite site;
+        site.bytes = s.value("bytes", uint64_t{0});
+        site.allocations = s.value("allocations", uint64_t{0});
+        site.process = fmt::format("{} (pid {})", shortened(command), pid);
+        add_frames(s["stack"], site.stack);
+        if (s.contains("served")) {
+          site.served_from = site.stack.size();
+          add_frames(s["served"], site.stack);
+        }
+        site.where = where_of(site.stack, {});
+        e.sites.push_back(std::move(site));
       }
-      site.where = where_of(site.stack, {});
-      e.sites.push_back(std::move(site));
-    }
   }
   // memray keeps apart what one Python line allocated through different
   // native paths (or bytecode offsets: three calls on one line): one site

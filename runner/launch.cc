@@ -155,21 +155,6 @@ int command_entry(void* p) {
   die(a.report_fd, kExecStage);
 }
 
-// PID 1 of the test's pid namespace. It starts the command, reaps what is
-// reparented to it and, when the command ends, hands memrun its exact wait
-// status through `status_fd` (an init cannot die of a signal sent from its
-// own namespace, nor re-raise the command's). It then stays, reaping, until
-// nothing else is left: memrun counts and kills what the test left behind
-// (its group's kill takes the init too), and when an init dies the kernel
-// kills everything left in its namespace, so nothing of the test outlives
-// it, whatever cgroup it moved to (pid_namespaces(7)).
-// Kernel rules it relies on: signals other than SIGKILL and SIGSTOP reach
-// an init only when it has a handler (none here): memrun signals every
-// process of the group itself (signal_all), so the command gets SIGTERM
-// once, and the init stays; SIGKILL from memrun's namespace always kills
-// it. It holds none of memrun's descriptors (a root test could reopen them
-// through /proc/1/fd): only the status pipe, whose worst misuse is to
-// report a status the test could have exited with itself.
 // The number this process has in the host's pid namespace, read from the
 // host's /proc (a proc filesystem numbers processes as the namespace that
 // mounted it does); 0 when it cannot be read. System calls only.
@@ -196,6 +181,21 @@ void next_pid_after(int after) {
   write_self("/proc/sys/kernel/ns_last_pid", text);
 }
 
+// PID 1 of the test's pid namespace. It starts the command, reaps what is
+// reparented to it and, when the command ends, hands memrun its exact wait
+// status through `status_fd` (an init cannot die of a signal sent from its
+// own namespace, nor re-raise the command's). It then stays, reaping, until
+// nothing else is left: memrun counts and kills what the test left behind
+// (its group's kill takes the init too), and when an init dies the kernel
+// kills everything left in its namespace, so nothing of the test outlives
+// it, whatever cgroup it moved to (pid_namespaces(7)).
+// Kernel rules it relies on: signals other than SIGKILL and SIGSTOP reach
+// an init only when it has a handler (none here): memrun signals every
+// process of the group itself (signal_all), so the command gets SIGTERM
+// once, and the init stays; SIGKILL from memrun's namespace always kills
+// it. It holds none of memrun's descriptors (a root test could reopen them
+// through /proc/1/fd): only the status pipe, whose worst misuse is to
+// report a status the test could have exited with itself.
 // `host`: the init's own number on the host, or 0.
 [[noreturn]] void run_init(const ChildArgs& a, int host) {
   ::prctl(PR_SET_NAME, "memrun-init", 0, 0, 0);

@@ -655,8 +655,14 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.effective_limit = v.limit;
     k.swap_at_end = v.swap_at_end;
   }
-  if (entry.contains("explanation") && !entry.at("explanation").is_null())
-    r.explanation = explanation_from_json(entry.at("explanation"));
+  if (entry.contains("explanation") && !entry.at("explanation").is_null()) {
+    try {
+      r.explanation = explanation_from_json(entry.at("explanation"));
+    } catch (const std::exception& e) {  // nlohmann's, or a frame index past its stack
+      throw Error(Category::bad_input, where + ": its 'explanation' is not one memrun writes (" + e.what() +
+                                           "); is this a report memrun wrote?");
+    }
+  }
   return r;
 }
 

@@ -65,6 +65,7 @@ TEST(Compare, ThirtyPercentMoreIsARegressionWithItsFigures) {
 Explanation explained(const std::vector<std::tuple<std::string, int, double, bool>>& sites) {
   Explanation e;
   e.status = "explained";
+  e.exit_code = 0;  // the profiled run ended by exiting
   for (const auto& [file, line, mib, pool] : sites) {
     AllocationSite s;
     s.bytes = static_cast<uint64_t>(mib * MiB);
@@ -102,7 +103,15 @@ TEST(Compare, ExplainedRunsNameTheLineWhoseMemoryGrewWithBothSidesBytes) {
   // The comparison a report carries keeps it.
   auto back = comparison_from_json(nlohmann::ordered_json::parse(comparison_json(c)), "c.json");
   EXPECT_EQ(named(back, "read").where, t.where);
-  // One side not explained: nothing to say where.
+  // A profiled run killed (its profile cut short), a side that failed, a
+  // side not explained: nothing to say where.
+  head.tests[0].explanation->exit_code = -1;
+  EXPECT_TRUE(named(compare_reports(base, head, {}), "read").where.empty());
+  head.tests[0].explanation->exit_code = 0;
+  head.tests[0].runs[0].outcome = Outcome::fail;
+  head.tests[0].runs[0].passed = false;
+  ASSERT_EQ(named(compare_reports(base, head, {}), "read").change, Change::failed_in_head);
+  EXPECT_TRUE(named(compare_reports(base, head, {}), "read").where.empty());
   head.tests[0].explanation.reset();
   EXPECT_TRUE(named(compare_reports(base, head, {}), "read").where.empty());
 }

@@ -204,6 +204,29 @@ TEST_F(Explain, WithoutTheProfilerExplainSaysWhatToInstallAndTheVerdictStands) {
   EXPECT_NE(asked.out.find("apt-get install heaptrack"), std::string::npos) << asked.out;
 }
 
+TEST_F(Explain, ARunLineOfOneCommandIsExpandedAndMoreShellIsRefusedNeverRun) {
+  // `"$W" --touch 100MiB`: quotes and a variable of the test's env, one
+  // command: explained (the native workload, under heaptrack or with what
+  // to install). A command substitution in the line runs once, in the test
+  // (its shell); explain refuses the line and never runs it again.
+  std::string count = dir.path() + "/ran";
+  auto run = run_spec(dir,
+                      "tests:\n  - name: one\n    run: '\"$W\" --touch 100MiB'\n    memory: 64MiB\n    env: {W: " +
+                          workload() + "}\n  - name: more\n    run: '\"$W\" --touch 100MiB $(echo x >> " + count +
+                          ")'\n    memory: 64MiB\n    env: {W: " + workload() + "}\n",
+                      {"--explain"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const json& one = test_named(run, "one")["explanation"];
+  EXPECT_NE(one["status"], "failed") << one.dump(2);
+  EXPECT_EQ(one["message"].get<std::string>().find("shell code"), std::string::npos) << one.dump(2);
+  const json& more = test_named(run, "more")["explanation"];
+  EXPECT_NE(more["message"].get<std::string>().find("more shell code than one command"), std::string::npos)
+      << more.dump(2);
+  std::ifstream in(count);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "x\n") << "the substitution ran once, in the test's own run";
+}
+
 TEST_F(Explain, MemrunExplainRerunsATestOfAnEarlierReportUnderTheProfiler) {
   if (!have_heaptrack()) GTEST_SKIP() << "heaptrack is not installed (./setup.sh test installs it)";
   auto run = run_spec(dir, "tests:\n  - name: two-sites\n    run: [" + workload() +

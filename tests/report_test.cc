@@ -134,7 +134,7 @@ TEST(Report, AnExplanationIsEscapedInMarkdownAndJUnitLikeEveryName) {
       << lines[1];
   EXPECT_EQ(md.find("<b>"), std::string::npos) << md;
   // A thread pool's allocation is shown at the test's line it served.
-  EXPECT_NE(lines[2].find("test_it (/t/a|b.py:9): x = helper(\"<b>|`y`\") (on other threads, while this line ran)"), std::string::npos)
+  EXPECT_NE(lines[2].find("test_it (/t/a|b.py:9): x = helper(\"<b>|`y`\") (on other threads, for this line's call)"), std::string::npos)
       << lines[2];
 }
 
