@@ -113,7 +113,9 @@ for path in sorted(glob.glob(sys.argv[1] + "*")):
             pool = None
         recs = sorted(r.get_high_watermark_allocation_records(merge_threads=False), key=lambda a: -a.size)
         sites = []
-        for a in recs[:int(sys.argv[2])]:
+        for a in recs:
+            if len(sites) == int(sys.argv[2]):
+                break
             try:
                 stack = list(a.hybrid_stack_trace(max_stacks=64)) if m.has_native_traces else list(a.stack_trace(max_stacks=64))
             except Exception:
