@@ -457,8 +457,14 @@ TEST_F(Trust, ReReadingAFileLargerThanTheLimitIsNoThrashing) {
                                "]}\n");
   const auto& t = test_named(run, "rereads");
   EXPECT_EQ(t["outcome"], "pass") << t["reason"] << run.out;
-  // With `thrash: off`, even a working set that does not fit runs on.
-  EXPECT_EQ(test_named(run, "off")["outcome"], "pass") << test_named(run, "off")["reason"] << run.out;
+  // With `thrash: off`, even a working set that does not fit runs on:
+  // memrun never ends it for thrashing. The kernel may still OOM-kill it
+  // when reclaim of its mapped pages keeps failing (seen once in a loaded
+  // full run): that is the kernel's verdict, with its kill counted.
+  const auto& off = test_named(run, "off");
+  EXPECT_NE(off["outcome"], "thrash") << off["reason"] << run.out;
+  EXPECT_TRUE(off["outcome"] == "pass" || (off["outcome"] == "oom" && off["oom_kills"].get<int>() > 0))
+      << off["reason"] << run.out;
 }
 
 TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
