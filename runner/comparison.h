@@ -35,7 +35,7 @@ bool outcome_change(Change change);
 /// allocated it (or whose call a thread pool served): when both sides'
 /// records were explained (explain).
 struct WhereChange {
-  std::string where;  ///< the site's shown frame with its line: site_text()
+  std::string where;  ///< the line: its frame and source text (line_text())
   uint64_t base = 0, head = 0;  ///< bytes held from it at each profiler's peak
   bool operator==(const WhereChange&) const = default;
 };
