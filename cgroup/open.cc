@@ -83,15 +83,21 @@ bool in_container() {
   return fs::exists("/.dockerenv") || fs::exists("/run/.containerenv");
 }
 
-// The facts around a problem: what this host is, and which backends other
-// than the one tried would work here (what auto tried is never offered).
-void add_facts(const OpenOptions& options, Problem& p) {
+// What this host is, for a problem found on it.
+void host_facts(Problem& p) {
   const Host& h = host();
   p.mode = h.mode;
   p.root = ::geteuid() == 0;
   p.uid = ::geteuid();
   p.systemd_pid1 = h.systemd_pid1;
   p.in_container = in_container();
+}
+
+// The facts around a problem: what this host is, and which backends other
+// than the one tried would work here (what auto tried is never offered).
+void add_facts(const OpenOptions& options, Problem& p) {
+  host_facts(p);
+  const Host& h = host();
   // What auto tried: the systemd backend where systemd owns the tree (see
   // check_kind), else v2 and v1.
   p.systemd_owns = options.parent.empty() && h.mode == Mode::unified && h.systemd_pid1;
@@ -163,12 +169,7 @@ std::string describe(const Problem& p) {
 }
 
 void unenforceable(Problem p) {
-  const Host& h = host();
-  p.mode = h.mode;
-  p.root = ::geteuid() == 0;
-  p.uid = ::geteuid();
-  p.systemd_pid1 = h.systemd_pid1;
-  p.in_container = in_container();
+  host_facts(p);
   std::string what = describe(p), path = p.path;
   throw Failure(Failure::Kind::cannot_enforce, what, p.error, path, std::move(p));
 }
