@@ -1,6 +1,8 @@
 // The table of spec keys (spec_keys.h): each key's places, reader and check.
 #include "runner/spec_keys.h"
 
+#include "runner/cli_scan.h"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -262,20 +264,6 @@ const std::vector<Key> kKeys = {
     {"explain", kTestish, nullptr, nullptr, read_explain, nullptr, nullptr},
 };
 
-// Optimal string alignment distance: edits plus adjacent swaps, so that
-// "memroy" and "tset" are one step from what was meant.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
 
 }  // namespace
 
