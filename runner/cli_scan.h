@@ -27,13 +27,4 @@ struct ScannedLine {
 ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::string>& args,
                               const std::string& command_taker);
 
-/// Optimal string alignment distance: insertions, deletions,
-/// substitutions and swaps of neighbours ("memroy" is one from "memory").
-size_t edit_distance(const std::string& a, const std::string& b);
-
-/// The candidate nearest to `word` by edit distance (a swap of two
-/// neighbouring letters counts once), or "" when none is near enough to
-/// be a typo of it.
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
-
 }  // namespace memrun

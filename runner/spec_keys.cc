@@ -1,8 +1,6 @@
 // The table of spec keys (spec_keys.h): each key's places, reader and check.
 #include "runner/spec_keys.h"
 
-#include "runner/cli_scan.h"
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -10,6 +8,7 @@
 #include <stdexcept>
 
 #include "runner/error.h"
+#include "runner/nearest.h"
 #include "runner/units.h"
 
 namespace memrun::spec {
@@ -293,6 +292,7 @@ void check_keys(const Source& src, const YAML::Node& map, const std::vector<std:
     if (key == "<<")
       src.fail(kv.first, "merge keys (<<: *anchor) are not supported in " + where +
                              "; put shared keys under 'defaults:', or anchor whole values (&x ... *x)");
+    // Keys are short: "tset" is two edits from "tests", and still a typo.
     std::string best;
     size_t best_d = 3;
     for (const auto& a : allowed)

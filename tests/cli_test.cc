@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runner/cli_scan.h"
+#include "runner/nearest.h"
 #include "runner/error.h"
 
 namespace memrun {
