@@ -177,6 +177,7 @@ RunOptions run_options(const Options& o, const Selection& selection) {
   check_output_path("--junit", o.ci.junit);
   check_output_path("--markdown", o.ci.markdown);
   check_output_path("--html", o.ci.html);
+  for (const auto* path : {&o.json, &o.ci.junit, &o.ci.markdown, &o.ci.html}) claim_output(*path);
   RunOptions ro;
   ro.pid_namespace = !o.host_cgroups;
   ro.fail_fast = o.fail_fast;

@@ -7,18 +7,44 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "runner/error.h"
 
 namespace memrun {
 
-void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce) {
+namespace {
+
+bool is_special(const std::string& path) {
   struct stat st;
-  bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  std::string tmp = special ? path : path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+std::map<std::string, bool>& claimed() {
+  static std::map<std::string, bool> kinds;
+  return kinds;
+}
+
+}  // namespace
+
+void claim_output(const std::string& path) {
+  if (!path.empty()) claimed()[path] = is_special(path);
+}
+
+void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce) {
+  auto it = claimed().find(path);
+  bool special = (it == claimed().end() || it->second) && is_special(path);
+  // The temp file's name is random and made with O_EXCL (mkostemp): no
+  // link planted under a name memrun would use is ever followed.
+  std::string tmp = special ? path : path + ".tmp.XXXXXX";
+  int fd = special ? ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC) : ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) throw_errno(Category::output, "cannot write the report " + path);
+  if (!special) {
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, 0644 & ~mask);
+  }
   const std::string kept = "cannot write the report " + path + (special ? "" : " (the previous one is kept)");
   // Whatever fails, the temporary file goes and the previous report stays.
   auto fail = [&](const std::string& what) {

@@ -17,6 +17,11 @@ using Sink = std::function<void(const std::string&)>;
 void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce);
 /// The same for a text at hand.
 void write_atomically(const std::string& path, const std::string& text);
+/// Fixes, before any test runs, whether `path` is written directly (it is
+/// a FIFO or a device now, as `--json /dev/stdout` is) or through a temp
+/// file: a test that later plants a FIFO or a link to /dev/null there
+/// cannot make memrun hang or drop its report.
+void claim_output(const std::string& path);
 
 /// A small file of /proc (meminfo, swaps, our own status), whole; empty
 /// when it cannot be read.

@@ -345,6 +345,26 @@ TEST_F(Trust, OutputPathsAreCheckedBeforeAnyTestRunsAndCiOutputsNeedNoRunFolder)
   EXPECT_NE(read_text(md).find("<code>cleaner</code>"), std::string::npos) << run.err;
 }
 
+TEST_F(Trust, AFifoOrALinkATestPlantsAtAReportsPathNeitherHangsMemrunNorTakesTheReport) {
+  // The tests run where the reports go (a repository's folder): one turns
+  // the JSON's path into a FIFO (memrun would wait for a reader forever),
+  // the JUnit's into a link to another file, the Markdown's into a link to
+  // /dev/null. Whether a path is written directly was settled before.
+  std::string d = dir.path();
+  std::string victim = dir.write("victim.txt", "keep\n");
+  std::string plant = "rm -f " + d + "/report.json; mkfifo " + d + "/report.json; ln -s " + victim + " " + d +
+                      "/junit.xml; ln -s /dev/null " + d + "/table.md";
+  auto run = run_spec_with(dir, "tests:\n  - {name: planter, run: " + yaml_quoted(plant) + ", memory: 16MiB}\n",
+                           {"timeout", "60", memrun_bin()}, {"--junit", d + "/junit.xml", "--markdown", d + "/table.md"});
+  ASSERT_EQ(run.exit_code, 0) << "124: memrun hung on the FIFO\n" << run.out << run.err;
+  EXPECT_TRUE(test_named(run, "planter")["passed"]);
+  for (const char* name : {"/report.json", "/junit.xml", "/table.md"})
+    EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(d + name))) << name;
+  EXPECT_NE(read_text(d + "/junit.xml").find("name=\"planter\""), std::string::npos);
+  EXPECT_NE(read_text(d + "/table.md").find("<code>planter</code>"), std::string::npos);
+  EXPECT_EQ(read_text(victim), "keep\n");
+}
+
 TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
   // A program name with a line break: the reason quotes it.
   std::string yaml = "tests:\n  - {name: t, run: [\"no-such\\n::warning::injected\"], memory: 16MiB}\n";
