@@ -1,6 +1,7 @@
 #include "cgroup/fs.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,11 +20,49 @@ void fail_errno(Failure::Kind kind, const std::string& what, const std::string& 
 
 namespace fs {
 
+int open_path(const std::string& path, int flags) {
+  if (path.size() < PATH_MAX) return ::open(path.c_str(), flags);
+  int dir = AT_FDCWD;
+  std::string rest = path;
+  while (rest.size() >= PATH_MAX) {
+    size_t cut = rest.rfind('/', PATH_MAX - 1);
+    if (cut == std::string::npos || cut == 0) {
+      if (dir != AT_FDCWD) ::close(dir);
+      errno = ENAMETOOLONG;  // a single name longer than a path may be
+      return -1;
+    }
+    int next = ::openat(dir, rest.substr(0, cut).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int saved = errno;
+    if (dir != AT_FDCWD) ::close(dir);
+    errno = saved;
+    if (next < 0) return -1;
+    dir = next;
+    rest.erase(0, cut + 1);
+  }
+  int fd = ::openat(dir, rest.c_str(), flags);
+  int saved = errno;
+  if (dir != AT_FDCWD) ::close(dir);
+  errno = saved;
+  return fd;
+}
+
+int remove_dir_path(const std::string& path) {
+  if (path.size() < PATH_MAX) return ::rmdir(path.c_str());
+  size_t slash = path.rfind('/');
+  int parent = open_path(path.substr(0, slash), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) return -1;
+  int rc = ::unlinkat(parent, path.c_str() + slash + 1, AT_REMOVEDIR);
+  int saved = errno;
+  ::close(parent);
+  errno = saved;
+  return rc;
+}
+
 using cgroup::Failure;
 using cgroup::fail_errno;
 
 std::optional<std::string> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open_path(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ESRCH) return std::nullopt;
     fail_errno(Failure::Kind::system, "cannot open " + path, path);
@@ -50,7 +89,7 @@ std::optional<std::string> read_file(const std::string& path) {
 }
 
 int try_write_file(const std::string& path, const std::string& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = open_path(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   ssize_t n;
   do {
@@ -116,7 +155,12 @@ std::map<std::string, uint64_t> read_keyed(const std::string& path) {
   return text ? parse_keyed(*text) : std::map<std::string, uint64_t>{};
 }
 
-bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+bool exists(const std::string& path) {
+  if (path.size() < PATH_MAX) return ::access(path.c_str(), F_OK) == 0;
+  int fd = open_path(path, O_PATH | O_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0;
+}
 
 }  // namespace fs
 }  // namespace memrun

@@ -46,4 +46,13 @@ std::string trim(std::string text);
 /// True when `path` exists.
 bool exists(const std::string& path);
 
+/// open(2) of `path`, however long. A test names the groups below its own
+/// and may nest them past PATH_MAX (4096 bytes), where open(2) refuses the
+/// path (ENAMETOOLONG): such a path is opened a part at a time, each part
+/// from a descriptor of the folder before it. -1 and errno on failure.
+int open_path(const std::string& path, int flags);
+
+/// rmdir(2) of `path`, however long (see open_path). 0, or -1 and errno.
+int remove_dir_path(const std::string& path);
+
 }  // namespace memrun::fs

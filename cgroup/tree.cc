@@ -1,5 +1,6 @@
 // Helpers shared by the backends for walking and emptying a cgroup tree.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -58,12 +59,19 @@ std::vector<std::string> children_of(const std::string& dir) {
   // A directory's link count is 2 + its sub-directories (kernfs keeps it so
   // for cgroups): one stat(2) says whether there is anything to list, which
   // on the per-test path is almost never.
+  int fd = fs::open_path(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return children;
   struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink == 2) return children;
-  if (DIR* d = ::opendir(dir.c_str())) {
+  if (::fstat(fd, &st) == 0 && st.st_nlink == 2) {
+    ::close(fd);
+    return children;
+  }
+  if (DIR* d = ::fdopendir(fd)) {
     while (dirent* e = ::readdir(d))
       if (e->d_type == DT_DIR && e->d_name[0] != '.') children.push_back(dir + "/" + e->d_name);
     ::closedir(d);
+  } else {
+    ::close(fd);
   }
   return children;
 }
@@ -150,7 +158,7 @@ bool remove_groups_step(const std::vector<std::string>& groups) {
   // caller retry, as crun does. Deepest first: a group with children is
   // busy too.
   for (const auto& g : groups) {
-    if (::rmdir(g.c_str()) == 0 || errno == ENOENT) continue;
+    if (fs::remove_dir_path(g) == 0 || errno == ENOENT) continue;
     if (errno != EBUSY) fail_errno(Failure::Kind::system, "cannot remove cgroup " + g, g);
     signal_listed(g, SIGKILL);
     return false;
@@ -306,7 +314,7 @@ void remove_tree(const std::string& dir) {
 void remove_dir(const std::string& dir) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
+    if (fs::remove_dir_path(dir) == 0 || errno == ENOENT) return;
     if (errno != EBUSY || std::chrono::steady_clock::now() > deadline)
       fail_errno(Failure::Kind::system, "cannot remove cgroup " + dir, dir);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -272,6 +272,27 @@ TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten
   EXPECT_FALSE(process_alive(pid)) << "a process in a sub-group outlived the run";
 }
 
+TEST_F(Trust, GroupsNestedPastPathMaxAreWalkedKilledAndRemoved) {
+  // 25 groups of 200-byte names below the test's own: their paths pass
+  // PATH_MAX (4096), which open(2) and rmdir(2) refuse. A sleeper in the
+  // deepest is killed, every group removed, the report written.
+  std::string sleeper = dir.path() + "/sleeper.pid";
+  std::string deep = kFindGroup +
+                     "N=$(printf 'x%.0s' $(seq 200)); cd $G || exit 99; "
+                     "for i in $(seq 25); do mkdir $N && cd $N || exit 98; done; "
+                     "sleep 300 & echo $! > cgroup.procs || exit 97; echo $! " + kPidNs + " > " + sleeper;
+  // bash: dash's cd refuses a folder whose path is longer than PATH_MAX.
+  std::string script = dir.write("deep.sh", deep);
+  auto run = run_spec(dir, "tests:\n  - {name: deep, run: 'bash " + script + "', memory: 64MiB}\n");
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
+  const auto& t = test_named(run, "deep");
+  EXPECT_EQ(t["exit_code"], 0) << t;
+  EXPECT_TRUE(t["cleanup_error"].is_null()) << t;
+  int pid = pid_in_file(sleeper);
+  EXPECT_GE(pid, 0);
+  EXPECT_FALSE(process_alive(pid)) << "a process in a deep sub-group outlived the run";
+}
+
 TEST_F(Trust, GcFromAnotherPidNamespaceNeverTouchesALiveRun) {
   if (::geteuid() != 0) GTEST_SKIP() << "unshare --pid needs root";
   if (::system("command -v unshare >/dev/null") != 0) GTEST_SKIP() << "unshare is missing";
