@@ -322,7 +322,7 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
     for (const auto& [k, v] : j["memrun"].items()) c.marks[k] = v.get<std::string>();
     c.rules.tool = "pytest";
-    c.rules.skip_exit_code = kPytestSkipped;
+    c.rules.outcome_file = true;
     // Where the test is (file:line), for an error in its marker's values.
     if (j.contains("where") && j["where"].is_string() && !c.marks.empty()) c.marks["@where"] = j["where"];
     cases.push_back(std::move(c));

@@ -32,8 +32,7 @@ struct SuiteSource {
 /// How a suite's own tool judges how a case ended, memory aside; memrun's
 /// verdict follows it (verdict.cc). Empty for a test written in `tests:`.
 struct ToolRules {
-  /// An exit with this code is a skip (ctest's SKIP_RETURN_CODE; memrun's
-  /// pytest plugin exits kPytestSkipped for a skipped or xfailed case).
+  /// An exit with this code is a skip (ctest's SKIP_RETURN_CODE).
   std::optional<int> skip_exit_code;
   /// ctest's PASS_, FAIL_ and SKIP_REGULAR_EXPRESSION, matched against the
   /// case's output (stdout then stderr); GoogleTest's "[  SKIPPED ] NAME"
@@ -42,14 +41,15 @@ struct ToolRules {
   /// ctest's WILL_FAIL: an exit that ctest calls failed passes and the
   /// other way round (a signal still fails: ctest's "Exception").
   bool will_fail = false;
+  /// pytest: the case's outcome is what memrun's plugin wrote to the file
+  /// $MEMRUN_PYTEST_OUTCOME names once pytest's session ended ("passed",
+  /// "failed", "skipped", "none"); no word there (os._exit, a crash of the
+  /// interpreter) is a failure, whatever the exit code.
+  bool outcome_file = false;
   std::string tool;  ///< "ctest", "pytest", "GoogleTest" for reasons; empty: none
   bool any() const { return !tool.empty(); }
   bool reads_output() const { return !pass_regex.empty() || !fail_regex.empty() || !skip_regex.empty(); }
 };
-
-/// The exit code memrun's pytest plugin gives a case pytest skipped or
-/// xfailed (pytest itself exits 0 then): that of automake and meson's skips.
-inline constexpr int kPytestSkipped = 77;
 
 /// One case, ready to run as a test.
 struct Case {

@@ -11,8 +11,12 @@ installed and no conftest.py changes:
                    process per case, each in a cgroup of its own): every
                    option of ARGS applies, and pytest finds its rootdir, ini
                    file and conftests from ARGS' paths as it would alone;
-                   only the case is collected. A case pytest skipped or
-                   xfailed exits 77 (pytest itself exits 0 then)
+                   only the case is collected. How it ended ("passed",
+                   "failed", "skipped" for a skip or xfail, "none" when it
+                   never ran to its end) goes to the file
+                   $MEMRUN_PYTEST_OUTCOME names, once pytest's session has
+                   ended; a skipped case also exits 77 (pytest itself
+                   exits 0 then)
 
 Both register the `memrun` marker, so that --strict-markers accepts it:
 
@@ -124,6 +128,15 @@ def main(argv):
         return pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[Plugin(out, args)])
     plugin = Plugin(case=args[0])
     code = pytest.main(["-q", "-p", "no:cacheprovider", *args[1:]], plugins=[plugin])
+    # How the case ended, written only now that pytest's session has: a
+    # process that ends before (os._exit in the test) leaves no word, and
+    # memrun does not take its exit code for pytest's verdict.
+    said = plugin.outcome or "none"
+    if code != 0 and said in ("passed", "skipped"):
+        said = "failed"  # the session failed after the case (a teardown, a plugin)
+    if os.environ.get("MEMRUN_PYTEST_OUTCOME"):
+        with open(os.environ["MEMRUN_PYTEST_OUTCOME"], "w") as f:
+            f.write(said)
     if code == 0 and plugin.outcome == "skipped":
         return SKIPPED
     return code

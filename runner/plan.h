@@ -49,6 +49,10 @@ struct PlannedTest {
   size_t first = 0;
 };
 
+/// Where memrun's pytest plugin writes how a case ended
+/// (ToolRules::outcome_file): beside the case's logs.
+inline std::string outcome_path(const PlannedTest& p) { return p.stdout_path + ".outcome"; }
+
 /// Everything a run needs to know before it starts.
 struct Plan {
   std::string run_dir;  ///< folder for logs (and reports by default)

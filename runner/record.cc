@@ -71,6 +71,11 @@ std::string log_head(const std::string& path, size_t limit) {
 // matches nothing. Byte by byte (Latin-1), as ctest's own expressions
 // match: output and names need not be UTF-8.
 void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) {
+  if (rules.outcome_file && o.ending == Ending::exited) {
+    std::string said = log_head(outcome_path(p), 16);
+    for (const char* word : {"passed", "failed", "skipped", "none"})
+      if (said == word) o.tool_said = said;
+  }
   if (!rules.reads_output() || o.ending != Ending::exited) return;
   // The logs are capped (--max-log, 64 MiB); this bound only keeps memrun's own
   // memory flat under a run without a cap.

@@ -26,7 +26,8 @@ std::vector<std::string> environment(const TestSpec& t) {
     // memrun's own variables are set below, once: a nested run's outer
     // values must not come first (getenv takes the first). The user's bus
     // is no test's unless its spec says so (shield.h).
-    if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT") continue;
+    if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT" || key == "MEMRUN_PYTEST_OUTCOME")
+      continue;
     if (!t.service_manager && names_the_users_bus(key)) continue;
     env.push_back(kv);
   }
@@ -142,6 +143,11 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
+  if (t.rules.outcome_file) {
+    // A word left by an earlier run of the case (--repeat) is no answer.
+    ::unlink(outcome_path(p).c_str());
+    cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome_path(p));
+  }
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";

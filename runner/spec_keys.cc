@@ -103,8 +103,9 @@ void read_env(const Source& src, const YAML::Node& v, Fields& f) {
     bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
     for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     if (!ok) src.fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
-    if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT")
-      src.fail(e.first, name + " is set by memrun for every test (its name, its limit in bytes); use another name");
+    if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT" || name == "MEMRUN_PYTEST_OUTCOME")
+      src.fail(e.first, name + " is set by memrun for every test (its name, its limit in bytes, where a pytest "
+                               "case's outcome goes); use another name");
     f.env[name] = src.scalar(e.second, "env." + name, "a string");
   }
 }

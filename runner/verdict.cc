@@ -84,6 +84,31 @@ Outcome outcome_of(const Observation& o) {
   return o.exit_code == 0 && o.signal == 0 ? Outcome::pass : Outcome::fail;
 }
 
+// A case whose tool wrote how it ended (pytest, through memrun's plugin,
+// once its session ended): that word, and an exit code that agrees. No
+// word means the process ended before pytest could say (os._exit in a
+// test, a crash of the interpreter): whatever its exit code, that is no
+// pass and no skip.
+Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* why) {
+  std::string code = "exit " + std::to_string(o.exit_code);
+  if (o.tool_said.empty()) {
+    *why = rules.tool + " never said how the case ended: its process ended first (" + code +
+           "; os._exit() in the test, or the interpreter crashed)";
+    return Outcome::fail;
+  }
+  if (o.tool_said == "none") {
+    *why = rules.tool + " ended before the case ran to its end (" + code + "; pytest.exit()?)";
+    return Outcome::fail;
+  }
+  if (o.tool_said == "skipped") {
+    *why = rules.tool + " skipped it";
+    return Outcome::skipped;
+  }
+  if (o.tool_said == "passed" && o.exit_code == 0) return Outcome::pass;
+  if (o.tool_said == "passed") *why = rules.tool + " passed it, but its process then ended with " + code;
+  return Outcome::fail;
+}
+
 // A suite's case that exited, as its own tool judges it (ctest's
 // cmCTestRunTest::EndTest, which the others fit): a signal fails; a
 // required expression missing or a failing one found fails; else the exit
@@ -92,6 +117,7 @@ Outcome outcome_of(const Observation& o) {
 // round. `why` says what decided, when it was not the exit code alone.
 Outcome tool_outcome(const ToolRules& rules, const Observation& o, std::string* why) {
   if (o.signal) return Outcome::fail;
+  if (rules.outcome_file) return said_outcome(rules, o, why);
   bool required = !rules.pass_regex.empty();
   if ((rules.skip_exit_code && o.exit_code == *rules.skip_exit_code) || o.skip_matched) {
     *why = rules.tool + " skipped it" +

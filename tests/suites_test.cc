@@ -224,6 +224,32 @@ std::string yaml_list(const std::vector<std::string>& args) {
   return "[" + out + "]";
 }
 
+TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  dir.write("test_ends.py",
+            "import os, pytest\n"
+            "def test_exits_77():\n    os._exit(77)\n"
+            "def test_exits_0_after_a_failure():\n    try:\n        assert 1 == 2\n    finally:\n        os._exit(0)\n"
+            "def test_pytest_exit_0():\n    pytest.exit('bye', returncode=0)\n"
+            "def test_passes():\n    pass\n"
+            "def test_skips():\n    pytest.skip('not here')\n");
+  auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [test_ends.py]\n    python: " + kPython +
+                               "\n    memory: 256MiB\n");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto verdicts = memrun_verdicts(run, "py");
+  EXPECT_EQ(verdicts["test_ends.py::test_exits_77"], "fail") << run.out;
+  EXPECT_EQ(verdicts["test_ends.py::test_exits_0_after_a_failure"], "fail") << run.out;
+  EXPECT_EQ(verdicts["test_ends.py::test_pytest_exit_0"], "fail") << run.out;
+  EXPECT_EQ(verdicts["test_ends.py::test_passes"], "pass") << run.out;
+  EXPECT_EQ(verdicts["test_ends.py::test_skips"], "skipped") << run.out;
+  const auto& ended = test_named(run, "py/test_ends.py::test_exits_77");
+  EXPECT_NE(ended["reason"].get<std::string>().find("pytest never said how the case ended"), std::string::npos)
+      << ended["reason"];
+  EXPECT_EQ(ended["tool_said"], "");
+  EXPECT_EQ(test_named(run, "py/test_ends.py::test_passes")["tool_said"], "passed");
+}
+
 TEST_F(Suites, PytestCasesGetPytestsOwnVerdictsWithEveryArgumentOfTheSuite) {
   if (auto why = pytest_missing(); !why.empty())
     GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;

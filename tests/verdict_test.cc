@@ -389,11 +389,37 @@ TEST(Decide, CtestRulesDecideAsCtestDoes) {
   EXPECT_EQ(tool_says(ctest, -1, 15, false, false, true), Outcome::fail) << "but not over a signal";
 }
 
+TEST(Decide, APytestCaseIsWhatPytestSaidNeverItsExitCodeAlone) {
+  ToolRules pytest;
+  pytest.tool = "pytest";
+  pytest.outcome_file = true;
+  auto says = [&](const std::string& said, int code) {
+    Fixture f;
+    f.spec.tests[0].rules = pytest;
+    Observation o = Fixture::exited(code, 1 << 20);
+    o.tool_said = said;
+    return decide(f.spec.tests[0], o);
+  };
+  EXPECT_EQ(says("passed", 0).outcome, Outcome::pass);
+  EXPECT_EQ(says("skipped", 77).outcome, Outcome::skipped);
+  EXPECT_EQ(says("failed", 1).outcome, Outcome::fail);
+  // os._exit(77) or os._exit(0) in a test: pytest never got to say.
+  for (int code : {0, 77}) {
+    Verdict v = says("", code);
+    EXPECT_EQ(v.outcome, Outcome::fail) << code;
+    EXPECT_NE(v.reason.find("pytest never said how the case ended"), std::string::npos) << v.reason;
+  }
+  EXPECT_EQ(says("none", 0).outcome, Outcome::fail) << "pytest.exit() before the case's end";
+  EXPECT_EQ(says("passed", 3).outcome, Outcome::fail) << "an exit code that disagrees";
+}
+
 TEST(Decide, ASkippedOrDisabledCaseIsNeitherPassedNorFailed) {
   Fixture f;
   f.spec.tests[0].rules.tool = "pytest";
-  f.spec.tests[0].rules.skip_exit_code = kPytestSkipped;
-  Verdict v = decide(f.spec.tests[0], Fixture::exited(kPytestSkipped, 60 << 20));
+  f.spec.tests[0].rules.outcome_file = true;
+  Observation skipped = Fixture::exited(77, 60 << 20);
+  skipped.tool_said = "skipped";
+  Verdict v = decide(f.spec.tests[0], skipped);
   EXPECT_EQ(v.outcome, Outcome::skipped);
   EXPECT_TRUE(v.passed) << "min_headroom does not apply to what did not run: " << v.reason;
   f.spec.tests[0].disabled = true;
