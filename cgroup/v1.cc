@@ -132,20 +132,22 @@ class V1Group : public Group {
       f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
       (g == mem_ || g == stat_ ? failcnt : failcnt_below) += fs::read_u64(g + "/memory.failcnt").value_or(0);
     }
-    // An OOM comes after charges failed at the counter whose limit was hit:
-    // only at limits below (in sub-groups that still exist) means the
-    // test's own. (The kernel log, read for every test on v1, says it
-    // exactly where it names each kill's oom_memcg=.)
-    if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 || failcnt_below == 0;
+    // An OOM comes after charges failed at the counter whose limit was hit.
+    // Failures at memrun's limits alone say it was memrun's; failures below
+    // too (a sub-group the test limited) leave it open, and a test that
+    // first filled its group to the limit must not pass a kill under its
+    // own as one at memrun's: not counted. (The kernel log, read for every
+    // test on v1, decides where it names each kill's oom_memcg=, i.e.
+    // unless its reports were rate-limited.)
+    if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 && failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
     // a limit of its own would look like one at memrun's.
     if (stat_ != mem_)
       f.limit_at_end = std::min(f.limit_at_end, fs::read_u64(stat_ + "/memory.limit_in_bytes").value_or(UINT64_MAX));
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
-    // failcnt stays 0 on recent kernels (6.x counts it only where a v1
-    // counter tracks failures): a high-water mark at the limit says the
-    // same, since charges beyond it are reclaimed, never granted.
+    // A high-water mark at the limit says the same as failcnt, since
+    // charges beyond it are reclaimed, never granted.
     f.limit_reached = failcnt > 0 || (f.peak && f.limit_at_end != UINT64_MAX && *f.peak + 65536 >= f.limit_at_end);
     // v1 has no memory.events; report its counters under v2's names where
     // they mean the same, so reports read alike on both.

@@ -39,7 +39,8 @@ std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix, const
     std::string m = r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1);
     // Only the two lines a kill is made of are kept, for whichever test
     // asks: tests running at once read one log.
-    if (m.rfind("oom-kill:", 0) == 0 || m.find("Killed process ") != std::string::npos)
+    if (m.rfind("oom-kill:", 0) == 0 || m.find("Killed process ") != std::string::npos ||
+        m.rfind("memory: usage ", 0) == 0 || m.rfind("memory+swap: usage ", 0) == 0)
       pending_.push_back({usec, m});
   }
   while (pending_.size() > kMaxPending) pending_.pop_front();
@@ -70,11 +71,23 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   //   Memory cgroup out of memory: Killed process N (NAME) total-vm:..kB,
   //     anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, ...
   // The first line is part of the report dump_header() writes, rate-limited
-  // to ten in five seconds; the second always comes.
+  // to ten in five seconds; the second always comes. Before the first, the
+  // same report gives the limited group's counters (mem_cgroup_print_oom_meminfo):
+  //   memory: usage 8192kB, limit 8192kB, failcnt 24
+  //   memory+swap: usage 8192kB, limit 9007199254740988kB, failcnt 0
+  // (reports are written one at a time, under oom_lock).
   std::set<int> ours, others, reported;
   std::map<int, std::string> limit_group;  // pid -> oom_memcg=
+  std::map<int, uint64_t> limit_at_kill;   // pid -> that group's limit
+  uint64_t limit = 0;                      // of the report being read
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
+    unsigned long long kb = 0;
+    if (std::sscanf(m.c_str(), "memory: usage %*llukB, limit %llukB", &kb) == 1 ||
+        std::sscanf(m.c_str(), "memory+swap: usage %*llukB, limit %llukB", &kb) == 1) {
+      if (m.rfind("memory: ", 0) == 0 || kb * 1024 < limit) limit = kb * 1024;
+      continue;
+    }
     if (m.rfind("oom-kill:", 0) == 0) {
       // The group's name may hold a comma (a test's name does): look for
       // the whole path (or its end) right before ",task=", not for the
@@ -86,6 +99,8 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
       bool mine = m.find(needle + ",task=", memcg) != std::string::npos || m.find(needle + "/", memcg) != std::string::npos;
       int victim = std::atoi(m.c_str() + pid + 5);
       (mine ? ours : others).insert(victim);
+      if (mine && limit) limit_at_kill[victim] = limit;
+      limit = 0;
       // oom_memcg= comes right before ,task_memcg= (and may hold commas).
       // Without it, the machine's memory ran out (",global_oom,"): the
       // root's limit, as it were.
@@ -117,6 +132,7 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
     if (!reported.insert(k.pid).second) continue;
     k.name = name;
     if (auto g = limit_group.find(k.pid); g != limit_group.end()) k.oom_memcg = g->second;
+    if (auto l = limit_at_kill.find(k.pid); l != limit_at_kill.end()) k.limit_bytes = l->second;
     k.anon_rss = anon * 1024, k.file_rss = file * 1024, k.shmem_rss = shmem * 1024;
     kills.push_back(k);
   }

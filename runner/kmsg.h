@@ -20,6 +20,10 @@ struct OomKill {
   /// root; "/" when the machine ran out, `global_oom`), or "" when the
   /// kernel left that line out (rate-limited).
   std::string oom_memcg;
+  /// That group's limit at the kill (the lower of its `memory:` and
+  /// `memory+swap:` limits in the same report), or 0 where the report was
+  /// left out: a limit the test lowered for a moment shows here.
+  uint64_t limit_bytes = 0;
   bool operator==(const OomKill&) const = default;
 };
 

@@ -233,7 +233,8 @@ Json victims_json(const std::vector<OomKill>& kills) {
   for (const auto& k : kills)
     out.push_back({{"pid", k.pid}, {"name", printable(k.name)}, {"anon_rss_bytes", k.anon_rss},
                    {"file_rss_bytes", k.file_rss}, {"shmem_rss_bytes", k.shmem_rss},
-                   {"oom_memcg", null_or(k.oom_memcg.empty(), printable(k.oom_memcg))}});
+                   {"oom_memcg", null_or(k.oom_memcg.empty(), printable(k.oom_memcg))},
+                   {"limit_bytes", null_or(k.limit_bytes == 0, k.limit_bytes)}});
   return out;
 }
 
@@ -246,7 +247,7 @@ std::vector<OomKill> victims_from(const Fields& t) {
     Fields k(list[i], fmt::format("{}.oom_victims[{}]", t.where(), i));
     out.push_back({static_cast<int>(k.integer("pid", 0, INT_MAX)), k.get<std::string>("name"),
                    k.bytes("anon_rss_bytes"), k.bytes("file_rss_bytes"), k.bytes("shmem_rss_bytes"),
-                   k.get<std::string>("oom_memcg", "")});
+                   k.get<std::string>("oom_memcg", ""), k.raw("limit_bytes").is_null() ? 0 : k.bytes("limit_bytes")});
   }
   return out;
 }

@@ -252,11 +252,16 @@ void judge(const TestSpec& t, const Observation& o, Verdict& r) {
   if (!r.passed && r.reason.empty()) {
     std::string got = to_string(r.outcome);
     if (r.outcome == Outcome::oom) got += " at " + format_size(r.limit);
+    bool global = std::any_of(o.oom_victims.begin(), o.oom_victims.end(),
+                              [](const OomKill& k) { return k.oom_memcg == "/"; });
+    // A pass of what `expect: oom` wanted killed: its kills were under a
+    // limit of its own (a sub-group's, or its leaf's, lowered for a moment).
+    if (r.outcome == Outcome::pass && kernel.oom_kills > 0 && !global)
+      got += "; the kernel OOM-killed " + std::to_string(kernel.oom_kills) + " of its processes under a limit the " +
+             "test set itself, below the " + format_size(t.memory) + " memrun set";
     if (r.outcome == Outcome::fail) {
       got += o.signal ? " (killed by signal " + std::to_string(o.signal) + ")"
                       : " (exit " + std::to_string(o.exit_code) + ")";
-      bool global = std::any_of(o.oom_victims.begin(), o.oom_victims.end(),
-                                [](const OomKill& k) { return k.oom_memcg == "/"; });
       if (kernel.oom_kills > 0 && global)
         got += "; the machine ran out of memory: the kernel's OOM killer killed " + std::to_string(kernel.oom_kills) +
                " of its processes before its " + format_size(t.memory) + " limit was reached";

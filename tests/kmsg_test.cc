@@ -80,6 +80,33 @@ TEST(KernelLog, AKillNamesTheGroupWhoseLimitWasHit) {
   EXPECT_EQ(kills[0].oom_memcg, "/");
 }
 
+TEST(KernelLog, AKillSaysTheLimitItCameAtTheLowerOfMemoryAndSwap) {
+  // Each report's counters come before its oom-kill line; a report left
+  // out (rate-limited) gives its kill no limit, not the one before.
+  std::vector<std::string> log = {
+      "memory: usage 8192kB, limit 8192kB, failcnt 24",
+      "memory+swap: usage 8192kB, limit 9007199254740988kB, failcnt 0",
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a/test,task_memcg=/x/memrun-r/001-a/test,"
+      "task=big,pid=41,uid=0",
+      "Memory cgroup out of memory: Killed process 41 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+      "memory: usage 65536kB, limit 98304kB, failcnt 3",
+      "memory+swap: usage 65536kB, limit 65536kB, failcnt 1",
+      "oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/x/memrun-r/001-a,task_memcg=/x/memrun-r/001-a/test,"
+      "task=big,pid=42,uid=0",
+      "Memory cgroup out of memory: Killed process 42 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB",
+  };
+  auto kills = parse_oom_kills(log, "memrun-r/001-a");
+  ASSERT_EQ(kills.size(), 2u);
+  EXPECT_EQ(kills[0].limit_bytes, 8u << 20);
+  EXPECT_EQ(kills[1].limit_bytes, 64u << 20) << "memory+swap's limit was the lower";
+  std::vector<std::string> limited = {
+      "memory: usage 8192kB, limit 8192kB, failcnt 24",
+      "Memory cgroup out of memory: Killed process 43 (big) total-vm:1kB, anon-rss:4kB, file-rss:0kB, shmem-rss:0kB"};
+  auto left_out = parse_oom_kills(limited, "memrun-r/001-a", {43});
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out[0].limit_bytes, 0u);
+}
+
 TEST(KernelLog, ARateLimitedReportStillNamesAKnownVictim) {
   // Past ten OOM reports in five seconds the kernel leaves out the line
   // that names the group ("oom_kill_process: 6 callbacks suppressed"); the
