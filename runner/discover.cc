@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -371,6 +372,42 @@ std::vector<GtestName> parse_gtest_list(const std::string& text) {
   return names;
 }
 
+namespace {
+
+// ctest's ENVIRONMENT_MODIFICATION (3.22+): "NAME=OP:VALUE" entries, in
+// order, on top of ENVIRONMENT and memrun's own environment. `unset:` is
+// taken as an empty value (a case's env only sets).
+void modify_environment(const std::vector<std::string>& entries, std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> before = env;  // reset: ENVIRONMENT's, else the inherited value
+  auto current = [&](const std::string& name) -> std::string {
+    if (auto it = env.find(name); it != env.end()) return it->second;
+    const char* inherited = std::getenv(name.c_str());
+    return inherited ? inherited : "";
+  };
+  for (const auto& e : entries) {
+    auto eq = e.find('='), colon = e.find(':', eq == std::string::npos ? 0 : eq);
+    if (eq == std::string::npos || colon == std::string::npos) continue;
+    std::string name = e.substr(0, eq), op = e.substr(eq + 1, colon - eq - 1), value = e.substr(colon + 1);
+    std::string now = current(name);
+    auto joined = [&](const std::string& sep, bool append) {
+      return now.empty() ? value : append ? now + sep + value : value + sep + now;
+    };
+    if (op == "reset") {
+      if (auto it = before.find(name); it != before.end()) env[name] = it->second;
+      else env.erase(name);
+    } else if (op == "set") env[name] = value;
+    else if (op == "unset") env[name] = "";
+    else if (op == "string_append") env[name] = now + value;
+    else if (op == "string_prepend") env[name] = value + now;
+    else if (op == "path_list_append") env[name] = joined(":", true);
+    else if (op == "path_list_prepend") env[name] = joined(":", false);
+    else if (op == "cmake_list_append") env[name] = joined(";", true);
+    else if (op == "cmake_list_prepend") env[name] = joined(";", false);
+  }
+}
+
+}  // namespace
+
 std::vector<Case> parse_ctest_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.contains("tests") || !j["tests"].is_array())
@@ -412,7 +449,19 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
       if (key == "ENVIRONMENT")
         for (const auto& s : strings(v))
           if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
+      // ctest reports a test whose REQUIRED_FILES are missing Not Run.
+      if (key == "REQUIRED_FILES" && c.not_runnable.empty())
+        for (const auto& file : strings(v))
+          if (::access((file.empty() || file[0] == '/' || c.cwd.empty() ? file : c.cwd + "/" + file).c_str(),
+                       F_OK) != 0) {
+            c.not_runnable = "not run: its REQUIRED_FILES " + file + " is missing; ctest reports it Not Run";
+            break;
+          }
     }
+    // After ENVIRONMENT, whatever order the properties came in.
+    for (const auto& p : t.value("properties", nlohmann::json::array()))
+      if (p.value("name", "") == "ENVIRONMENT_MODIFICATION" && p.contains("value"))
+        modify_environment(strings(p["value"]), c.env);
     cases.push_back(std::move(c));
   }
   return cases;

@@ -124,6 +124,13 @@ Outcome tool_outcome(const ToolRules& rules, const Observation& o, std::string* 
            (o.skip_matched ? " (its output matched the skip expression)" : " (exit " + std::to_string(o.exit_code) + ")");
     return Outcome::skipped;
   }
+  // What the cap (--max-log) dropped was never matched, where ctest matches
+  // the whole output: a fail expression, or the pass line, may be in it.
+  if (rules.reads_output() && o.log_discarded_bytes > 0 && !o.fail_matched) {
+    *why = rules.tool + ": " + format_size(o.log_discarded_bytes) + " of its output went past --max-log and was " +
+           "never matched against its expressions; raise --max-log (0: no cap) to have all of it read";
+    return Outcome::fail;
+  }
   bool ok = o.exit_code == 0 || required;
   if (required && !o.pass_matched) ok = false, *why = rules.tool + ": the pass expression is not in its output";
   if (o.fail_matched) ok = false, *why = rules.tool + ": the fail expression is in its output";

@@ -271,6 +271,19 @@ TEST(Suites, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
   EXPECT_EQ(cases[3].marks.at("timeout"), "1500ms");
   EXPECT_NE(cases[4].not_runnable.find("not run"), std::string::npos);
   EXPECT_THROW(parse_ctest_json("not json"), Error);
+  // ENVIRONMENT_MODIFICATION on top of ENVIRONMENT (whatever the order they
+  // are listed in); a missing REQUIRED_FILES is ctest's Not Run.
+  ::setenv("MEMRUN_TEST_PATHS", "/a", 1);
+  auto more = parse_ctest_json(R"({"tests":[
+    {"name":"m","command":["t"],"properties":[
+      {"name":"ENVIRONMENT_MODIFICATION","value":["A=set:1","A=string_append:2","MEMRUN_TEST_PATHS=path_list_prepend:/b",
+        "B=cmake_list_append:x","B=cmake_list_append:y","C=reset:","E=unset:"]},
+      {"name":"ENVIRONMENT","value":["C=kept"]}]},
+    {"name":"r","command":["t"],"properties":[{"name":"REQUIRED_FILES","value":["/no/such/file"]}]}]})");
+  ::unsetenv("MEMRUN_TEST_PATHS");
+  EXPECT_EQ(more[0].env, (std::map<std::string, std::string>{
+                             {"A", "12"}, {"B", "x;y"}, {"C", "kept"}, {"E", ""}, {"MEMRUN_TEST_PATHS", "/b:/a"}}));
+  EXPECT_NE(more[1].not_runnable.find("REQUIRED_FILES /no/such/file is missing"), std::string::npos);
 }
 
 TEST(Suites, ANameThatIsNoTextIsEscaped) {

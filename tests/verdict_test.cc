@@ -389,6 +389,26 @@ TEST(Decide, CtestRulesDecideAsCtestDoes) {
   EXPECT_EQ(tool_says(ctest, -1, 15, false, false, true), Outcome::fail) << "but not over a signal";
 }
 
+TEST(Decide, OutputPastTheLogCapIsNeverTakenAsMatched) {
+  // ctest matches the whole output; memrun matches what --max-log kept.
+  ToolRules ctest;
+  ctest.tool = "ctest";
+  ctest.fail_regex = {"FATAL"};
+  Fixture f;
+  f.spec.tests[0].rules = ctest;
+  f.spec.tests[0].min_headroom.reset();
+  Observation o = Fixture::exited(0, 1 << 20);
+  o.log_discarded_bytes = 70u << 20;
+  Verdict v = decide(f.spec.tests[0], o);
+  EXPECT_EQ(v.outcome, Outcome::fail);
+  EXPECT_NE(v.reason.find("went past --max-log"), std::string::npos) << v.reason;
+  o.fail_matched = true;  // found in what was kept: that decides
+  EXPECT_NE(decide(f.spec.tests[0], o).reason.find("the fail expression is in its output"), std::string::npos);
+  o.fail_matched = false;
+  o.log_discarded_bytes = 0;
+  EXPECT_EQ(decide(f.spec.tests[0], o).outcome, Outcome::pass);
+}
+
 TEST(Decide, APytestCaseIsWhatPytestSaidNeverItsExitCodeAlone) {
   ToolRules pytest;
   pytest.tool = "pytest";
