@@ -136,6 +136,11 @@ struct Final {
   /// (memory.max, memory.limit_in_bytes; page-aligned): a test that could
   /// write its group's files may have raised it.
   uint64_t limit_at_end = UINT64_MAX;
+  /// Whether the group's or its leaf's limit files (memory.limit_in_bytes
+  /// and memsw, memory.max and swap.max) were written while the test ran,
+  /// as inotify saw (memrun writes them before the test starts): a limit
+  /// raised or lowered between two samples and put back still shows.
+  bool limit_written = false;
   /// The kernel's high-water mark of the group's swap (v2 memory.swap.peak,
   /// 6.5+); nullopt where it keeps none (the runner's samples stand in).
   std::optional<uint64_t> swap_peak;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,28 @@ int open_path(const std::string& path, int flags) {
   if (dir != AT_FDCWD) ::close(dir);
   errno = saved;
   return fd;
+}
+
+int watch_writes(const std::vector<std::string>& files) {
+  int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return -1;
+  bool any = false;
+  for (const auto& f : files) any = ::inotify_add_watch(fd, f.c_str(), IN_MODIFY) >= 0 || any;
+  if (!any) ::close(fd), fd = -1;
+  return fd;
+}
+
+bool any_written(int fd) {
+  if (fd < 0) return false;
+  bool written = false;
+  alignas(inotify_event) char events[4096];
+  for (ssize_t n; (n = ::read(fd, events, sizeof events)) > 0;)
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+      written = written || (e->mask & IN_MODIFY) || (e->mask & IN_Q_OVERFLOW);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  return written;
 }
 
 int remove_dir_path(const std::string& path) {

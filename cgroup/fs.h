@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace memrun::fs {
 
@@ -54,5 +55,15 @@ int open_path(const std::string& path, int flags);
 
 /// rmdir(2) of `path`, however long (see open_path). 0, or -1 and errno.
 int remove_dir_path(const std::string& path);
+
+/// An inotify descriptor watching `files` for writes (IN_MODIFY, which
+/// vfs_write() raises for cgroupfs files too, from any mount of the
+/// hierarchy); files that do not exist are left out. -1 when none is
+/// watched.
+int watch_writes(const std::vector<std::string>& files);
+
+/// Whether `fd` (watch_writes) saw a write since it was made; reads what
+/// it queued, never waits.
+bool any_written(int fd);
 
 }  // namespace memrun::fs

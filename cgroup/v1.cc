@@ -17,6 +17,7 @@
 //   without that write a test queues any amount in loopback buffers
 //   uncharged. (Unix-socket buffers are slab memory, charged as kmem.)
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,27 @@ class V1Group : public Group {
     if (usage_fd_ < 0 || limit_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + mem_, mem_);
     if (sealed && (leaf_limit_fd_ = ::open((stat_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
       fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
+    watch_oom();
+    limit_watch_fd_ = fs::watch_writes({mem_ + "/memory.limit_in_bytes", mem_ + "/memory.memsw.limit_in_bytes",
+                                        stat_ + "/memory.limit_in_bytes", stat_ + "/memory.memsw.limit_in_bytes"});
+  }
+
+  // v1's OOM notifier (cgroup.event_control with memory.oom_control): the
+  // kernel signals the eventfd when it declares an OOM at the watched
+  // group's limit or an ancestor's (mem_cgroup_oom_notify() walks the
+  // subtree of the group that ran out), never at a sub-group's. It says
+  // whether a kill came at memrun's limit where failcnt cannot (memory+swap
+  // is charged first and, since 6.x, counts no failures) and the kernel
+  // log's report was rate-limited. Best effort: without it, failcnt.
+  void watch_oom() {
+    oom_event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    oom_control_fd_ = ::open((stat_ + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
+    if (oom_event_fd_ < 0 || oom_control_fd_ < 0 ||
+        fs::try_write_file(stat_ + "/cgroup.event_control",
+                           std::to_string(oom_event_fd_) + " " + std::to_string(oom_control_fd_)) != 0) {
+      for (int* fd : {&oom_event_fd_, &oom_control_fd_})
+        if (*fd >= 0) ::close(*fd), *fd = -1;
+    }
   }
 
   const std::string& path() const override { return mem_; }
@@ -126,21 +148,26 @@ class V1Group : public Group {
     // (page_counter_try_charge() counts it on the counter that failed,
     // not its ancestors): the test's own limit is on the group and,
     // sealed, its leaf; a limit the test set below itself is its own
-    // business.
+    // business. With swap accounting memory+swap is charged first
+    // (try_charge_memcg()), so at equal limits memsw.failcnt is the one
+    // that counts.
     uint64_t failcnt = 0, failcnt_below = 0;
     for (const auto& g : groups(mem_)) {
       f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
-      (g == mem_ || g == stat_ ? failcnt : failcnt_below) += fs::read_u64(g + "/memory.failcnt").value_or(0);
+      uint64_t n = fs::read_u64(g + "/memory.failcnt").value_or(0) + fs::read_u64(g + "/memory.memsw.failcnt").value_or(0);
+      (g == mem_ || g == stat_ ? failcnt : failcnt_below) += n;
     }
-    // An OOM comes after charges failed at the counter whose limit was hit.
-    // Failures at memrun's limits alone say it was memrun's; failures below
-    // too (a sub-group the test limited) leave it open, and a test that
-    // first filled its group to the limit must not pass a kill under its
-    // own as one at memrun's: not counted. (The kernel log, read for every
-    // test on v1, decides where it names each kill's oom_memcg=, i.e.
-    // unless its reports were rate-limited.)
-    if (f.oom_kills > 0) f.oom_at_limit = failcnt > 0 && failcnt_below == 0;
+    // Whether the kills came at memrun's limit: the OOM notifier's word
+    // (watch_oom); without it, charges refused at memrun's limits, or none
+    // below. (The kernel log, read for every test on v1, decides where it
+    // names each kill's oom_memcg=, i.e. unless its reports were
+    // rate-limited.)
+    uint64_t declared = 0;
+    bool watched = oom_event_fd_ >= 0;
+    if (watched && ::read(oom_event_fd_, &declared, sizeof declared) != sizeof declared) declared = 0;
+    if (f.oom_kills > 0) f.oom_at_limit = watched ? declared > 0 : failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
+    f.limit_written = fs::any_written(limit_watch_fd_);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
     // a limit of its own would look like one at memrun's.
     if (stat_ != mem_)
@@ -192,7 +219,7 @@ class V1Group : public Group {
     if (removed_) return true;  // (the destructor after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
-    for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_})
+    for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_, &oom_event_fd_, &oom_control_fd_, &limit_watch_fd_})
       if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
     return removed_ = (pids_.empty() || remove_groups_step(groups(pids_))) && gone;
@@ -231,6 +258,8 @@ class V1Group : public Group {
   std::vector<int> fds_;
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
   int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
+  int oom_event_fd_ = -1, oom_control_fd_ = -1;  // watch_oom()
+  int limit_watch_fd_ = -1;                      // fs::watch_writes of the limit files
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill

@@ -14,9 +14,10 @@ namespace memrun {
 void prepare_runner_process(RunOptions& options);
 
 /// The descriptors a running test holds at most: its pidfd, two pipes, two
-/// logs, /dev/null past a cap, and its group's (up to six: procs files, the
-/// usage and limit files sampled, a sealed test's leaf's limit).
-inline constexpr int kFilesPerTest = 12;
+/// logs, /dev/null past a cap, and its group's (up to eight: procs files, the
+/// usage and limit files sampled, a sealed test's leaf's limit, v1's OOM
+/// notifier's eventfd and file, the limit files' inotify watch).
+inline constexpr int kFilesPerTest = 15;
 
 /// How many tests can run at once within memrun's open-files limit (each
 /// holds up to kFilesPerTest descriptors), once memrun has raised its soft

@@ -327,6 +327,9 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   else if (o.sampled_lowest_limit != UINT64_MAX && o.sampled_lowest_limit + page_size() <= t.memory)
     defeated = "its cgroup's limit read " + format_size(o.sampled_lowest_limit) + " while it ran, not the " +
                format_size(t.memory) + " memrun set: the test lowered it";
+  else if (kernel.limit_written)
+    defeated = "its cgroup's memory limit was written while it ran, and put back before the end: for a while the "
+               "limit was not the " + format_size(t.memory) + " memrun set";
   else if (kernel.escaped > 0)
     defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup" +
                (o.escaped_to.empty() ? "" : " (into " + o.escaped_to + ")");
