@@ -111,10 +111,11 @@ struct Final {
   /// Whether the OOM kills came at the limit memrun set (the group's, a
   /// sealed test's leaf's, or a lower one above them: the effective limit),
   /// false when only limits the test set on groups below its own were hit:
-  /// v2 memory.events `oom` against memory.events.local (5.2+); v1 the
-  /// failcnt of those groups against the sub-groups' (the kernel log's
-  /// oom_memcg= tells exactly: see Group::limit_paths). nullopt where the
-  /// kernel cannot tell (limit_reached stands in).
+  /// v2 memory.events `oom` against memory.events.local (5.2+); v1 the OOM
+  /// notifier on the test's group, else the failcnt of those groups
+  /// against the sub-groups' (the kernel log's oom_memcg= tells exactly:
+  /// see Group::limit_paths). nullopt where the kernel cannot tell
+  /// (limit_reached stands in).
   std::optional<bool> oom_at_limit;
   /// Forks the kernel refused at pids.max in the group and its sub-groups
   /// (pids.events `max`): a test that did not run as written.

@@ -149,8 +149,9 @@ class V1Group : public Group {
     // not its ancestors): the test's own limit is on the group and,
     // sealed, its leaf; a limit the test set below itself is its own
     // business. With swap accounting memory+swap is charged first
-    // (try_charge_memcg()), so at equal limits memsw.failcnt is the one
-    // that counts.
+    // (try_charge_memcg()) and fails first at equal limits; its failcnt
+    // counts only before 6.x (page_counter's track_failcnt since), so at
+    // memrun's limits failcnt often says nothing (watch_oom says it).
     uint64_t failcnt = 0, failcnt_below = 0;
     for (const auto& g : groups(mem_)) {
       f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
