@@ -235,8 +235,8 @@ TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip)
             "def test_passes():\n    pass\n"
             "def test_skips():\n    pytest.skip('not here')\n");
   auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [test_ends.py]\n    python: " + kPython +
-                               "\n    memory: 256MiB\n");
-  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+                               "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n");
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
   auto verdicts = memrun_verdicts(run, "py");
   EXPECT_EQ(verdicts["test_ends.py::test_exits_77"], "fail") << run.out;
   EXPECT_EQ(verdicts["test_ends.py::test_exits_0_after_a_failure"], "fail") << run.out;
