@@ -416,6 +416,22 @@ TEST_F(Trust, AFifoOrALinkATestPlantsAtAReportsPathNeitherHangsMemrunNorTakesThe
   EXPECT_EQ(read_text(victim), "keep\n");
 }
 
+TEST_F(Trust, ATestGetsNoPacketSocketWhoseRingNoLimitCharges) {
+  // A packet socket's ring is kernel memory charged to no cgroup: a test
+  // could map 160 MiB of it under 16 MiB. Refused, sealed or not (as root,
+  // where the socket needs CAP_NET_RAW).
+  std::string open_one = "exec python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)'";
+  for (bool host_cgroups : {false, true}) {
+    SCOPED_TRACE(host_cgroups ? "--host-cgroups" : "sealed");
+    std::vector<std::string> extra;
+    if (host_cgroups) extra.push_back("--host-cgroups");
+    auto run = run_spec(dir, "tests:\n  - {name: packet, run: " + yaml_quoted(open_one) + ", memory: 64MiB}\n", extra);
+    const auto& t = test_named(run, "packet");
+    EXPECT_FALSE(t["passed"]) << t.dump();
+    EXPECT_NE(t["log_tail"].get<std::string>().find("Address family not supported"), std::string::npos) << t.dump();
+  }
+}
+
 TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
   // A program name with a line break: the reason quotes it.
   std::string yaml = "tests:\n  - {name: t, run: [\"no-such\\n::warning::injected\"], memory: 16MiB}\n";
