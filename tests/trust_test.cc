@@ -128,8 +128,10 @@ TEST_F(Trust, AnOomUnderALimitLoweredForAMomentBetweenSamplesNeverMeetsExpectOom
     run = run_spec(dir, spec, {"--sample-interval", "10s"});
   }
   const auto& t = test_named(run, "blink");
-  if (t["exit_code"] == 99) GTEST_SKIP() << "the kernel refused the lowering here: nothing to prove";
   EXPECT_FALSE(t["passed"]) << t.dump();
+  // Where the kernel refuses the write (a systemd scope's leaf: exit 99)
+  // there was nothing to lower, and no kill.
+  if (t["exit_code"] == 99) return;
   EXPECT_EQ(t["oom_at_limit"], false) << t.dump();
   if (!t["oom_victims"].empty() && !t["oom_victims"][0]["limit_bytes"].is_null())
     EXPECT_EQ(t["oom_victims"][0]["limit_bytes"], 8u << 20) << t.dump();
