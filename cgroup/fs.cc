@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "cgroup/error.h"
@@ -47,26 +49,60 @@ int open_path(const std::string& path, int flags) {
   return fd;
 }
 
-int watch_writes(const std::vector<std::string>& files) {
+namespace {
+
+// The process's inotify instance and the watches it has seen written
+// (an overflow of its queue counts as a write to every watch).
+struct Writes {
+  std::mutex lock;
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) return -1;
-  bool any = false;
-  for (const auto& f : files) any = ::inotify_add_watch(fd, f.c_str(), IN_MODIFY) >= 0 || any;
-  if (!any) ::close(fd), fd = -1;
-  return fd;
+  std::set<int> written;
+  bool overflowed = false;
+};
+
+Writes& writes() {
+  static Writes* w = new Writes;  // never closed: see watch_writes
+  return *w;
 }
 
-bool any_written(int fd) {
-  if (fd < 0) return false;
-  bool written = false;
+}  // namespace
+
+std::vector<int> watch_writes(const std::vector<std::string>& files) {
+  Writes& w = writes();
+  std::lock_guard<std::mutex> hold(w.lock);
+  std::vector<int> watches;
+  if (w.fd < 0) return watches;
+  for (const auto& f : files)
+    if (int wd = ::inotify_add_watch(w.fd, f.c_str(), IN_MODIFY); wd >= 0) watches.push_back(wd), w.written.erase(wd);
+  return watches;
+}
+
+bool any_written(const std::vector<int>& watches) {
+  Writes& w = writes();
+  std::lock_guard<std::mutex> hold(w.lock);
+  if (w.fd < 0 || watches.empty()) return false;
   alignas(inotify_event) char events[4096];
-  for (ssize_t n; (n = ::read(fd, events, sizeof events)) > 0;)
+  for (ssize_t n; (n = ::read(w.fd, events, sizeof events)) > 0;)
     for (ssize_t at = 0; at < n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(events + at);
-      written = written || (e->mask & IN_MODIFY) || (e->mask & IN_Q_OVERFLOW);
+      if (e->mask & IN_MODIFY) w.written.insert(e->wd);
+      if (e->mask & IN_Q_OVERFLOW) w.overflowed = true;
       at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
     }
-  return written;
+  if (w.overflowed) return true;
+  for (int wd : watches)
+    if (w.written.count(wd)) return true;
+  return false;
+}
+
+void unwatch(std::vector<int>& watches) {
+  Writes& w = writes();
+  std::lock_guard<std::mutex> hold(w.lock);
+  for (int wd : watches) {
+    if (w.fd >= 0) ::inotify_rm_watch(w.fd, wd);
+    w.written.erase(wd);
+  }
+  watches.clear();
 }
 
 int remove_dir_path(const std::string& path) {

@@ -56,14 +56,19 @@ int open_path(const std::string& path, int flags);
 /// rmdir(2) of `path`, however long (see open_path). 0, or -1 and errno.
 int remove_dir_path(const std::string& path);
 
-/// An inotify descriptor watching `files` for writes (IN_MODIFY, which
-/// vfs_write() raises for cgroupfs files too, from any mount of the
-/// hierarchy); files that do not exist are left out. -1 when none is
-/// watched.
-int watch_writes(const std::vector<std::string>& files);
+/// Watches `files` for writes (inotify's IN_MODIFY, which vfs_write()
+/// raises for cgroupfs files too, from any mount of the hierarchy); files
+/// that do not exist are left out. One inotify instance serves the whole
+/// process: closing one waits for an SRCU grace period
+/// (fsnotify_destroy_group()), milliseconds a test; removing a watch does
+/// not. Returns the watches, for any_written and unwatch.
+std::vector<int> watch_writes(const std::vector<std::string>& files);
 
-/// Whether `fd` (watch_writes) saw a write since it was made; reads what
-/// it queued, never waits.
-bool any_written(int fd);
+/// Whether any of `watches` saw a write since it was made; reads what the
+/// instance queued, never waits.
+bool any_written(const std::vector<int>& watches);
+
+/// Ends `watches` (those of a removed file are gone already) and clears it.
+void unwatch(std::vector<int>& watches);
 
 }  // namespace memrun::fs

@@ -74,7 +74,7 @@ class V1Group : public Group {
     if (sealed && (leaf_limit_fd_ = ::open((stat_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
       fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
     watch_oom();
-    limit_watch_fd_ = fs::watch_writes({mem_ + "/memory.limit_in_bytes", mem_ + "/memory.memsw.limit_in_bytes",
+    limit_watches_ = fs::watch_writes({mem_ + "/memory.limit_in_bytes", mem_ + "/memory.memsw.limit_in_bytes",
                                         stat_ + "/memory.limit_in_bytes", stat_ + "/memory.memsw.limit_in_bytes"});
   }
 
@@ -168,7 +168,7 @@ class V1Group : public Group {
     if (watched && ::read(oom_event_fd_, &declared, sizeof declared) != sizeof declared) declared = 0;
     if (f.oom_kills > 0) f.oom_at_limit = watched ? declared > 0 : failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
-    f.limit_written = fs::any_written(limit_watch_fd_);
+    f.limit_written = fs::any_written(limit_watches_);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
     // a limit of its own would look like one at memrun's.
     if (stat_ != mem_)
@@ -220,7 +220,8 @@ class V1Group : public Group {
     if (removed_) return true;  // (the destructor after the run's loop removed it)
     for (int fd : fds_) ::close(fd);
     fds_.clear();
-    for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_, &oom_event_fd_, &oom_control_fd_, &limit_watch_fd_})
+    fs::unwatch(limit_watches_);
+    for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_, &oom_event_fd_, &oom_control_fd_})
       if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
     return removed_ = (pids_.empty() || remove_groups_step(groups(pids_))) && gone;
@@ -260,7 +261,7 @@ class V1Group : public Group {
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
   int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
   int oom_event_fd_ = -1, oom_control_fd_ = -1;  // watch_oom()
-  int limit_watch_fd_ = -1;                      // fs::watch_writes of the limit files
+  std::vector<int> limit_watches_;               // fs::watch_writes of the limit files
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill

@@ -123,7 +123,7 @@ class V2Group : public Group {
     if (current_fd_ < 0 || max_fd_ < 0) fail_errno(Failure::Kind::system, "cannot open the memory files of " + path_, path_);
     if (sealed && (leaf_max_fd_ = ::open((stat_ + "/memory.max").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
       fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
-    limit_watch_fd_ = fs::watch_writes({path_ + "/memory.max", path_ + "/memory.swap.max", stat_ + "/memory.max",
+    limit_watches_ = fs::watch_writes({path_ + "/memory.max", path_ + "/memory.swap.max", stat_ + "/memory.max",
                                         stat_ + "/memory.swap.max"});
   }
 
@@ -214,7 +214,7 @@ class V2Group : public Group {
     f.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     f.raw = {std::move(events), std::move(stat), pressure_totals()};
     f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
-    f.limit_written = fs::any_written(limit_watch_fd_);
+    f.limit_written = fs::any_written(limit_watches_);
     // A sealed root test can write its leaf's memory.max (the group's is
     // out of its reach): raising it changes nothing, lowering it would make
     // an OOM under a limit of its own look like one at memrun's.
@@ -259,7 +259,7 @@ class V2Group : public Group {
     if (current_fd_ >= 0) ::close(current_fd_);
     if (max_fd_ >= 0) ::close(max_fd_);
     if (leaf_max_fd_ >= 0) ::close(leaf_max_fd_);
-    if (limit_watch_fd_ >= 0) ::close(limit_watch_fd_), limit_watch_fd_ = -1;
+    fs::unwatch(limit_watches_);
     dir_fd_ = procs_fd_ = init_procs_fd_ = current_fd_ = max_fd_ = leaf_max_fd_ = -1;
     // Sub-groups the test made (threaded ones included) go first: rmdir of
     // a group with children fails with EBUSY.
@@ -294,7 +294,7 @@ class V2Group : public Group {
   int dir_fd_ = -1, procs_fd_ = -1, init_procs_fd_ = -1;
   int current_fd_ = -1, max_fd_ = -1;  // the group's memory.current and memory.max
   int leaf_max_fd_ = -1;               // a sealed test's leaf's memory.max
-  int limit_watch_fd_ = -1;            // fs::watch_writes of the limit files
+  std::vector<int> limit_watches_;     // fs::watch_writes of the limit files
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false, removed_ = false;
 };

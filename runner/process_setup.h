@@ -14,9 +14,9 @@ namespace memrun {
 void prepare_runner_process(RunOptions& options);
 
 /// The descriptors a running test holds at most: its pidfd, two pipes, two
-/// logs, /dev/null past a cap, and its group's (up to eight: procs files, the
+/// logs, /dev/null past a cap, and its group's (up to seven: procs files, the
 /// usage and limit files sampled, a sealed test's leaf's limit, v1's OOM
-/// notifier's eventfd and file, the limit files' inotify watch).
+/// notifier's eventfd and file).
 inline constexpr int kFilesPerTest = 15;
 
 /// How many tests can run at once within memrun's open-files limit (each
