@@ -449,11 +449,12 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
       if (key == "ENVIRONMENT")
         for (const auto& s : strings(v))
           if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
-      // ctest reports a test whose REQUIRED_FILES are missing Not Run.
+      // ctest reports a test whose REQUIRED_FILES are missing Not Run. An
+      // absolute path is checked (CMake writes them so); a relative one is
+      // ctest's to resolve, from a folder this listing does not know.
       if (key == "REQUIRED_FILES" && c.not_runnable.empty())
         for (const auto& file : strings(v))
-          if (::access((file.empty() || file[0] == '/' || c.cwd.empty() ? file : c.cwd + "/" + file).c_str(),
-                       F_OK) != 0) {
+          if (!file.empty() && file[0] == '/' && ::access(file.c_str(), F_OK) != 0) {
             c.not_runnable = "not run: its REQUIRED_FILES " + file + " is missing; ctest reports it Not Run";
             break;
           }
