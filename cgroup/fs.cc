@@ -51,13 +51,12 @@ int open_path(const std::string& path, int flags) {
 
 namespace {
 
-// The process's inotify instance and the watches it has seen written
-// (an overflow of its queue counts as a write to every watch).
+// The process's inotify instance, its watches, and those it has seen
+// written (an overflow of its queue counts as a write to every watch).
 struct Writes {
   std::mutex lock;
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  std::set<int> written;
-  bool overflowed = false;
+  std::set<int> watching, written;
 };
 
 Writes& writes() {
@@ -73,7 +72,8 @@ std::vector<int> watch_writes(const std::vector<std::string>& files) {
   std::vector<int> watches;
   if (w.fd < 0) return watches;
   for (const auto& f : files)
-    if (int wd = ::inotify_add_watch(w.fd, f.c_str(), IN_MODIFY); wd >= 0) watches.push_back(wd), w.written.erase(wd);
+    if (int wd = ::inotify_add_watch(w.fd, f.c_str(), IN_MODIFY); wd >= 0)
+      watches.push_back(wd), w.watching.insert(wd), w.written.erase(wd);
   return watches;
 }
 
@@ -86,10 +86,10 @@ bool any_written(const std::vector<int>& watches) {
     for (ssize_t at = 0; at < n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(events + at);
       if (e->mask & IN_MODIFY) w.written.insert(e->wd);
-      if (e->mask & IN_Q_OVERFLOW) w.overflowed = true;
+      // Events were lost: any watch there was then may have been written.
+      if (e->mask & IN_Q_OVERFLOW) w.written.insert(w.watching.begin(), w.watching.end());
       at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
     }
-  if (w.overflowed) return true;
   for (int wd : watches)
     if (w.written.count(wd)) return true;
   return false;
@@ -100,7 +100,7 @@ void unwatch(std::vector<int>& watches) {
   std::lock_guard<std::mutex> hold(w.lock);
   for (int wd : watches) {
     if (w.fd >= 0) ::inotify_rm_watch(w.fd, wd);
-    w.written.erase(wd);
+    w.watching.erase(wd), w.written.erase(wd);
   }
   watches.clear();
 }

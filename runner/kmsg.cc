@@ -37,8 +37,9 @@ std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix, const
     std::sscanf(r.c_str(), "%*d,%*u,%lld", &usec);
     auto end = r.find('\n', semi);
     std::string m = r.substr(semi + 1, end == std::string::npos ? std::string::npos : end - semi - 1);
-    // Only the two lines a kill is made of are kept, for whichever test
-    // asks: tests running at once read one log.
+    // Only the lines a kill is made of are kept (the two below, and the
+    // limited group's counters before them), for whichever test asks:
+    // tests running at once read one log.
     if (m.rfind("oom-kill:", 0) == 0 || m.find("Killed process ") != std::string::npos ||
         m.rfind("memory: usage ", 0) == 0 || m.rfind("memory+swap: usage ", 0) == 0)
       pending_.push_back({usec, m});

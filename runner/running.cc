@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cgroup/error.h"
 #include "runner/enforce.h"
@@ -145,8 +146,11 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   Command cmd = command_of(t, context);
   if (t.rules.outcome_file) {
     // A word left by an earlier run of the case (--repeat) is no answer.
-    ::unlink(outcome_path(p).c_str());
-    cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome_path(p));
+    // Absolute: the case runs in its own folder (--run-dir may be relative).
+    std::error_code ec;
+    std::string outcome = std::filesystem::absolute(outcome_path(p), ec).string();
+    ::unlink(outcome.c_str());
+    cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome);
   }
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {

@@ -248,6 +248,14 @@ TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip)
       << ended["reason"];
   EXPECT_TRUE(ended["tool_said"].is_null()) << ended;
   EXPECT_EQ(test_named(run, "py/test_ends.py::test_passes")["tool_said"], "passed");
+  // A relative --run-dir (the default, .memrun) and a suite in a folder of
+  // its own: the case, run from that folder, still finds where to write.
+  std::filesystem::create_directory(dir.path() + "/sub");
+  dir.write("sub/test_one.py", "def test_one():\n    pass\n");
+  std::string spec = dir.write("rel.yaml", "suites:\n  - name: rel\n    pytest: [test_one.py]\n    cwd: sub\n    python: " +
+                                               kPython + "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n");
+  auto rel = run_memrun({spec, "--run-dir", "rel-runs"}, dir.path());
+  EXPECT_EQ(rel.exit_code, 0) << rel.out << rel.err;
 }
 
 TEST_F(Suites, PytestCasesGetPytestsOwnVerdictsWithEveryArgumentOfTheSuite) {
