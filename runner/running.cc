@@ -134,6 +134,16 @@ bool RunningTest::start_failed(const std::string& why) {
   return false;
 }
 
+// Where the tool writes how the case ended (pytest's plugin). A word left by
+// an earlier run of the case (--repeat) is no answer. Absolute: the case runs
+// in its own folder, and --run-dir may be relative.
+void RunningTest::ask_for_outcome(const PlannedTest& p, Command& cmd) {
+  std::error_code ec;
+  std::string outcome = std::filesystem::absolute(outcome_path(p), ec).string();
+  ::unlink(outcome.c_str());
+  cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome);
+}
+
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
@@ -144,14 +154,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
-  if (t.rules.outcome_file) {
-    // A word left by an earlier run of the case (--repeat) is no answer.
-    // Absolute: the case runs in its own folder (--run-dir may be relative).
-    std::error_code ec;
-    std::string outcome = std::filesystem::absolute(outcome_path(p), ec).string();
-    ::unlink(outcome.c_str());
-    cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome);
-  }
+  if (t.rules.outcome_file) ask_for_outcome(p, cmd);
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";

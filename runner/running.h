@@ -148,6 +148,7 @@ class RunningTest {
   enum class Phase { running, killing, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
+  static void ask_for_outcome(const PlannedTest& p, Command& cmd);
   /// The logs' figures, and the kernel's `final` (Group::finish()).
   void read_figures(KernelLog& kernel_log, cgroup::Final final);
   /// After a sample: whether the test is thrashing at its limit (see
