@@ -264,6 +264,7 @@ std::vector<Case> ctest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   std::vector<Case> kept;
   for (auto& c : cases) {
     if (c.cwd.empty()) c.cwd = s.path;  // ctest runs a test in its build folder
+    // Out, whatever needs it: ctest -E removes a fixture's setup as well.
     if (!excluded(s, c.name)) kept.push_back(std::move(c));
   }
   return kept;
@@ -406,6 +407,48 @@ void modify_environment(const std::vector<std::string>& entries, std::map<std::s
   }
 }
 
+// A property's value as a list (ctest writes one value as a string).
+std::vector<std::string> strings_of(const nlohmann::json& v) {
+  std::vector<std::string> out;
+  if (v.is_string()) out.push_back(v.get<std::string>());
+  if (v.is_array())
+    for (const auto& e : v)
+      if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
+// One property of a ctest test, as `ctest --show-only=json-v1` lists it.
+void read_ctest_property(const std::string& key, const nlohmann::json& v, Case& c) {
+  if (key == "WORKING_DIRECTORY" && v.is_string()) c.cwd = v.get<std::string>();
+  if (key == "DISABLED" && v.is_boolean()) c.disabled = v.get<bool>();
+  if (key == "WILL_FAIL" && v.is_boolean()) c.rules.will_fail = v.get<bool>();
+  if (key == "SKIP_RETURN_CODE" && v.is_number_integer()) c.rules.skip_exit_code = v.get<int>();
+  if (key == "PASS_REGULAR_EXPRESSION") c.rules.pass_regex = strings_of(v);
+  if (key == "FAIL_REGULAR_EXPRESSION") c.rules.fail_regex = strings_of(v);
+  if (key == "SKIP_REGULAR_EXPRESSION") c.rules.skip_regex = strings_of(v);
+  // ctest kills a test at TIMEOUT seconds and fails it; 0 is none.
+  if (key == "TIMEOUT" && v.is_number() && v.get<double>() > 0)
+    c.marks["timeout"] = std::to_string(static_cast<long long>(std::ceil(v.get<double>() * 1000))) + "ms";
+  if (key == "DEPENDS") c.order.depends = strings_of(v);
+  if (key == "FIXTURES_SETUP") c.order.fixtures_setup = strings_of(v);
+  if (key == "FIXTURES_CLEANUP") c.order.fixtures_cleanup = strings_of(v);
+  if (key == "FIXTURES_REQUIRED") c.order.fixtures_required = strings_of(v);
+  if (key == "RESOURCE_LOCK") c.order.resource_locks = strings_of(v);
+  if (key == "RUN_SERIAL" && v.is_boolean()) c.order.run_serial = v.get<bool>();
+  if (key == "ENVIRONMENT")
+    for (const auto& s : strings_of(v))
+      if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
+  // ctest reports a test whose REQUIRED_FILES are missing Not Run. An
+  // absolute path is checked (CMake writes them so); a relative one is
+  // ctest's to resolve, from a folder this listing does not know.
+  if (key == "REQUIRED_FILES" && c.not_runnable.empty())
+    for (const auto& file : strings_of(v))
+      if (!file.empty() && file[0] == '/' && ::access(file.c_str(), F_OK) != 0) {
+        c.not_runnable = "not run: its REQUIRED_FILES " + file + " is missing; ctest reports it Not Run";
+        break;
+      }
+}
+
 }  // namespace
 
 std::vector<Case> parse_ctest_json(const std::string& text) {
@@ -424,45 +467,12 @@ std::vector<Case> parse_ctest_json(const std::string& text) {
     else
       for (const auto& a : t["command"]) c.argv.push_back(a.is_string() ? a.get<std::string>() : a.dump());
     c.command = shell_line(c.argv);
-    auto strings = [](const nlohmann::json& v) {
-      std::vector<std::string> out;
-      if (v.is_string()) out.push_back(v.get<std::string>());
-      if (v.is_array())
-        for (const auto& e : v)
-          if (e.is_string()) out.push_back(e.get<std::string>());
-      return out;
-    };
-    for (const auto& p : t.value("properties", nlohmann::json::array())) {
-      std::string key = p.value("name", "");
-      if (!p.contains("value")) continue;
-      const auto& v = p["value"];
-      if (key == "WORKING_DIRECTORY" && v.is_string()) c.cwd = v.get<std::string>();
-      if (key == "DISABLED" && v.is_boolean()) c.disabled = v.get<bool>();
-      if (key == "WILL_FAIL" && v.is_boolean()) c.rules.will_fail = v.get<bool>();
-      if (key == "SKIP_RETURN_CODE" && v.is_number_integer()) c.rules.skip_exit_code = v.get<int>();
-      if (key == "PASS_REGULAR_EXPRESSION") c.rules.pass_regex = strings(v);
-      if (key == "FAIL_REGULAR_EXPRESSION") c.rules.fail_regex = strings(v);
-      if (key == "SKIP_REGULAR_EXPRESSION") c.rules.skip_regex = strings(v);
-      // ctest kills a test at TIMEOUT seconds and fails it; 0 is none.
-      if (key == "TIMEOUT" && v.is_number() && v.get<double>() > 0)
-        c.marks["timeout"] = std::to_string(static_cast<long long>(std::ceil(v.get<double>() * 1000))) + "ms";
-      if (key == "ENVIRONMENT")
-        for (const auto& s : strings(v))
-          if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
-      // ctest reports a test whose REQUIRED_FILES are missing Not Run. An
-      // absolute path is checked (CMake writes them so); a relative one is
-      // ctest's to resolve, from a folder this listing does not know.
-      if (key == "REQUIRED_FILES" && c.not_runnable.empty())
-        for (const auto& file : strings(v))
-          if (!file.empty() && file[0] == '/' && ::access(file.c_str(), F_OK) != 0) {
-            c.not_runnable = "not run: its REQUIRED_FILES " + file + " is missing; ctest reports it Not Run";
-            break;
-          }
-    }
+    for (const auto& p : t.value("properties", nlohmann::json::array()))
+      if (p.contains("value")) read_ctest_property(p.value("name", ""), p["value"], c);
     // After ENVIRONMENT, whatever order the properties came in.
     for (const auto& p : t.value("properties", nlohmann::json::array()))
       if (p.value("name", "") == "ENVIRONMENT_MODIFICATION" && p.contains("value"))
-        modify_environment(strings(p["value"]), c.env);
+        modify_environment(strings_of(p["value"]), c.env);
     cases.push_back(std::move(c));
   }
   return cases;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/ordering.h"
 
 namespace memrun {
 
@@ -69,6 +70,8 @@ struct Case {
   /// Its tool does not run it (GoogleTest's DISABLED_, ctest's DISABLED):
   /// counted and shown, never run.
   bool disabled = false;
+  /// ctest: when it runs, and beside what (ordering.h).
+  CtestOrder order;
 };
 
 /// Lists the cases of `source` by running its tool once, in a group of

@@ -506,6 +506,8 @@ class Helpers {
     p.stderr_path = fmt::format("{}/{}{}.err", dir_, what, count_);
     p.run = p.runs = 1;
     p.first = 0;
+    p.after.clear();  // alone in its plan: what it waited for ran already
+    p.needs.clear();
     Plan plan;
     plan.run_dir = run_dir_;
     plan.tests.push_back(p);
@@ -882,6 +884,8 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   run.stderr_path = dir + "/stderr.log";
   run.run = run.runs = 1;
   run.first = 0;
+  run.after.clear();  // alone in its plan: what it waited for ran already
+  run.needs.clear();
   Plan plan;
   plan.run_dir = run_dir;
   plan.tests.push_back(run);

@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
 
 #include "cgroup/cgroup.h"
 #include "runner/error.h"
@@ -31,6 +34,58 @@ std::string file_name_part(const std::string& name) {
   return out;
 }
 
+// The tests of shard K of N. A fixture's setup and cleanup tests and
+// those that require it are one unit, never split: each shard runs on a
+// machine of its own, where a fixture set up in another shard does not
+// exist.
+std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
+    const std::vector<std::pair<const Spec*, const TestSpec*>>& selected, const Selection& selection) {
+  std::vector<size_t> unit(selected.size());
+  std::map<std::pair<const Spec*, std::string>, size_t> index;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    unit[i] = i;
+    index.emplace(std::pair{selected[i].first, selected[i].second->name}, i);
+  }
+  std::function<size_t(size_t)> root = [&](size_t i) { return unit[i] == i ? i : unit[i] = root(unit[i]); };
+  for (size_t i = 0; i < selected.size(); ++i)
+    for (const auto& name : selected[i].second->order.brings)
+      if (auto it = index.find({selected[i].first, name}); it != index.end())
+        unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
+  // A unit is named by its first test and costs what its tests cost.
+  std::vector<std::string> names;
+  std::map<size_t, size_t> unit_number;
+  std::map<std::string, double> timings;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    size_t r = root(i);
+    if (unit_number.emplace(r, names.size()).second) names.push_back(selected[r].second->name);
+    if (auto t = selection.timings.find(selected[i].second->name); t != selection.timings.end())
+      timings[names[unit_number[r]]] += t->second;
+  }
+  auto shard = assign_shards(names, selection.shard_count, timings.empty() ? selection.timings : timings);
+  std::vector<std::pair<const Spec*, const TestSpec*>> mine;
+  for (size_t i = 0; i < selected.size(); ++i)
+    if (shard[unit_number[root(i)]] == selection.shard_index - 1) mine.push_back(selected[i]);
+  return mine;
+}
+
+// The plan indices each test of one spec (plan.tests from `first` on)
+// waits for and needs, from its order's names; a name not in the plan
+// (not selected, another shard's) is no wait, as in ctest.
+void link_order(std::vector<PlannedTest>& tests, size_t first) {
+  std::map<std::string, std::vector<size_t>> runs;  // a name's runs (--repeat)
+  for (size_t i = first; i < tests.size(); ++i) runs[tests[i].test->name].push_back(i);
+  auto indices = [&](const std::vector<std::string>& names) {
+    std::vector<size_t> out;
+    for (const auto& n : names)
+      if (auto it = runs.find(n); it != runs.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+    return out;
+  };
+  for (size_t i = first; i < tests.size(); ++i) {
+    tests[i].after = indices(tests[i].test->order.after);
+    tests[i].needs = indices(tests[i].test->order.needs);
+  }
+}
+
 }  // namespace
 
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
@@ -46,7 +101,8 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                                      " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
   // Selection first, over all specs; the shard is cut from the selected.
   std::vector<std::pair<const Spec*, const TestSpec*>> selected;
-  for (const auto& spec : specs)
+  for (const auto& spec : specs) {
+    std::set<std::string> chosen;
     for (const auto& test : spec.tests) {
       if (!selection.filter.empty() && !RE2::PartialMatch(test.name, filter)) continue;
       if (!selection.tags.empty() &&
@@ -54,17 +110,13 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
             return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
           }))
         continue;
-      selected.push_back({&spec, &test});
+      chosen.insert(test.name);
+      chosen.insert(test.order.brings.begin(), test.order.brings.end());  // as ctest -R adds fixtures
     }
-  if (selection.shard_count > 0) {
-    std::vector<std::string> names;
-    for (const auto& [spec, test] : selected) names.push_back(test->name);
-    auto shard = assign_shards(names, selection.shard_count, selection.timings);
-    std::vector<std::pair<const Spec*, const TestSpec*>> mine;
-    for (size_t i = 0; i < selected.size(); ++i)
-      if (shard[i] == selection.shard_index - 1) mine.push_back(selected[i]);
-    selected = mine;
+    for (const auto& test : spec.tests)
+      if (chosen.count(test.name)) selected.push_back({&spec, &test});
   }
+  if (selection.shard_count > 0) selected = shard_of(selected, selection);
   Plan plan{run_dir, {}, {}};
   for (const auto& spec : specs) {
     size_t before = plan.tests.size();
@@ -82,6 +134,7 @@ Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                               std::max(1, selection.repeat), first});
       }
     }
+    link_order(plan.tests, before);
     if (spec.setup && plan.tests.size() > before) {
       std::string group = fmt::format("setup-{}", plan.setups.size() + 1);
       std::string base = run_dir + "/" + group;

@@ -47,6 +47,9 @@ struct PlannedTest {
   /// the plan index of its first run: the runs make one record.
   int run = 1, runs = 1;
   size_t first = 0;
+  /// ctest's order (TestSpec::order) as plan indices: the tests that end
+  /// before this one starts, and those of them that must not fail.
+  std::vector<size_t> after, needs;
 };
 
 /// Where memrun's pytest plugin writes how a case ended

@@ -119,12 +119,17 @@ class Loop {
 
   int interrupted_by() const { return interrupted_by_; }
 
-  /// Runs `tests` offered in `order` under `admission`; `done(i, result)`
+  /// Runs `tests` offered in `order` under `admission`; `reported(i, result)`
   /// is called for every test i that ran, was refused or was cut off by a
   /// signal. With `fail_fast`, no test starts after one did not pass; those
   /// never started are not reported.
   void run(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
-           bool fail_fast, const Done& done) {
+           bool fail_fast, const Done& reported) {
+    // What waits for a test (ctest's order) learns that it ended.
+    Done done = [&](size_t i, TestRecord r) {
+      starts_.ended(i, !r.verdict.passed && r.verdict.outcome != Outcome::skipped);
+      reported(i, std::move(r));
+    };
     starts_.offer(tests, order, admission, done);
     auto start = [&](size_t index) { return start_test(*tests[index], index, admission, fail_fast, done); };
     bool stop_starting = false;

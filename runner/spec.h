@@ -13,6 +13,7 @@
 
 #include "runner/discover.h"
 #include "runner/explain.h"
+#include "runner/ordering.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -103,6 +104,8 @@ struct TestSpec {
   /// Its tool does not run it (DISABLED_, ctest's DISABLED): counted as
   /// disabled, never started.
   bool disabled = false;
+  /// A ctest case's DEPENDS, fixtures and locks (ordering.h).
+  Order order;
 };
 
 /// A command run once before a spec's tests, e.g. to generate fixtures. It

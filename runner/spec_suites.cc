@@ -108,6 +108,29 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   return t;
 }
 
+// The suite's cases' DEPENDS, fixtures and locks, in their tests' names
+// (tests[i] is found[i]'s). Tests that wait on each other would never
+// start: ctest refuses such a cycle too.
+void order_cases(const Source& src, const SuiteDraft& suite, const std::vector<Case>& found, TestSpec* tests) {
+  std::vector<std::string> names, full;
+  std::vector<CtestOrder> orders;
+  std::vector<bool> disabled;
+  for (size_t i = 0; i < found.size(); ++i) {
+    names.push_back(found[i].name);
+    full.push_back(tests[i].name);
+    orders.push_back(found[i].order);
+    disabled.push_back(found[i].disabled);
+  }
+  auto resolved = resolve(names, full, orders, disabled);
+  if (auto loop = cycle(full, resolved); !loop.empty()) {
+    std::string chain;
+    for (size_t i = 0; i < loop.size(); ++i) chain += (i ? " waits for '" : "'") + loop[i] + "'";
+    src.fail(suite.node, "suite '" + suite.source.suite + "': its tests wait for each other (ctest's DEPENDS and "
+                         "fixtures): " + chain + ". ctest refuses this cycle too: remove one of these DEPENDS");
+  }
+  for (size_t i = 0; i < found.size(); ++i) tests[i].order = std::move(resolved[i]);
+}
+
 }  // namespace
 
 SuiteDraft read_suite(const Source& src, const YAML::Node& node, const Fields& defaults) {
@@ -144,6 +167,7 @@ void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& s
       src.fail(suite.node, e.what());
     }
     std::map<std::string, int> seen;
+    size_t first = spec.tests.size();
     for (const auto& c : found) {
       TestSpec t = case_test(src, suite, c, seen);
       if (auto [it, fresh] = lines.emplace(t.name, t.line); !fresh)
@@ -151,6 +175,7 @@ void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& s
                                  std::to_string(it->second) + "): rename the suite");
       spec.tests.push_back(std::move(t));
     }
+    order_cases(src, suite, found, spec.tests.data() + first);
   }
 }
 

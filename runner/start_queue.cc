@@ -21,6 +21,10 @@ void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::
   admission_ = &admission;
   done_ = done;
   queue_.clear();
+  state_.assign(tests.size(), State::queued);
+  admitted_ = 0;
+  locks_.clear();
+  serial_ = false;
   for (size_t i : order) {
     const TestSpec& spec = *tests[i]->test;
     std::string refusal = spec.disabled || !spec.not_runnable.empty() ? spec.not_runnable
@@ -40,8 +44,23 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     cold_.pop_front();
     if (start(index)) return true;
   }
-  for (auto it = queue_.begin(); it != queue_.end();) {
+  for (auto it = queue_.begin(); it != queue_.end() && !serial_;) {
     const PlannedTest& p = *(*tests_)[*it];
+    std::string why_not_run;
+    Turn turn = turn_of(*it, &why_not_run);
+    // A serial test waits for the running ones to end; none behind it
+    // starts meanwhile, or it might wait for ever.
+    if (turn == Turn::alone) break;
+    if (turn == Turn::later) {
+      ++it;
+      continue;
+    }
+    if (turn == Turn::never) {
+      size_t index = *it;
+      it = queue_.erase(it);
+      done_(index, unstarted(p, Ending::not_started, why_not_run));
+      continue;
+    }
     if (!admission_->may_start(p.test->memory)) {
       ++it;
       continue;
@@ -49,6 +68,7 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     size_t index = *it;
     it = queue_.erase(it);
     admission_->started(p.test->memory);
+    admit(index);
     if (!p.test->inputs.empty()) {
       evicting_.insert(index);
       evictor_.post(index, p.test->inputs);
@@ -56,7 +76,52 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     }
     if (start(index)) return true;
   }
+  // Nothing admitted, yet what is queued may not start: it waits for tests
+  // that will never end. The spec refuses such cycles; should one pass,
+  // its tests are reported, never left out of the report.
+  if (admitted_ == 0)
+    while (!queue_.empty()) {
+      size_t index = queue_.front();
+      queue_.pop_front();
+      done_(index, unstarted(*(*tests_)[index], Ending::not_started,
+                             "not run: it waits for tests that wait for it (ctest's DEPENDS or fixtures)"));
+    }
   return false;
+}
+
+StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run) const {
+  const PlannedTest& p = *(*tests_)[index];
+  for (size_t a : p.after)
+    if (state_[a] == State::queued || state_[a] == State::admitted) return Turn::later;
+  for (size_t n : p.needs)
+    if (state_[n] == State::failed) {
+      *why_not_run = "not run: the fixture setup test '" + (*tests_)[n]->test->name +
+                     "' failed; ctest reports it Not Run (Failed test dependencies)";
+      return Turn::never;
+    }
+  const Order& o = p.test->order;
+  if (o.serial && admitted_ > 0) return Turn::alone;
+  for (const auto& lock : o.locks)
+    if (locks_.count(lock)) return Turn::later;
+  return Turn::now;
+}
+
+void StartQueue::admit(size_t index) {
+  const Order& o = (*tests_)[index]->test->order;
+  state_[index] = State::admitted;
+  ++admitted_;
+  locks_.insert(o.locks.begin(), o.locks.end());
+  serial_ = o.serial;
+}
+
+void StartQueue::ended(size_t index, bool failed) {
+  if (index >= state_.size()) return;  // a setup's list, gone
+  if (state_[index] == State::admitted) {
+    --admitted_;
+    for (const auto& lock : (*tests_)[index]->test->order.locks) locks_.erase(locks_.find(lock));
+    if ((*tests_)[index]->test->order.serial) serial_ = false;
+  }
+  state_[index] = failed ? State::failed : State::ended;
 }
 
 bool StartQueue::take_evicted() {

@@ -50,8 +50,16 @@ class StartQueue {
   /// Admits the queued tests that fit now, in the offered order, and calls
   /// `start(index)` for each ready to start (inputs evicted, or none): a
   /// test that cannot fit lets smaller ones behind it start (they only use
-  /// what is free). Stops, returning true, when `start` does (fail-fast).
+  /// what is free). ctest's order holds (ordering.h): a test waits for
+  /// the tests it comes after, is not run when a fixture's setup failed,
+  /// never runs beside a holder of one of its locks; a serial test runs
+  /// alone, and none behind it starts before it. Stops, returning true,
+  /// when `start` does (fail-fast).
   bool start_what_fits(const std::function<bool(size_t)>& start);
+
+  /// The test `index` of the list ended (ran, or was reported without
+  /// running) and whether it failed: what waits on it may start.
+  void ended(size_t index, bool failed);
 
   /// The evictor's finished jobs: their tests may start, or are reported
   /// as not started. Returns false when one failed.
@@ -87,6 +95,19 @@ class StartQueue {
     size_t index = SIZE_MAX;  // in the list being run
     std::unique_ptr<cgroup::Group> group;
   } ahead_;
+  // ctest's order: where each test of the list is, and what the admitted
+  // ones hold.
+  enum class State : char { queued, admitted, ended, failed };
+  std::vector<State> state_;
+  size_t admitted_ = 0;
+  std::multiset<std::string> locks_;
+  bool serial_ = false;  // a serial test is admitted: nothing else starts
+  void admit(size_t index);
+  // Whether `index` may start now as far as ctest's order goes: now, later,
+  // alone (once the running tests end) or never (`why_not_run`: a setup
+  // it needs failed).
+  enum class Turn { now, later, alone, never };
+  Turn turn_of(size_t index, std::string* why_not_run) const;
 };
 
 }  // namespace memrun

@@ -4,6 +4,7 @@
 
 #include "runner/error.h"
 #include "runner/inputs.h"
+#include "runner/plan.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -298,6 +299,64 @@ Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
     EXPECT_EQ(s.path, "/project/build/t");
     return cases;
   });
+}
+
+// ctest's order, from a listing to the plan: in the spec's names, a
+// fixture's setup and cleanup kept with a selected user and in its shard,
+// a name no test has ignored, and a cycle refused where the suite is.
+TEST(Suites, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
+  auto ctest_case = [](const std::string& name, CtestOrder order) {
+    Case c;
+    c.name = name;
+    c.argv = {"/bin/true"};
+    c.order = std::move(order);
+    return c;
+  };
+  CtestOrder up, use, down, other;
+  up.fixtures_setup = {"db"};
+  use.fixtures_required = {"db"};
+  use.depends = {"no-such-test"};
+  use.resource_locks = {"port"};
+  down.fixtures_cleanup = {"db"};
+  other.run_serial = true;
+  std::vector<Case> cases = {ctest_case("up", up), ctest_case("use", use), ctest_case("down", down),
+                             ctest_case("other", other)};
+  std::string yaml = "suites:\n  - {name: e, ctest: ../build/t, memory: 1GiB}\n";
+  Spec spec = with_cases(yaml, cases);
+  ASSERT_EQ(spec.tests.size(), 4u);
+  const Order& u = spec.tests[1].order;
+  EXPECT_EQ(u.after, (std::vector<std::string>{"e/up"}));
+  EXPECT_EQ(u.needs, (std::vector<std::string>{"e/up"}));
+  EXPECT_EQ(u.brings, (std::vector<std::string>{"e/up", "e/down"}));
+  EXPECT_EQ(u.locks, (std::vector<std::string>{"port"}));
+  EXPECT_EQ(spec.tests[2].order.after, (std::vector<std::string>{"e/up", "e/use"}));
+  EXPECT_TRUE(spec.tests[3].order.serial);
+
+  std::vector<Spec> specs = {spec};
+  Selection one;
+  one.filter = "e/use";
+  Plan plan = make_plan(specs, one, "/run");
+  ASSERT_EQ(plan.tests.size(), 3u) << "the fixture's setup and cleanup come with its user";
+  EXPECT_EQ(plan.tests[1].after, (std::vector<size_t>{0}));
+  EXPECT_EQ(plan.tests[1].needs, (std::vector<size_t>{0}));
+  EXPECT_EQ(plan.tests[2].after, (std::vector<size_t>{0, 1}));
+  for (int k = 1; k <= 2; ++k) {
+    Selection shard;
+    shard.shard_index = k;
+    shard.shard_count = 2;
+    auto part = make_plan(specs, shard, "/run");
+    EXPECT_EQ(part.tests.size(), part.tests[0].test->name == "e/other" ? 1u : 3u) << "shard " << k;
+  }
+
+  cases[0].order.depends = {"down"};  // up after down, which is after up
+  try {
+    with_cases(yaml, cases);
+    ADD_FAILURE() << "a cycle was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("spec.yaml:2:5: suite 'e': its tests wait for each other"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("'e/up' waits for 'e/down' waits for 'e/up'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {

@@ -380,6 +380,58 @@ TEST_F(Suites, CtestTestsGetCtestsOwnVerdictsAndAnUnbuiltOneIsNotRunAlone) {
   EXPECT_NE(run.out.find("1 disabled"), std::string::npos) << run.out;
 }
 
+// The order of tests/suites/ctest-order's tests holds as ctest keeps it,
+// at -j 2: each of its tests passes only in its turn (a fixture's setup
+// first, its cleanup last; DEPENDS; one holder of a lock at a time; a
+// serial test alone), and a fixture whose setup failed is not used.
+TEST_F(Suites, CtestsOrderHoldsFixturesDependsLocksAndSerialTestsAsInCtest) {
+  std::string build = dir.path() + "/order-build", state = build + "/state";
+  auto configured = run_program({"cmake", "-S", std::string(SOURCE_DIR) + "/tests/suites/ctest-order", "-B", build});
+  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  auto fresh = [&] {  // what a run of the tree left (a DEPENDS' mark)
+    std::filesystem::remove_all(state);
+    std::filesystem::create_directories(state);
+  };
+  auto alone = ctest_alone(build);
+  ASSERT_EQ(alone.size(), 18u) << "every test of the tree";
+  fresh();
+  std::string spec = "suites:\n  - {name: ord, ctest: " + build + ", memory: 64MiB}\n";
+  auto run = run_spec(dir, spec, {"-j", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(differences(alone, memrun_verdicts(run, "ord")), "") << run.out;
+  auto got = memrun_verdicts(run, "ord");
+  for (const char* name : {"db-up", "db-use-1", "db-use-2", "db-down", "broken-down", "skipped-use", "second", "lock-a",
+                           "lock-b", "lock-c", "alone"})
+    EXPECT_EQ(got[name], "pass") << name << "\n" << run.out;
+  EXPECT_EQ(got["broken-use"], "fail");
+  EXPECT_NE(test_named(run, "ord/broken-use")["reason"].get<std::string>().find(
+                "not run: the fixture setup test 'ord/broken-up' failed"),
+            std::string::npos)
+      << run.out;
+
+  // A selection keeps a fixture's setup and cleanup, as ctest -R does.
+  fresh();
+  auto one = run_spec(dir, spec, {"--filter", "db-use-1"});
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_EQ(memrun_verdicts(one, "ord"), (Verdicts{{"db-up", "pass"}, {"db-use-1", "pass"}, {"db-down", "pass"}}))
+      << one.out;
+
+  // Shards: every test in exactly one, a fixture's tests in the same one.
+  Verdicts all;
+  std::map<std::string, int> shard_of;
+  for (int k = 1; k <= 2; ++k) {
+    fresh();
+    auto part = run_spec(dir, spec, {"-j", "2", "--shard", std::to_string(k) + "/2"});
+    for (const auto& [name, v] : memrun_verdicts(part, "ord")) {
+      EXPECT_TRUE(all.emplace(name, v).second) << name << " ran in two shards";
+      shard_of[name] = k;
+    }
+  }
+  EXPECT_EQ(all.size(), alone.size());
+  for (const char* name : {"db-use-1", "db-use-2", "db-down"}) EXPECT_EQ(shard_of[name], shard_of["db-up"]) << name;
+  for (const char* name : {"db-up", "db-use-1", "db-use-2", "db-down"}) EXPECT_EQ(all[name], "pass") << name;
+}
+
 // A googletest test program of googletest's own, built by tests/CMakeLists.txt.
 std::string googletest_program(const std::string& name) { return std::string(GOOGLETEST_PROGRAMS) + "/" + name; }
 
