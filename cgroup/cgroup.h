@@ -245,6 +245,7 @@ struct Capabilities {
   uint64_t limit_read_back = 0;  ///< the probe group's hard limit, as the kernel reports it
   std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement;
   std::string sockets;  ///< whether socket buffers are charged and limited
+  std::string limit_writes;  ///< whether a write to a test's limit while it runs is seen
   bool sealed = false;  ///< its tests are sealed in their groups (see seal())
 };
 

@@ -105,6 +105,13 @@ void unwatch(std::vector<int>& watches) {
   watches.clear();
 }
 
+bool writes_seen(const std::string& file, const std::string& value) {
+  auto watches = watch_writes({file});
+  bool seen = !watches.empty() && try_write_file(file, value) == 0 && any_written(watches);
+  unwatch(watches);
+  return seen;
+}
+
 int remove_dir_path(const std::string& path) {
   if (path.size() < PATH_MAX) return ::rmdir(path.c_str());
   size_t slash = path.rfind('/');

@@ -71,4 +71,10 @@ bool any_written(const std::vector<int>& watches);
 /// Ends `watches` (those of a removed file are gone already) and clears it.
 void unwatch(std::vector<int>& watches);
 
+/// Whether a write to `file` (of `value`, which it holds already) is seen
+/// by watch_writes: a probe, for doctor. Without inotify (no instance or
+/// no watch: fs.inotify limits), limits written while a test runs are
+/// seen only by the samples.
+bool writes_seen(const std::string& file, const std::string& value);
+
 }  // namespace memrun::fs

@@ -78,6 +78,7 @@ Result doctor(const cgroup::OpenOptions& options, std::FILE* out) {
     row("sealed", sealed_sentence(c.sealed));
     row("pid namespace", pid_namespace_sentence(c.sealed));
     row("socket buffers", c.sockets);
+    row("limit writes", c.limit_writes);
     backend->close();
     if (c.limit_read_back != limit) {
       fmt::print(out, "\ncannot enforce: wrote a {} limit, read back {}\n", format_size(limit),

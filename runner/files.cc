@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -32,6 +34,20 @@ void claim_output(const std::string& path) {
   if (!path.empty()) claimed()[path] = is_special(path);
 }
 
+namespace {
+
+// The umask, read without setting it: umask(0) then umask(mask) would
+// leave, for that moment, every file another thread creates open to all.
+// /proc/PID/status has said it since Linux 4.7.
+mode_t process_umask() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  return 022;
+}
+
+}  // namespace
+
 void write_atomically(const std::string& path, const std::function<void(const Sink&)>& produce) {
   auto it = claimed().find(path);
   bool special = (it == claimed().end() || it->second) && is_special(path);
@@ -40,11 +56,7 @@ void write_atomically(const std::string& path, const std::function<void(const Si
   std::string tmp = special ? path : path + ".tmp.XXXXXX";
   int fd = special ? ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC) : ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) throw_errno(Category::output, "cannot write the report " + path);
-  if (!special) {
-    mode_t mask = ::umask(0);
-    ::umask(mask);
-    ::fchmod(fd, 0644 & ~mask);
-  }
+  if (!special) ::fchmod(fd, 0644 & ~process_umask());
   const std::string kept = "cannot write the report " + path + (special ? "" : " (the previous one is kept)");
   // Whatever fails, the temporary file goes and the previous report stays.
   auto fail = [&](const std::string& what) {

@@ -331,6 +331,8 @@ TEST_F(Host, DoctorProvesEnforcement) {
   auto run = run_memrun({"doctor"});
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("memory limits can be enforced here"), std::string::npos) << run.out;
+  // Proven by a write to the probe group's limit, on every backend.
+  EXPECT_NE(run.out.find("limit writes       seen (inotify)"), std::string::npos) << run.out;
   if (cgroup::host().mode == cgroup::Mode::hybrid) {
     EXPECT_NE(run.out.find("hybrid"), std::string::npos);
   }
