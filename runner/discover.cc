@@ -435,6 +435,7 @@ void read_ctest_property(const std::string& key, const nlohmann::json& v, Case& 
   if (key == "FIXTURES_REQUIRED") c.order.fixtures_required = strings_of(v);
   if (key == "RESOURCE_LOCK") c.order.resource_locks = strings_of(v);
   if (key == "RUN_SERIAL" && v.is_boolean()) c.order.run_serial = v.get<bool>();
+  if (key == "LABELS") c.labels = strings_of(v);
   if (key == "ENVIRONMENT")
     for (const auto& s : strings_of(v))
       if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);

@@ -72,6 +72,8 @@ struct Case {
   bool disabled = false;
   /// ctest: when it runs, and beside what (ordering.h).
   CtestOrder order;
+  /// ctest's LABELS: the test's tags too (`--tag LABEL`, as `ctest -L`).
+  std::vector<std::string> labels;
 };
 
 /// Lists the cases of `source` by running its tool once, in a group of

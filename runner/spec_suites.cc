@@ -4,6 +4,7 @@
 // ones win), then the case's own marks (a pytest marker wins over the spec).
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "runner/error.h"
@@ -105,6 +106,8 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   t.rules = c.rules;
   t.not_runnable = c.not_runnable;
   t.disabled = c.disabled;
+  for (const auto& label : c.labels)
+    if (std::find(t.tags.begin(), t.tags.end(), label) == t.tags.end()) t.tags.push_back(label);
   return t;
 }
 

@@ -416,6 +416,13 @@ TEST_F(Suites, CtestsOrderHoldsFixturesDependsLocksAndSerialTestsAsInCtest) {
   EXPECT_EQ(memrun_verdicts(one, "ord"), (Verdicts{{"db-up", "pass"}, {"db-use-1", "pass"}, {"db-down", "pass"}}))
       << one.out;
 
+  // ctest's LABELS are tags: --tag LABEL runs what ctest -L LABEL runs.
+  fresh();
+  auto labelled = run_spec(dir, spec, {"-j", "2", "--tag", "locks"});
+  EXPECT_EQ(labelled.exit_code, 0) << labelled.out << labelled.err;
+  EXPECT_EQ(memrun_verdicts(labelled, "ord"), (Verdicts{{"lock-a", "pass"}, {"lock-b", "pass"}, {"lock-c", "pass"}}))
+      << labelled.out;
+
   // Shards: every test in exactly one, a fixture's tests in the same one.
   Verdicts all;
   std::map<std::string, int> shard_of;
