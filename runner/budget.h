@@ -45,6 +45,8 @@ class Admission {
   void ended(uint64_t limit);
   /// The sum of the limits of the running tests.
   uint64_t in_use() const { return in_use_; }
+  /// How many tests may run at once (-j).
+  int jobs() const { return jobs_; }
 
  private:
   bool oversized(uint64_t limit) const { return budget_ && limit > budget_->bytes; }

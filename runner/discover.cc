@@ -284,16 +284,42 @@ std::string missing_module_hint(const SuiteSource& s, const std::string& err) {
          "' (a dependency of the tests, a conftest or a -p plugin): install it for " + s.python;
 }
 
+// One case from a line of the plugin's listing (not an error, not excluded).
+Case pytest_case(const SuiteSource& s, const nlohmann::json& j) {
+  std::string id = j["nodeid"];
+  // Every argument of the suite, as pytest alone gets them (its paths
+  // too: they decide the rootdir, ini file and conftests); the plugin
+  // collects only the case.
+  Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, j.value("arg", id), "", {}, {}};
+  c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
+  const nlohmann::json marks = j.value("memrun", nlohmann::json::object());
+  for (const auto& [k, v] : marks.items())
+    if (v.is_string()) c.marks[k] = v.get<std::string>();
+  c.rules.tool = "pytest";
+  c.rules.outcome_file = true;
+  // Where the test is (file:line), for an error in its marker's values.
+  if (j.contains("where") && j["where"].is_string() && !c.marks.empty()) c.marks["@where"] = j["where"];
+  // A module pytest skipped as it collected it: pytest counts one skip;
+  // so does memrun, without running it (its command shows the skip).
+  if (j.contains("skipped") && j["skipped"].is_string())
+    c.skipped = "pytest skipped it as it collected it: " + j["skipped"].get<std::string>() +
+                (j.contains("where") && j["where"].is_string() ? " (" + j["where"].get<std::string>() + ")" : "");
+  return c;
+}
+
 std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   std::vector<std::string> argv = {s.python, "-c", pytest_plugin(), "collect"};
   argv.insert(argv.end(), s.args.begin(), s.args.end());
   auto l = run_tool(s, argv, s.env, true, backend);
   std::string what = s.python + " -m pytest --collect-only";
   for (const auto& a : s.args) what += " " + a;
-  if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5)
+  // pytest --collect-only says 5 when it collected nothing, also when it
+  // skipped modules as it collected them (pytest alone counts those).
+  bool skipped_modules = l.cases.find("\"skipped\": ") != std::string::npos;
+  if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5 && !skipped_modules)
     throw Error(Category::bad_input, "suite '" + s.suite + "': pytest collected no tests (" + what +
                                          "); check its paths and -m/-k selection" + tail(l.out + l.err));
-  if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
+  if (!WIFEXITED(l.status) || (WEXITSTATUS(l.status) != 0 && !(WEXITSTATUS(l.status) == 5 && skipped_modules)))
     throw Error(Category::bad_input, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
                                          missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   std::vector<Case> cases;
@@ -317,17 +343,7 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     if (j.contains("error"))
       throw Error(Category::bad_input, "suite '" + s.suite + "': " + id + ": " + j["error"].get<std::string>());
     if (excluded(s, id)) continue;
-    // Every argument of the suite, as pytest alone gets them (its paths
-    // too: they decide the rootdir, ini file and conftests); the plugin
-    // collects only the case.
-    Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, j.value("arg", id), "", {}, {}};
-    c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
-    for (const auto& [k, v] : j["memrun"].items()) c.marks[k] = v.get<std::string>();
-    c.rules.tool = "pytest";
-    c.rules.outcome_file = true;
-    // Where the test is (file:line), for an error in its marker's values.
-    if (j.contains("where") && j["where"].is_string() && !c.marks.empty()) c.marks["@where"] = j["where"];
-    cases.push_back(std::move(c));
+    cases.push_back(pytest_case(s, j));
   }
   // Shown, and rerun by hand: pytest with the suite's options and the case
   // as a path from the suite's folder.
@@ -436,6 +452,7 @@ void read_ctest_property(const std::string& key, const nlohmann::json& v, Case& 
   if (key == "RESOURCE_LOCK") c.order.resource_locks = strings_of(v);
   if (key == "RUN_SERIAL" && v.is_boolean()) c.order.run_serial = v.get<bool>();
   if (key == "LABELS") c.labels = strings_of(v);
+  if (key == "PROCESSORS" && v.is_number_integer()) c.order.processors = v.get<int>();
   if (key == "ENVIRONMENT")
     for (const auto& s : strings_of(v))
       if (auto eq = s.find('='); eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);

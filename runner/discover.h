@@ -70,6 +70,9 @@ struct Case {
   /// Its tool does not run it (GoogleTest's DISABLED_, ctest's DISABLED):
   /// counted and shown, never run.
   bool disabled = false;
+  /// Its tool skipped it as it listed it (pytest: a module that
+  /// importorskip or a module-level skip ended), and why: a skip, never run.
+  std::string skipped;
   /// ctest: when it runs, and beside what (ordering.h).
   CtestOrder order;
   /// ctest's LABELS: the test's tags too (`--tag LABEL`, as `ctest -L`).

@@ -5,6 +5,9 @@ installed and no conftest.py changes:
                    goes to the file descriptor $MEMRUN_PYTEST_FD:
                    {"nodeid": ..., "memrun": {marker keywords},
                     "arg": the case as an argument from the current folder},
+                   a module (or folder) pytest skipped as it collected it
+                   (pytest.importorskip, a module-level pytest.skip) is a
+                   line with "skipped": pytest's reason and no marker;
                    then {"options": ARGS without their paths}
   run NODEID ARGS...
                    runs that one case as pytest ARGS would (memrun starts one
@@ -75,6 +78,13 @@ class Plugin:
     def __init__(self, out=None, args=(), case=None):
         self.out, self.args, self.case = out, list(args), case
         self.outcome = None  # of the case, in run mode
+        self.skipped = []  # collection reports of what pytest skipped as it collected it
+
+    def pytest_collectreport(self, report):
+        # Once a node id: with --doctest-modules a module is collected twice.
+        if self.out is not None and report.skipped and report.nodeid and \
+                all(r.nodeid != report.nodeid for r in self.skipped):
+            self.skipped.append(report)
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", MARKER)
@@ -117,6 +127,18 @@ class Plugin:
             if error:
                 line["error"] = error
             self.out.write(json.dumps(line) + "\n")
+        for report in self.skipped:
+            # pytest's own words: (path, line, "Skipped: why") for a skip.
+            longrepr = report.longrepr
+            said = isinstance(longrepr, tuple) and len(longrepr) == 3
+            why = str(longrepr[2] if said else longrepr)
+            why = why[len("Skipped: "):] if why.startswith("Skipped: ") else why
+            at = (f"{os.path.relpath(longrepr[0], session.config.rootpath)}:{longrepr[1]}" if said
+                  else report.nodeid)
+            path = report.nodeid.partition("::")[0]
+            arg = os.path.relpath(session.config.rootpath / path, here)
+            self.out.write(json.dumps({"nodeid": report.nodeid, "memrun": {}, "arg": arg, "where": at,
+                                       "skipped": why}) + "\n")
         self.out.write(json.dumps({"options": options_only(session.config, self.args)}) + "\n")
         self.out.flush()
 

@@ -61,27 +61,32 @@ std::vector<Order> resolve(const std::vector<std::string>& names, const std::vec
     Order& o = out[i];
     o.locks = c.resource_locks;
     o.serial = c.run_serial;
-    if (disabled[i]) continue;
+    o.slots = std::max(1, c.processors);
+    // A test waiting on itself stays in `after`: cycle() finds it, as
+    // ctest refuses it. A disabled test's DEPENDS too; it takes no part
+    // in fixtures.
     for (const auto& d : c.depends)
       if (auto it = named.find(d); it != named.end())
-        for (size_t j : it->second)
-          if (j != i) add(o.after, full[j]);
+        for (size_t j : it->second) add(o.after, full[j]);
+    if (disabled[i]) continue;
     for (const auto& f : c.fixtures_required)
-      for (size_t j : Fixtures::of(fixtures.setups, f))
-        if (j != i) {
-          add(o.after, full[j]);
-          add(o.needs, full[j]);
-        }
+      for (size_t j : Fixtures::of(fixtures.setups, f)) {
+        add(o.after, full[j]);
+        add(o.needs, full[j]);
+      }
     // A cleanup ends the fixture: after its setups and every test using it.
     for (const auto& f : c.fixtures_cleanup) {
-      for (size_t j : Fixtures::of(fixtures.setups, f))
-        if (j != i) add(o.after, full[j]);
+      for (size_t j : Fixtures::of(fixtures.setups, f)) add(o.after, full[j]);
       for (size_t j = 0; j < cases.size(); ++j)
-        if (j != i && !disabled[j] &&
-            std::count(cases[j].fixtures_required.begin(), cases[j].fixtures_required.end(), f))
+        if (!disabled[j] && std::count(cases[j].fixtures_required.begin(), cases[j].fixtures_required.end(), f))
           add(o.after, full[j]);
     }
     for (size_t j : fixtures.brought_by(cases, disabled, i)) add(o.brings, full[j]);
+    for (const auto* mine : {&c.fixtures_setup, &c.fixtures_cleanup})
+      for (const auto& f : *mine)
+        for (const auto* list : {&Fixtures::of(fixtures.setups, f), &Fixtures::of(fixtures.cleanups, f)})
+          for (size_t j : *list)
+            if (j != i) add(o.fixture, full[j]);
   }
   return out;
 }

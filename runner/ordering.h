@@ -20,6 +20,7 @@ struct CtestOrder {
   std::vector<std::string> fixtures_setup, fixtures_cleanup, fixtures_required;
   std::vector<std::string> resource_locks;
   bool run_serial = false;
+  int processors = 1;  ///< PROCESSORS: the -j slots it takes
 };
 
 /// A test's order, in the names of its spec's tests. Empty for a test of
@@ -34,8 +35,12 @@ struct Order {
   /// selection that keeps it keeps them (as ctest -R does), a shard runs
   /// them together.
   std::vector<std::string> brings;
+  /// The other setup and cleanup tests of its fixtures, for a setup or
+  /// cleanup test: a shard runs them together, users or not.
+  std::vector<std::string> fixture;
   std::vector<std::string> locks;   ///< never runs beside a test that holds one of these
   bool serial = false;              ///< runs alone
+  int slots = 1;                    ///< how many -j slots it takes (capped at -j)
 };
 
 /// The cases' orders in their tests' names: case i is called names[i] by
@@ -45,8 +50,9 @@ std::vector<Order> resolve(const std::vector<std::string>& names, const std::vec
                            const std::vector<CtestOrder>& cases, const std::vector<bool>& disabled);
 
 /// Tests that wait on each other through `after` (full[i]'s order is
-/// orders[i]): the names along one such cycle, its first name again at the
-/// end; empty when there is none.
+/// orders[i]), a test that waits on itself included: the names along one
+/// such cycle, its first name again at the end; empty when there is none.
+/// ctest refuses them all, a disabled test's DEPENDS too.
 std::vector<std::string> cycle(const std::vector<std::string>& full, const std::vector<Order>& orders);
 
 }  // namespace memrun

@@ -35,7 +35,8 @@ std::string file_name_part(const std::string& name) {
 }
 
 // The tests of shard K of N. A fixture's setup and cleanup tests and
-// those that require it are one unit, never split: each shard runs on a
+// those that require it are one unit, never split (its setup and cleanup
+// also when no user of it is selected): each shard runs on a
 // machine of its own, where a fixture set up in another shard does not
 // exist.
 std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
@@ -48,9 +49,10 @@ std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
   }
   std::function<size_t(size_t)> root = [&](size_t i) { return unit[i] == i ? i : unit[i] = root(unit[i]); };
   for (size_t i = 0; i < selected.size(); ++i)
-    for (const auto& name : selected[i].second->order.brings)
-      if (auto it = index.find({selected[i].first, name}); it != index.end())
-        unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
+    for (const auto* names : {&selected[i].second->order.brings, &selected[i].second->order.fixture})
+      for (const auto& name : *names)
+        if (auto it = index.find({selected[i].first, name}); it != index.end())
+          unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
   // A unit is named by its first test and costs what its tests cost.
   std::vector<std::string> names;
   std::map<size_t, size_t> unit_number;

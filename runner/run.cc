@@ -138,6 +138,7 @@ class Loop {
       if (!stop_starting && !interrupted_by_) stop_starting = starts_.start_what_fits(start);
       bool cooling = !stop_starting && !interrupted_by_ && starts_.cooling();
       if (running_.empty() && !cooling) break;
+      if (auto group = starts_.stale_group()) leftovers_.add(std::move(group));
       if (!stop_starting && !interrupted_by_) starts_.make_ahead(context_);
       wait(next_tick);
       if (std::exchange(evicted_, false) && !starts_.take_evicted() && fail_fast) stop_starting = true;

@@ -104,6 +104,8 @@ struct TestSpec {
   /// Its tool does not run it (DISABLED_, ctest's DISABLED): counted as
   /// disabled, never started.
   bool disabled = false;
+  /// Its tool skipped it as it listed it, and why: skipped, never started.
+  std::string skipped;
   /// A ctest case's DEPENDS, fixtures and locks (ordering.h).
   Order order;
 };

@@ -106,6 +106,7 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   t.rules = c.rules;
   t.not_runnable = c.not_runnable;
   t.disabled = c.disabled;
+  t.skipped = c.skipped;
   for (const auto& label : c.labels)
     if (std::find(t.tags.begin(), t.tags.end(), label) == t.tags.end()) t.tags.push_back(label);
   return t;
@@ -129,7 +130,8 @@ void order_cases(const Source& src, const SuiteDraft& suite, const std::vector<C
     std::string chain;
     for (size_t i = 0; i < loop.size(); ++i) chain += (i ? " waits for '" : "'") + loop[i] + "'";
     src.fail(suite.node, "suite '" + suite.source.suite + "': its tests wait for each other (ctest's DEPENDS and "
-                         "fixtures): " + chain + ". ctest refuses this cycle too: remove one of these DEPENDS");
+                         "fixtures): " + chain + ". ctest refuses this cycle too: break it in these tests' DEPENDS or "
+                         "FIXTURES_* properties");
   }
   for (size_t i = 0; i < found.size(); ++i) tests[i].order = std::move(resolved[i]);
 }

@@ -1,6 +1,7 @@
 // Which test starts when (see start_queue.h).
 #include "runner/start_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "cgroup/error.h"
@@ -22,14 +23,14 @@ void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::
   done_ = done;
   queue_.clear();
   state_.assign(tests.size(), State::queued);
-  admitted_ = 0;
+  admitted_ = slots_ = 0;
   locks_.clear();
   serial_ = false;
   for (size_t i : order) {
     const TestSpec& spec = *tests[i]->test;
     std::string refusal = spec.disabled || !spec.not_runnable.empty() ? spec.not_runnable
                                                                       : admission.refusal(spec.memory);
-    if (spec.disabled) {
+    if (spec.disabled || !spec.skipped.empty()) {
       done(i, unstarted(*tests[i], Ending::not_started));
       continue;
     }
@@ -44,6 +45,26 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     cold_.pop_front();
     if (start(index)) return true;
   }
+  // Again while a pass ended a test without running it (a setup's users
+  // not run, a start that failed): what waited for it may start now.
+  for (uint64_t before = ~ended_count_; before != ended_count_;) {
+    before = ended_count_;
+    if (start_pass(start)) return true;
+  }
+  // Nothing admitted, yet what is queued may not start: it waits for tests
+  // that will never end. The spec refuses such cycles; should one pass,
+  // its tests are reported, never left out of the report.
+  if (admitted_ == 0)
+    while (!queue_.empty()) {
+      size_t index = queue_.front();
+      queue_.pop_front();
+      done_(index, unstarted(*(*tests_)[index], Ending::not_started,
+                             "not run: it waits for tests that wait for it (ctest's DEPENDS or fixtures)"));
+    }
+  return false;
+}
+
+bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
   for (auto it = queue_.begin(); it != queue_.end() && !serial_;) {
     const PlannedTest& p = *(*tests_)[*it];
     std::string why_not_run;
@@ -76,17 +97,11 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     }
     if (start(index)) return true;
   }
-  // Nothing admitted, yet what is queued may not start: it waits for tests
-  // that will never end. The spec refuses such cycles; should one pass,
-  // its tests are reported, never left out of the report.
-  if (admitted_ == 0)
-    while (!queue_.empty()) {
-      size_t index = queue_.front();
-      queue_.pop_front();
-      done_(index, unstarted(*(*tests_)[index], Ending::not_started,
-                             "not run: it waits for tests that wait for it (ctest's DEPENDS or fixtures)"));
-    }
   return false;
+}
+
+int StartQueue::slots_of(size_t index) const {
+  return std::min((*tests_)[index]->test->order.slots, admission_->jobs());
 }
 
 StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run) const {
@@ -103,6 +118,8 @@ StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run) con
   if (o.serial && admitted_ > 0) return Turn::alone;
   for (const auto& lock : o.locks)
     if (locks_.count(lock)) return Turn::later;
+  // PROCESSORS: a test takes that many of -j's slots (all of them at most).
+  if (admitted_ > 0 && slots_ + slots_of(index) > admission_->jobs()) return Turn::later;
   return Turn::now;
 }
 
@@ -110,14 +127,17 @@ void StartQueue::admit(size_t index) {
   const Order& o = (*tests_)[index]->test->order;
   state_[index] = State::admitted;
   ++admitted_;
+  slots_ += slots_of(index);
   locks_.insert(o.locks.begin(), o.locks.end());
   serial_ = o.serial;
 }
 
 void StartQueue::ended(size_t index, bool failed) {
   if (index >= state_.size()) return;  // a setup's list, gone
+  ++ended_count_;
   if (state_[index] == State::admitted) {
     --admitted_;
+    slots_ -= slots_of(index);
     for (const auto& lock : (*tests_)[index]->test->order.locks) locks_.erase(locks_.find(lock));
     if ((*tests_)[index]->test->order.serial) serial_ = false;
   }
@@ -144,12 +164,22 @@ bool StartQueue::take_evicted() {
 }
 
 void StartQueue::make_ahead(const RunContext& context) {
-  if (queue_.empty() || ahead_.group) return;
+  if (ahead_.group) return;
+  // The next test whose turn it is (ctest's order): one that waits for
+  // others would keep its group unused.
+  std::string never;
+  auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never) == Turn::now; });
+  if (next == queue_.end()) return;
   try {
-    ahead_ = {queue_.front(), RunningTest::make_group(*(*tests_)[queue_.front()], context)};
+    ahead_ = {*next, RunningTest::make_group(*(*tests_)[*next], context)};
   } catch (const cgroup::Failure&) {  // made again at its start, where a failure is the test's
   } catch (const Error&) {
   }
+}
+
+std::unique_ptr<cgroup::Group> StartQueue::stale_group() {
+  if (!ahead_.group || state_[ahead_.index] == State::queued || state_[ahead_.index] == State::admitted) return nullptr;
+  return std::move(ahead_.group);
 }
 
 std::unique_ptr<cgroup::Group> StartQueue::take_ahead(size_t index) {

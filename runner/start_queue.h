@@ -52,8 +52,9 @@ class StartQueue {
   /// test that cannot fit lets smaller ones behind it start (they only use
   /// what is free). ctest's order holds (ordering.h): a test waits for
   /// the tests it comes after, is not run when a fixture's setup failed,
-  /// never runs beside a holder of one of its locks; a serial test runs
-  /// alone, and none behind it starts before it. Stops, returning true,
+  /// never runs beside a holder of one of its locks, takes its PROCESSORS
+  /// of the -j slots; a serial test runs alone, and none behind it starts
+  /// before it. Stops, returning true,
   /// when `start` does (fail-fast).
   bool start_what_fits(const std::function<bool(size_t)>& start);
 
@@ -76,6 +77,9 @@ class StartQueue {
   std::unique_ptr<cgroup::Group> take_ahead(size_t index);
   /// The group made ahead and never used, for the loop to remove.
   std::unique_ptr<cgroup::Group> unused_group() { return std::move(ahead_.group); }
+  /// The group made ahead for a test that ended without it (not run), or
+  /// null: for the loop to remove, so that the next can be made ahead.
+  std::unique_ptr<cgroup::Group> stale_group();
 
   /// The list ends: admitted tests that never started hand their limit
   /// back. When `interrupted`, they and the queue are reported not run;
@@ -100,9 +104,14 @@ class StartQueue {
   enum class State : char { queued, admitted, ended, failed };
   std::vector<State> state_;
   size_t admitted_ = 0;
+  int slots_ = 0;               // of -j, taken by the admitted (PROCESSORS)
+  uint64_t ended_count_ = 0;    // tests ended so far: a pass that ends one is followed by another
   std::multiset<std::string> locks_;
   bool serial_ = false;  // a serial test is admitted: nothing else starts
   void admit(size_t index);
+  int slots_of(size_t index) const;
+  // One pass over the queue (start_what_fits).
+  bool start_pass(const std::function<bool(size_t)>& start);
   // Whether `index` may start now as far as ctest's order goes: now, later,
   // alone (once the running tests end) or never (`why_not_run`: a setup
   // it needs failed).

@@ -378,11 +378,14 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
 
 Verdict decide(const TestSpec& t, const Observation& o) {
   Verdict r;
-  if (t.disabled) {
+  if (t.disabled || !t.skipped.empty()) {
     r.outcome = Outcome::skipped;
-    r.passed = r.disabled = true;
+    r.passed = true;
+    r.disabled = t.disabled;
     r.limit = t.memory;
-    r.reason = "disabled: " + (t.rules.tool.empty() ? std::string("its tool") : t.rules.tool) + " does not run it";
+    r.reason = t.disabled ? "disabled: " + (t.rules.tool.empty() ? std::string("its tool") : t.rules.tool) +
+                                " does not run it"
+                          : t.skipped;
     return r;
   }
   r.outcome = outcome_of(o);

@@ -82,6 +82,11 @@ class FakeGroup : public cgroup::Group {
     backend_.running_bytes += limits_.memory_max;
     backend_.most_running_bytes = std::max(backend_.most_running_bytes, backend_.running_bytes);
     backend_.most_running_groups = std::max(backend_.most_running_groups, ++backend_.running_groups);
+    for (const auto& other : backend_.running_tests) {
+      backend_.beside[test_].insert(other);
+      backend_.beside[other].insert(test_);
+    }
+    backend_.running_tests.insert(test_);
   }
   void signal_all(int sig) override {
     if (pid_ <= 0) return;
@@ -105,6 +110,7 @@ class FakeGroup : public cgroup::Group {
       seen.emptied = backend_.clock.now();
       backend_.running_bytes -= limits_.memory_max;
       --backend_.running_groups;
+      backend_.running_tests.erase(test_);
     }
     return true;
   }

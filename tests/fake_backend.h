@@ -105,6 +105,9 @@ class FakeBackend : public cgroup::Backend {
   /// gone and that waits for its removal, can be charged nothing.
   uint64_t running_bytes = 0, most_running_bytes = 0;
   int running_groups = 0, most_running_groups = 0;
+  /// The tests whose processes ran at the same time as each test's, by name.
+  std::map<std::string, std::set<std::string>> beside;
+  std::set<std::string> running_tests;
   /// Process groups signalled: while one of them lives, the clock holds.
   std::set<int> signalled;
   /// Process groups started: while a process of one runs or waits for a

@@ -46,8 +46,10 @@ class Loop : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   /// Runs `yaml` on the fake backend; the results in the spec's order.
-  RunResults run(const std::string& yaml, RunOptions options = {}) {
+  RunResults run(const std::string& yaml, RunOptions options = {}, std::map<std::string, Order> orders = {}) {
     specs_ = {parse_spec(yaml, dir_ + "/spec.yaml", dir_)};
+    for (auto& t : specs_[0].tests)  // ctest's order, as a suite's listing gives it
+      if (auto it = orders.find(t.name); it != orders.end()) t.order = it->second;
     plan_ = make_plan(specs_, Selection{}, dir_ + "/run");
     std::filesystem::create_directories(plan_.run_dir);
     if (options.sample_interval == RunOptions{}.sample_interval) options.sample_interval = std::chrono::milliseconds(5);
@@ -209,6 +211,55 @@ TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
   EXPECT_EQ(named(r, "signals").outcome, Outcome::interrupted);
   EXPECT_EQ(named(r, "never").outcome, Outcome::interrupted);
   EXPECT_EQ(backend.live_groups, 0);
+}
+
+// ctest's order: a cleanup queued before the user of a fixture whose
+// setup failed runs once the setup ended, in the same pass that leaves the
+// user not run, never reported as waiting for ever; the first run's
+// groups are all used or removed.
+TEST_F(Loop, ATestFreedByATestThatEndedUnrunStartsInItsTurn) {
+  Order use, down;
+  use.after = use.needs = {"up"};
+  down.after = {"up", "use"};
+  auto r = run("tests:\n  - {name: up, run: 'exit 1', memory: 16MiB}\n"
+               "  - {name: down, run: 'true', memory: 16MiB}\n"
+               "  - {name: use, run: 'true', memory: 16MiB}\n",
+               {}, {{"use", use}, {"down", down}});
+  EXPECT_EQ(named(r, "up").outcome, Outcome::fail);
+  EXPECT_EQ(named(r, "use").outcome, Outcome::error);
+  EXPECT_NE(named(r, "use").reason.find("the fixture setup test 'up' failed"), std::string::npos) << named(r, "use").reason;
+  EXPECT_EQ(named(r, "down").outcome, Outcome::pass) << named(r, "down").reason;
+  EXPECT_EQ(collector.done, (std::vector<std::string>{"up", "use", "down"}));
+  EXPECT_EQ(backend.live_groups, 0);
+}
+
+// Locks, a serial test and PROCESSORS at -j 3: no two holders of a lock,
+// nothing beside the serial or the wide test; every test runs.
+TEST_F(Loop, LocksSerialAndWideTestsNeverRunBesideWhatTheyMustNot) {
+  Order lock, serial, wide;
+  lock.locks = {"port"};
+  serial.serial = true;
+  wide.slots = 5;  // more than -j: all of them
+  RunOptions o;
+  o.jobs = 3;
+  std::string yaml = "tests:\n";
+  std::map<std::string, Order> orders;
+  for (int i = 0; i < 3; ++i) {
+    yaml += "  - {name: lock" + std::to_string(i) + ", run: 'sleep 0.02', memory: 16MiB}\n";
+    orders["lock" + std::to_string(i)] = lock;
+    yaml += "  - {name: free" + std::to_string(i) + ", run: 'sleep 0.02', memory: 16MiB}\n";
+  }
+  yaml += "  - {name: serial, run: 'sleep 0.02', memory: 16MiB}\n  - {name: wide, run: 'sleep 0.02', memory: 16MiB}\n";
+  orders["serial"] = serial;
+  orders["wide"] = wide;
+  auto r = run(yaml, o, orders);
+  for (const auto& t : r.tests) ASSERT_TRUE(t && t->outcome == Outcome::pass);
+  for (int i = 0; i < 3; ++i)
+    for (const auto& other : backend.beside["lock" + std::to_string(i)])
+      EXPECT_NE(other.rfind("lock", 0), 0u) << "lock" << i << " ran beside " << other;
+  EXPECT_EQ(backend.beside["serial"], std::set<std::string>{});
+  EXPECT_EQ(backend.beside["wide"], std::set<std::string>{});
+  EXPECT_GT(backend.most_running_groups, 1) << "the others ran side by side";
 }
 
 using std::chrono::milliseconds;

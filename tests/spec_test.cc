@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace memrun {
 namespace {
@@ -356,6 +357,39 @@ TEST(Suites, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
     EXPECT_NE(std::string(e.what()).find("spec.yaml:2:5: suite 'e': its tests wait for each other"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("'e/up' waits for 'e/down' waits for 'e/up'"), std::string::npos) << e.what();
+  }
+  cases[0].order.depends = {"up"};  // on itself: ctest refuses that too
+  try {
+    with_cases(yaml, cases);
+    ADD_FAILURE() << "a test waiting for itself was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'e/up' waits for 'e/up'"), std::string::npos) << e.what();
+  }
+}
+
+// A fixture's setup and cleanup share a shard when no user of it is
+// selected too: the cleanup undoes what the setup did, on one machine.
+TEST(Suites, AFixturesSetupAndCleanupShareAShardWithoutAUser) {
+  Case up, down;
+  up.name = "up", down.name = "down";
+  up.argv = down.argv = {"/bin/true"};
+  up.order.fixtures_setup = {"db"};
+  down.order.fixtures_cleanup = {"db"};
+  std::vector<Case> cases = {up, down};
+  for (int i = 0; i < 6; ++i) {  // enough names that a split would show
+    Case c;
+    c.name = "free" + std::to_string(i);
+    c.argv = {"/bin/true"};
+    cases.push_back(c);
+  }
+  std::vector<Spec> specs = {with_cases("suites:\n  - {name: e, ctest: ../build/t, memory: 1GiB}\n", cases)};
+  for (int k = 1; k <= 4; ++k) {
+    Selection shard;
+    shard.shard_index = k;
+    shard.shard_count = 4;
+    std::set<std::string> names;
+    for (const auto& p : make_plan(specs, shard, "/run").tests) names.insert(p.test->name);
+    EXPECT_EQ(names.count("e/up"), names.count("e/down")) << "shard " << k;
   }
 }
 

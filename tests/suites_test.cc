@@ -205,6 +205,9 @@ Verdicts pytest_alone(const Scratch& dir, const std::vector<std::string>& args, 
             "    v = 'fail' if report.failed else 'skipped' if report.skipped else 'pass'\n"
             "    if seen.get(report.nodeid) in (None, 'pass') or v == 'fail':\n"
             "        seen[report.nodeid] = v\n"
+            "def pytest_collectreport(report):\n"  // a module skipped as pytest collected it
+            "    if report.skipped and report.nodeid:\n"
+            "        seen[report.nodeid] = 'skipped'\n"
             "def pytest_unconfigure(config):\n"
             "    json.dump(seen, open(os.environ['OUTCOME_LOG'], 'w'))\n");
   std::vector<std::string> argv = {"env", "TMPDIR=/tmp", "PYTHONPATH=" + dir.path(), "OUTCOME_LOG=" + dir.path() + "/alone.json",
@@ -222,6 +225,20 @@ std::string yaml_list(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) out += (out.empty() ? "" : ", ") + nlohmann::json(a).dump();
   return "[" + out + "]";
+}
+
+// pytest alone: "1 skipped", exit 0, where every module is skipped as it
+// is collected (an optional engine missing); never "no tests collected".
+TEST_F(Suites, ASuiteWhoseEveryModulePytestSkipsAsItCollectsItIsSkipped) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  std::filesystem::create_directories(dir.path() + "/tests");
+  dir.write("tests/test_engine.py", "import pytest\npytest.importorskip('no_such_engine')\ndef test_x():\n    pass\n");
+  auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [tests]\n    cwd: " + dir.path() + "\n    python: " +
+                               kPython + "\n    memory: 256MiB\n");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(memrun_verdicts(run, "py"), (Verdicts{{"tests/test_engine.py", "skipped"}})) << run.out;
+  EXPECT_EQ(run.report["summary"]["skipped"], 1);
 }
 
 TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip) {
@@ -295,10 +312,15 @@ TEST_F(Suites, PytestCasesGetPytestsOwnVerdictsWithEveryArgumentOfTheSuite) {
                    {"tests/test_outcomes.py::test_xpasses", "pass"},
                    {"tests/test_outcomes.py::test_xpasses_strict", "fail"},
                    {"tests/test_outcomes.py::test_error", "fail"},       // a fixture's error
+                   {"tests/test_needs_a_missing_module.py", "skipped"},  // importorskip as pytest collects it
                    {"tests/test_outcomes.py::test_awkward_ids[it's]", "pass"}};
   for (const auto& [name, v] : want) EXPECT_EQ(py[name], v) << name;
   EXPECT_EQ(memrun_verdicts(run, "rx")["tests/test_outcomes.py::test_xfails"], "fail") << "--runxfail";
   EXPECT_EQ(test_named(run, "py/tests/test_outcomes.py::test_skips")["outcome"], "skipped");
+  EXPECT_NE(test_named(run, "py/tests/test_needs_a_missing_module.py")["reason"].get<std::string>().find(
+                "pytest skipped it as it collected it: could not import 'no_such_engine_for_memrun'"),
+            std::string::npos)
+      << run.out;
   // Skipped in every output: the summary, the console, JUnit.
   size_t skipped = 0;
   for (const auto& [name, v] : py) skipped += v == "skipped";
@@ -393,7 +415,7 @@ TEST_F(Suites, CtestsOrderHoldsFixturesDependsLocksAndSerialTestsAsInCtest) {
     std::filesystem::create_directories(state);
   };
   auto alone = ctest_alone(build);
-  ASSERT_EQ(alone.size(), 18u) << "every test of the tree";
+  ASSERT_EQ(alone.size(), 19u) << "every test of the tree";
   fresh();
   std::string spec = "suites:\n  - {name: ord, ctest: " + build + ", memory: 64MiB}\n";
   auto run = run_spec(dir, spec, {"-j", "2"});
@@ -401,7 +423,7 @@ TEST_F(Suites, CtestsOrderHoldsFixturesDependsLocksAndSerialTestsAsInCtest) {
   EXPECT_EQ(differences(alone, memrun_verdicts(run, "ord")), "") << run.out;
   auto got = memrun_verdicts(run, "ord");
   for (const char* name : {"db-up", "db-use-1", "db-use-2", "db-down", "broken-down", "skipped-use", "second", "lock-a",
-                           "lock-b", "lock-c", "alone"})
+                           "lock-b", "lock-c", "alone", "wide"})
     EXPECT_EQ(got[name], "pass") << name << "\n" << run.out;
   EXPECT_EQ(got["broken-use"], "fail");
   EXPECT_NE(test_named(run, "ord/broken-use")["reason"].get<std::string>().find(
