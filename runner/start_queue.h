@@ -54,8 +54,7 @@ class StartQueue {
   /// the tests it comes after, is not run when a fixture's setup failed,
   /// never runs beside a holder of one of its locks, takes its PROCESSORS
   /// of the -j slots; a serial test runs alone, and none behind it starts
-  /// before it. Stops, returning true,
-  /// when `start` does (fail-fast).
+  /// before it. Stops, returning true, when `start` does (fail-fast).
   bool start_what_fits(const std::function<bool(size_t)>& start);
 
   /// The test `index` of the list ended (ran, or was reported without
