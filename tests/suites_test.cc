@@ -235,7 +235,7 @@ TEST_F(Suites, ASuiteWhoseEveryModulePytestSkipsAsItCollectsItIsSkipped) {
   std::filesystem::create_directories(dir.path() + "/tests");
   dir.write("tests/test_engine.py", "import pytest\npytest.importorskip('no_such_engine')\ndef test_x():\n    pass\n");
   auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [tests]\n    cwd: " + dir.path() + "\n    python: " +
-                               kPython + "\n    memory: 256MiB\n");
+                               kPython + "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(memrun_verdicts(run, "py"), (Verdicts{{"tests/test_engine.py", "skipped"}})) << run.out;
   EXPECT_EQ(run.report["summary"]["skipped"], 1);
