@@ -106,7 +106,7 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   t.rules = c.rules;
   t.not_runnable = c.not_runnable;
   t.disabled = c.disabled;
-  t.skipped = c.skipped;
+  t.skipped = escape_controls(c.skipped);  // pytest's words, a test's own: data, as names are
   for (const auto& label : c.labels)
     if (std::find(t.tags.begin(), t.tags.end(), label) == t.tags.end()) t.tags.push_back(label);
   return t;
