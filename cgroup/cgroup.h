@@ -361,6 +361,10 @@ uint64_t effective_limit(const std::string& dir, const std::string& top,
 uint64_t room_below(const std::string& dir, const std::string& top,
                     const std::string& limit_file, const std::string& usage_file);
 
+/// Capabilities::limit_writes for a probe group's limit file `file`, which
+/// holds `limit`: whether a write to it is seen (fs::writes_seen).
+std::string limit_writes_sentence(const std::string& file, uint64_t limit);
+
 /// `dir` and every group below it, deepest first (the order rmdir needs).
 std::vector<std::string> subtree(const std::string& dir);
 

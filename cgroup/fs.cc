@@ -105,11 +105,12 @@ void unwatch(std::vector<int>& watches) {
   watches.clear();
 }
 
-bool writes_seen(const std::string& file, const std::string& value) {
+int writes_seen(const std::string& file, const std::string& value) {
   auto watches = watch_writes({file});
-  bool seen = !watches.empty() && try_write_file(file, value) == 0 && any_written(watches);
+  int error = watches.empty() ? -1 : try_write_file(file, value);
+  if (error == 0 && !any_written(watches)) error = -1;
   unwatch(watches);
-  return seen;
+  return error;
 }
 
 int remove_dir_path(const std::string& path) {

@@ -72,9 +72,8 @@ bool any_written(const std::vector<int>& watches);
 void unwatch(std::vector<int>& watches);
 
 /// Whether a write to `file` (of `value`, which it holds already) is seen
-/// by watch_writes: a probe, for doctor. Without inotify (no instance or
-/// no watch: fs.inotify limits), limits written while a test runs are
-/// seen only by the samples.
-bool writes_seen(const std::string& file, const std::string& value);
+/// by watch_writes: a probe, for doctor. 0 when seen; else -1 when no
+/// watch could be made (fs.inotify limits), or the write's errno.
+int writes_seen(const std::string& file, const std::string& value);
 
 }  // namespace memrun::fs

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <optional>
 #include <thread>
@@ -32,6 +33,15 @@ uint64_t effective_limit(const std::string& dir, const std::string& top,
     d = d.substr(0, slash);
   }
   return lowest;
+}
+
+std::string limit_writes_sentence(const std::string& file, uint64_t limit) {
+  int error = fs::writes_seen(file, std::to_string(limit));
+  if (error == 0) return "seen (inotify): a test that writes its limit fails";
+  if (error < 0)
+    return "not seen (no inotify instance or watch: fs.inotify.max_user_instances or max_user_watches): a limit "
+           "lowered or raised between two samples goes unseen";
+  return "not proven: the probe could not write its limit again (" + std::string(std::strerror(error)) + ")";
 }
 
 uint64_t room_below(const std::string& dir, const std::string& top,

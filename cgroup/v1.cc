@@ -159,18 +159,17 @@ class V1Group : public Group {
       (g == mem_ || g == stat_ ? failcnt : failcnt_below) += n;
     }
     // Whether the kills came at memrun's limit: the OOM notifier's word
-    // (watch_oom), or charges refused at memrun's limits and none below;
-    // without the notifier, also no refusal anywhere (6.x counts none).
-    // The notifier stays silent when the OOM lock was taken by an OOM in
-    // a sub-group at the same moment (mem_cgroup_oom_trylock()); failcnt
-    // then speaks where the kernel still counts. (The kernel log, read
-    // for every test on v1, decides where it names each kill's
+    // (watch_oom); where it stayed silent (another OOM in the hierarchy
+    // held the OOM lock, mem_cgroup_oom_trylock()), charges refused at
+    // memrun's limits and none below. Without the notifier: refusals at
+    // memrun's limits, or none below (6.x counts none). (The kernel log,
+    // read for every test on v1, decides where it names each kill's
     // oom_memcg=, i.e. unless its reports were rate-limited.)
     uint64_t declared = 0;
     bool watched = oom_event_fd_ >= 0;
     if (watched && ::read(oom_event_fd_, &declared, sizeof declared) != sizeof declared) declared = 0;
     if (f.oom_kills > 0)
-      f.oom_at_limit = declared > 0 || (failcnt > 0 && failcnt_below == 0) || (!watched && failcnt_below == 0);
+      f.oom_at_limit = watched ? declared > 0 || (failcnt > 0 && failcnt_below == 0) : failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
     f.limit_written = fs::any_written(limit_watches_);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
@@ -345,10 +344,7 @@ class V1Backend : public Backend {
                        "(memory.kmem.tcp.limit_in_bytes); unix-socket buffers charged as kernel memory"
                      : "no: TCP buffers are not charged (this kernel has no memory.kmem.tcp.limit_in_bytes): a "
                        "test may queue any amount in TCP sockets unseen";
-    c.limit_writes = fs::writes_seen(group->path() + "/memory.limit_in_bytes", std::to_string(c.limit_read_back))
-                         ? "seen (inotify): a test that writes its limit fails"
-                         : "not seen (no inotify instance or watch: fs.inotify.max_user_instances or "
-                           "max_user_watches): a limit lowered or raised between two samples goes unseen";
+    c.limit_writes = limit_writes_sentence(group->path() + "/memory.limit_in_bytes", c.limit_read_back);
     group->destroy_blocking();
     return c;
   }

@@ -383,10 +383,7 @@ class V2Backend : public Backend {
     c.placement = "clone3(CLONE_INTO_CGROUP) where the kernel has it (5.7+)";
     c.sealed = seal_;
     c.sockets = "charged with the rest of the test's memory (memory.stat sock)";
-    c.limit_writes = fs::writes_seen(dir + "/memory.max", std::to_string(c.limit_read_back))
-                         ? "seen (inotify): a test that writes its limit fails"
-                         : "not seen (no inotify instance or watch: fs.inotify.max_user_instances or "
-                           "max_user_watches): a limit lowered or raised between two samples goes unseen";
+    c.limit_writes = limit_writes_sentence(dir + "/memory.max", c.limit_read_back);
     group->destroy_blocking();
     return c;
   }

@@ -313,13 +313,17 @@ std::vector<Case> pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   auto l = run_tool(s, argv, s.env, true, backend);
   std::string what = s.python + " -m pytest --collect-only";
   for (const auto& a : s.args) what += " " + a;
-  // pytest --collect-only says 5 when it collected nothing, also when it
-  // skipped modules as it collected them (pytest alone counts those).
-  bool skipped_modules = l.cases.find("\"skipped\": ") != std::string::npos;
-  if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5 && !skipped_modules)
+  // pytest says 5 when it collected nothing, also when every module was
+  // skipped as it was collected: pytest alone fails such a run too.
+  if (WIFEXITED(l.status) && WEXITSTATUS(l.status) == 5)
     throw Error(Category::bad_input, "suite '" + s.suite + "': pytest collected no tests (" + what +
-                                         "); check its paths and -m/-k selection" + tail(l.out + l.err));
-  if (!WIFEXITED(l.status) || (WEXITSTATUS(l.status) != 0 && !(WEXITSTATUS(l.status) == 5 && skipped_modules)))
+                                         "); check its paths and -m/-k selection" +
+                                         (l.cases.find("\"skipped\": ") != std::string::npos
+                                              ? ", and what its modules need (pytest skipped every one as it "
+                                                "collected it: pytest -rs says why)"
+                                              : "") +
+                                         tail(l.out + l.err));
+  if (!WIFEXITED(l.status) || WEXITSTATUS(l.status) != 0)
     throw Error(Category::bad_input, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
                                          missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   std::vector<Case> cases;

@@ -38,12 +38,14 @@ namespace {
 
 // The umask, read without setting it: umask(0) then umask(mask) would
 // leave, for that moment, every file another thread creates open to all.
-// /proc/PID/status has said it since Linux 4.7.
+// /proc/PID/status has said it since Linux 4.7; before, only umask(2) can.
 mode_t process_umask() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
     if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
-  return 022;
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
 }
 
 }  // namespace

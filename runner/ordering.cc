@@ -25,6 +25,7 @@ struct Fixtures {
   // The setups and cleanups case `i` brings along, theirs in turn.
   std::vector<size_t> brought_by(const std::vector<CtestOrder>& cases, const std::vector<bool>& disabled,
                                  size_t i) const {
+    if (cases[i].fixtures_required.empty()) return {};
     std::vector<bool> seen(cases.size(), false);
     std::vector<size_t> todo{i}, out;
     while (!todo.empty()) {

@@ -107,8 +107,9 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   t.not_runnable = c.not_runnable;
   t.disabled = c.disabled;
   t.skipped = escape_controls(c.skipped);  // pytest's words, a test's own: data, as names are
-  for (const auto& label : c.labels)
-    if (std::find(t.tags.begin(), t.tags.end(), label) == t.tags.end()) t.tags.push_back(label);
+  for (const auto& label : c.labels)  // the build tree's words: data, as names are
+    if (std::string tag = escape_controls(label); std::find(t.tags.begin(), t.tags.end(), tag) == t.tags.end())
+      t.tags.push_back(tag);
   return t;
 }
 

@@ -28,12 +28,11 @@ void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::
   serial_ = false;
   for (size_t i : order) {
     const TestSpec& spec = *tests[i]->test;
-    std::string refusal = spec.disabled || !spec.not_runnable.empty() ? spec.not_runnable
-                                                                      : admission.refusal(spec.memory);
     if (spec.disabled || !spec.skipped.empty()) {
       done(i, unstarted(*tests[i], Ending::not_started));
       continue;
     }
+    std::string refusal = !spec.not_runnable.empty() ? spec.not_runnable : admission.refusal(spec.memory);
     if (refusal.empty()) queue_.push_back(i);
     else done(i, unstarted(*tests[i], Ending::not_started, refusal));
   }
@@ -133,7 +132,6 @@ void StartQueue::admit(size_t index) {
 }
 
 void StartQueue::ended(size_t index, bool failed) {
-  if (index >= state_.size()) return;  // a setup's list, gone
   ++ended_count_;
   if (state_[index] == State::admitted) {
     --admitted_;

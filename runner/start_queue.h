@@ -43,7 +43,8 @@ class StartQueue {
 
   /// A new list to run, offered in `order`: a test that can never fit is
   /// reported through `done` at once, not after the rest; so is a suite's
-  /// case its tool would not run (disabled) or cannot (not runnable).
+  /// case its tool would not run (disabled), skipped as it listed it, or
+  /// cannot run (not runnable).
   void offer(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
              const Done& done);
 
