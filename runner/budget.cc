@@ -44,22 +44,22 @@ std::string Admission::refusal(uint64_t limit) const {
          " (" + budget_->source + "); raise --memory-budget, or pass --allow-oversubscribe to run it alone";
 }
 
-bool Admission::may_start(uint64_t limit) const {
-  if (alone_ || running_ >= jobs_) return false;
+bool Admission::may_start(uint64_t limit, int slots) const {
+  if (alone_ || running_ + std::min(slots, jobs_) > jobs_) return false;
   // An oversized test (with --allow-oversubscribe) runs only when nothing
   // else does, and nothing starts beside it.
   if (oversized(limit)) return running_ == 0;
   return !budget_ || in_use_ + limit <= budget_->bytes;
 }
 
-void Admission::started(uint64_t limit) {
-  ++running_;
+void Admission::started(uint64_t limit, int slots) {
+  running_ += std::min(slots, jobs_);
   in_use_ += limit;
   if (oversized(limit)) alone_ = true;
 }
 
-void Admission::ended(uint64_t limit) {
-  --running_;
+void Admission::ended(uint64_t limit, int slots) {
+  running_ -= std::min(slots, jobs_);
   in_use_ -= limit;
   if (oversized(limit)) alone_ = false;
 }

@@ -38,11 +38,15 @@ class Admission {
   Admission(int jobs, std::optional<Budget> budget, bool oversubscribe);
   /// Why a test of hard limit `limit` can never run here; "" when it can.
   std::string refusal(uint64_t limit) const;
-  /// True when a test of `limit` may start now.
-  bool may_start(uint64_t limit) const;
-  /// Bookkeeping as tests start and end.
-  void started(uint64_t limit);
-  void ended(uint64_t limit);
+  /// True when a test of `limit` that takes `slots` of -j's (ctest's
+  /// PROCESSORS; all of them at most) may start now.
+  bool may_start(uint64_t limit, int slots = 1) const;
+  /// Every slot is taken: no test may start now.
+  bool full() const { return alone_ || running_ >= jobs_; }
+  /// Bookkeeping as tests start and end (a test ends here once its
+  /// processes are gone, before its group is removed).
+  void started(uint64_t limit, int slots = 1);
+  void ended(uint64_t limit, int slots = 1);
   /// The sum of the limits of the running tests.
   uint64_t in_use() const { return in_use_; }
   /// How many tests may run at once (-j).
@@ -54,7 +58,7 @@ class Admission {
   std::optional<Budget> budget_;
   bool oversubscribe_;
   uint64_t in_use_ = 0;
-  int running_ = 0;
+  int running_ = 0;  // slots taken
   bool alone_ = false;  // an oversized test is running
 };
 

@@ -160,7 +160,7 @@ class Loop {
   bool start_test(const PlannedTest& p, size_t index, Admission& admission, bool fail_fast, const Done& done) {
     auto test = std::make_unique<RunningTest>(p);
     if (!test->start(context_, starts_.take_ahead(index))) {
-      admission.ended(p.test->memory);
+      admission.ended(p.test->memory, p.test->order.slots);
       TestRecord r = test->not_started();
       bool stop = fail_fast && !r.verdict.passed;
       done(index, std::move(r));

@@ -64,7 +64,7 @@ bool RunningSet::finish_exited(const Clock& clock, KernelLog& kernel_log, Admiss
     bool settled = t.exited() && t.next_settle() <= now && t.settle(kernel_log);
     // With fail-fast, the next test waits for this one's verdict.
     if (t.released() && !it->released && (settled || !fail_fast)) {
-      admission.ended(t.planned().test->memory);
+      admission.ended(t.planned().test->memory, t.planned().test->order.slots);
       it->released = true;
     }
     if (!settled) {

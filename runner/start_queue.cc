@@ -23,7 +23,7 @@ void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::
   done_ = done;
   queue_.clear();
   state_.assign(tests.size(), State::queued);
-  admitted_ = slots_ = 0;
+  admitted_ = 0;
   locks_.clear();
   serial_ = false;
   for (size_t i : order) {
@@ -64,7 +64,10 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
 }
 
 bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
-  for (auto it = queue_.begin(); it != queue_.end() && !serial_;) {
+  // Every slot of -j taken: no test can start. (Checked before each step of
+  // the walk, which would otherwise read the whole queue on every turn of
+  // the loop: quadratic in a suite's size at -j 1.)
+  for (auto it = queue_.begin(); it != queue_.end() && !serial_ && !admission_->full();) {
     const PlannedTest& p = *(*tests_)[*it];
     std::string why_not_run;
     Turn turn = turn_of(*it, &why_not_run);
@@ -81,13 +84,13 @@ bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
       done_(index, unstarted(p, Ending::not_started, why_not_run));
       continue;
     }
-    if (!admission_->may_start(p.test->memory)) {
+    if (!admission_->may_start(p.test->memory, p.test->order.slots)) {
       ++it;
       continue;
     }
     size_t index = *it;
     it = queue_.erase(it);
-    admission_->started(p.test->memory);
+    admission_->started(p.test->memory, p.test->order.slots);
     admit(index);
     if (!p.test->inputs.empty()) {
       evicting_.insert(index);
@@ -99,11 +102,7 @@ bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
   return false;
 }
 
-int StartQueue::slots_of(size_t index) const {
-  return std::min((*tests_)[index]->test->order.slots, admission_->jobs());
-}
-
-StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run) const {
+StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run, bool once_free) const {
   const PlannedTest& p = *(*tests_)[index];
   for (size_t a : p.after)
     if (state_[a] == State::queued || state_[a] == State::admitted) return Turn::later;
@@ -113,12 +112,11 @@ StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run) con
                      "' failed; ctest reports it Not Run (Failed test dependencies)";
       return Turn::never;
     }
+  if (once_free) return Turn::now;
   const Order& o = p.test->order;
   if (o.serial && admitted_ > 0) return Turn::alone;
   for (const auto& lock : o.locks)
     if (locks_.count(lock)) return Turn::later;
-  // PROCESSORS: a test takes that many of -j's slots (all of them at most).
-  if (admitted_ > 0 && slots_ + slots_of(index) > admission_->jobs()) return Turn::later;
   return Turn::now;
 }
 
@@ -126,7 +124,6 @@ void StartQueue::admit(size_t index) {
   const Order& o = (*tests_)[index]->test->order;
   state_[index] = State::admitted;
   ++admitted_;
-  slots_ += slots_of(index);
   locks_.insert(o.locks.begin(), o.locks.end());
   serial_ = o.serial;
 }
@@ -135,7 +132,6 @@ void StartQueue::ended(size_t index, bool failed) {
   ++ended_count_;
   if (state_[index] == State::admitted) {
     --admitted_;
-    slots_ -= slots_of(index);
     for (const auto& lock : (*tests_)[index]->test->order.locks) locks_.erase(locks_.find(lock));
     if ((*tests_)[index]->test->order.serial) serial_ = false;
   }
@@ -152,7 +148,7 @@ bool StartQueue::take_evicted() {
     }
     const PlannedTest& p = *(*tests_)[d.id];
     const TestSpec& t = *p.test;
-    admission_->ended(t.memory);
+    admission_->ended(t.memory, t.order.slots);
     done_(d.id, unstarted(p, Ending::not_started,
                           p.spec->path + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) + ": " +
                               d.error));
@@ -163,10 +159,11 @@ bool StartQueue::take_evicted() {
 
 void StartQueue::make_ahead(const RunContext& context) {
   if (ahead_.group) return;
-  // The next test whose turn it is (ctest's order): one that waits for
-  // others would keep its group unused.
+  // The next test whose turn it is once the running tests end (ctest's
+  // order; at -j 1 no test's turn is now while one runs): one that waits
+  // for others would keep its group unused.
   std::string never;
-  auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never) == Turn::now; });
+  auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never, true) == Turn::now; });
   if (next == queue_.end()) return;
   try {
     ahead_ = {*next, RunningTest::make_group(*(*tests_)[*next], context)};
@@ -187,7 +184,7 @@ std::unique_ptr<cgroup::Group> StartQueue::take_ahead(size_t index) {
 void StartQueue::stop(bool interrupted) {
   std::vector<size_t> admitted(evicting_.begin(), evicting_.end());
   admitted.insert(admitted.end(), cold_.begin(), cold_.end());
-  for (size_t i : admitted) admission_->ended((*tests_)[i]->test->memory);
+  for (size_t i : admitted) admission_->ended((*tests_)[i]->test->memory, (*tests_)[i]->test->order.slots);
   evicting_.clear();
   cold_.clear();
   if (interrupted) {

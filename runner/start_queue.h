@@ -104,19 +104,18 @@ class StartQueue {
   enum class State : char { queued, admitted, ended, failed };
   std::vector<State> state_;
   size_t admitted_ = 0;
-  int slots_ = 0;               // of -j, taken by the admitted (PROCESSORS)
   uint64_t ended_count_ = 0;    // tests ended so far: a pass that ends one is followed by another
   std::multiset<std::string> locks_;
   bool serial_ = false;  // a serial test is admitted: nothing else starts
   void admit(size_t index);
-  int slots_of(size_t index) const;
   // One pass over the queue (start_what_fits).
   bool start_pass(const std::function<bool(size_t)>& start);
   // Whether `index` may start now as far as ctest's order goes: now, later,
   // alone (once the running tests end) or never (`why_not_run`: a setup
   // it needs failed).
   enum class Turn { now, later, alone, never };
-  Turn turn_of(size_t index, std::string* why_not_run) const;
+  /// `once_free`: its turn once the running tests have ended (for make_ahead).
+  Turn turn_of(size_t index, std::string* why_not_run, bool once_free = false) const;
 };
 
 }  // namespace memrun

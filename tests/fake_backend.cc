@@ -204,6 +204,7 @@ std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, cons
                        run_path_);
   }
   created.push_back({test, limits});
+  seen[test].made = clock.now();
   ++live_groups;
   return std::make_unique<FakeGroup>(*this, test, limits);
 }

@@ -90,7 +90,7 @@ class FakeBackend : public cgroup::Backend {
   /// What happened to one test's group, on the fake clock.
   struct Seen {
     std::vector<Clock::time_point> samples;  ///< each usage() read
-    std::optional<Clock::time_point> started, first_kill, emptied, first_remove, removed;
+    std::optional<Clock::time_point> made, started, first_kill, emptied, first_remove, removed;
     int kill_calls = 0, remove_calls = 0;
   };
   std::map<std::string, Script> scripts;
@@ -118,7 +118,7 @@ class FakeBackend : public cgroup::Backend {
   const std::string& run_path() const override { return run_path_; }
   std::unique_ptr<cgroup::Group> create(const std::string& name, const cgroup::Limits& limits) override;
   uint64_t room() const override { return UINT64_MAX; }
-  cgroup::Capabilities probe(uint64_t limit) override { return {limit, "", "", "", "", "", "", "", "", ""}; }
+  cgroup::Capabilities probe(uint64_t limit) override { return {limit, "", "", "", "", "", "", "", "", "", ""}; }
   void close() override {}
 
  private:

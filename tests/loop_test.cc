@@ -265,6 +265,19 @@ TEST_F(Loop, LocksSerialAndWideTestsNeverRunBesideWhatTheyMustNot) {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+TEST_F(Loop, OneAtATimeTheNextTestsGroupIsMadeWhileTheTestBeforeItRuns) {
+  // The per-test cost: mkdir and the limits' writes happen while the test
+  // before runs, not between the two (-j 1, the default).
+  run("tests:\n  - {name: a, run: 'sleep 0.05', memory: 16MiB}\n  - {name: b, run: 'sleep 0.05', memory: 16MiB}\n"
+      "  - {name: c, run: 'true', memory: 16MiB}\n");
+  for (auto [before, next] : {std::pair{"a", "b"}, std::pair{"b", "c"}}) {
+    const auto &was = backend.seen[before], &is = backend.seen[next];
+    ASSERT_TRUE(was.started && was.emptied && is.made && is.started);
+    EXPECT_LT(*is.made, *was.emptied) << next << "'s group was made after " << before << " ended";
+    EXPECT_GE(*is.started, *was.emptied) << next << " ran beside " << before;
+  }
+}
+
 TEST_F(Loop, AStuckCleanupHoldsUpNoOtherTest) {
   // `stuck` times out; its processes take five kills to go, and the kernel
   // refuses to remove its group for 3 s. Meanwhile `other` is sampled at
