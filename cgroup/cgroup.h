@@ -51,8 +51,10 @@ struct Placement {
   /// Open O_WRONLY fds of cgroup.procs files: the child writes "0" to each
   /// (which moves the writer) before it execs.
   std::vector<int> procs_fds;
-  /// When not null, the child seals itself in its group before it execs:
-  /// seal() with these mounts, in a mount namespace of its own.
+  /// When not null, the child seals itself in its group before it execs,
+  /// in a mount namespace of its own: a new cgroup namespace rooted where
+  /// it stands, every one of these mounts detached and mounted again from
+  /// inside (the test sees its group as "/" and nothing above it).
   const std::vector<CgroupMount>* seal = nullptr;
   /// v2, sealed: an O_WRONLY fd of cgroup.procs of a leaf beside the sealed
   /// one, under the same limited parent, where the init of a test's pid
@@ -246,7 +248,7 @@ struct Capabilities {
   std::string peak, oom_kills, kill_all, swap, pressure, pids, hugetlb, placement;
   std::string sockets;  ///< whether socket buffers are charged and limited
   std::string limit_writes;  ///< whether a write to a test's limit while it runs is seen
-  bool sealed = false;  ///< its tests are sealed in their groups (see seal())
+  bool sealed = false;  ///< its tests are sealed in their groups (see Placement::seal)
 };
 
 /// Where a backend makes its groups, and whether it can enforce there.
@@ -334,14 +336,6 @@ const std::vector<CgroupMount>& seal_mounts(const std::string& fstype);
 /// Whether libsystemd, which the systemd backend loads when it is used,
 /// can be loaded here: "" when it can, else why and what to install.
 std::string libsystemd_missing();
-
-/// Seals the calling process in its current cgroups, for a test's child
-/// before exec (in a mount namespace of its own, a slave of the host's): a
-/// new cgroup namespace rooted where it stands, every mount of `mounts`
-/// detached and mounted again from inside. The test sees its group as "/"
-/// and nothing above it. System calls only (safe in a vfork-style child).
-/// Returns 0, or -1 with errno set.
-int seal(const std::vector<CgroupMount>& mounts);
 
 /// Whether the systemd backend can work here (a reachable manager, cgroup v2,
 /// memory delegated); used by check().

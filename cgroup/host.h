@@ -22,7 +22,7 @@ enum class Mode {
 const char* to_string(Mode mode);
 
 /// A cgroup filesystem as mounted here: what it takes to mount it again in
-/// a test's own namespaces (see seal()).
+/// a test's own namespaces (see Placement::seal).
 struct CgroupMount {
   std::string point;   ///< where it is mounted (mountinfo's octal escapes undone)
   std::string fstype;  ///< "cgroup" (v1) or "cgroup2"

@@ -2,6 +2,8 @@
 // file of the hierarchy (raise its own limit, move itself to the root) and
 // pass. A sealed test sees its own group as the root of every cgroup
 // hierarchy, and its limit is set once more on a parent it cannot see.
+// This file says whether memrun may seal and which mounts; the test's
+// process takes the steps itself before exec (Placement::seal).
 //
 // Kernel rules this file obeys (cgroup_namespaces(7), cgroup-v2.rst
 // "Namespace", mount_namespaces(7)):
@@ -59,20 +61,6 @@ const std::vector<CgroupMount>& seal_mounts(const std::string& fstype) {
   };
   static const std::vector<CgroupMount> v1 = of("cgroup"), v2 = of("cgroup2");
   return fstype == "cgroup" ? v1 : v2;
-}
-
-int seal(const std::vector<CgroupMount>& mounts) {
-  // System calls only: in a vfork-style child this runs on memrun's memory.
-  if (::unshare(CLONE_NEWCGROUP) != 0) return -1;
-  // Deepest first (mountinfo lists parents before children). EINVAL: not a
-  // mount point any more, as when a parent's detach took it along.
-  for (size_t i = mounts.size(); i-- > 0;)
-    if (::umount2(mounts[i].point.c_str(), MNT_DETACH) != 0 && errno != EINVAL) return -1;
-  for (const auto& m : mounts) {
-    const char* options = m.options.empty() ? nullptr : m.options.c_str();
-    if (::mount(m.fstype.c_str(), m.point.c_str(), m.fstype.c_str(), m.flags, options) != 0) return -1;
-  }
-  return 0;
 }
 
 }  // namespace memrun::cgroup

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -22,22 +23,21 @@
 #include <cstring>
 
 #include "runner/error.h"
+#include "runner/init_program.h"
+#include "runner/test_init.h"
 
 namespace memrun {
 namespace {
 
-// What the child reports through the error pipe when it cannot exec.
-struct ChildFailure {
-  int stage;  // index into kStages
-  int err;
-};
+using init::ChildFailure;  // what the child reports through the error pipe when it cannot exec
+// By init::Stage.
 const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its cwd", "exec",
                                "be sealed in its cgroup (its own cgroup namespace and cgroup mounts)",
                                "be kept from the service manager (a mount namespace of its own, the "
                                "manager's sockets covered)",
                                "get a /proc of its own (a pid namespace of its own, /proc mounted for it)",
                                "be started by its init"};
-constexpr int kExecStage = 3, kSealStage = 4, kShieldStage = 5, kProcStage = 6, kInitStage = 7;
+using init::kExecStage, init::kSealStage, init::kShieldStage, init::kProcStage, init::kInitStage;
 
 // Everything the child needs, made before the clone: the child allocates
 // nothing (see child()).
@@ -54,6 +54,16 @@ struct ChildArgs {
   int status_fd = -1;       // with Command::pid_namespace: InitReport's pipe
   int memrun_pidfd = -1;    // memrun's own pidfd: whether it is still there
   bool born_in_namespaces = false;  // the user and mount namespaces came with the clone
+  // The seal's cgroup mounts, four strings each (init::seal).
+  const char* const* seal = nullptr;
+  int seal_count = 0;
+  // With Command::pid_namespace: the init, exec'ed from `init_fd` (the init
+  // program) with `init_argv`, whose host pid the child writes into
+  // `host_text`; or, with init_fd -1, run in this copy of memrun as `init`.
+  int init_fd = -1;
+  char* const* init_argv = nullptr;
+  char* host_text = nullptr;
+  init::InitArgs* init = nullptr;
 };
 
 [[noreturn]] void die(int report_fd, int stage) {
@@ -171,34 +181,6 @@ void refuse_packet_sockets() {
 #endif
 }
 
-// The init's command, in a vfork-style child of the init (which is a
-// process of its own, a copy of memrun): system calls only.
-struct CommandArgs {
-  const ChildArgs* a;
-  volatile bool failed;
-};
-
-int command_entry(void* p) {
-  auto* c = static_cast<CommandArgs*>(p);
-  const ChildArgs& a = *c->a;
-  const Command& cmd = *a.cmd;
-  // The test's main process leads its own session and process group, as
-  // it would without the init.
-  ::setsid();
-  // Sealed here, not in the init, when the init leaves for a leaf of its
-  // own (see run_init): a cgroup namespace is rooted where its maker is.
-  const cgroup::Placement& placement = *a.placement;
-  if (placement.seal && placement.init_procs_fd >= 0 && cgroup::seal(*placement.seal) != 0) {
-    c->failed = true;
-    die(a.report_fd, kSealStage);
-  }
-  if (!cmd.oom_score_adj.empty()) write_oom_score_adj(cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
-  default_signals();
-  ::execve(cmd.path.c_str(), a.argv, a.envp);
-  c->failed = true;
-  die(a.report_fd, kExecStage);
-}
-
 // The number this process has in the host's pid namespace, read from the
 // host's /proc (a proc filesystem numbers processes as the namespace that
 // mounted it does); 0 when it cannot be read. System calls only.
@@ -210,106 +192,36 @@ int host_pid() {
   return pid;
 }
 
-// Makes the next pid of the caller's pid namespace `after` + 1
-// (ns_last_pid, 3.3+, CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over the
-// namespace). Best effort.
-void next_pid_after(int after) {
-  if (after <= 0) return;
-  char text[16];
-  int length = 0;
+// Writes `v` in decimal into `out` (24 bytes at least). System calls only.
+void decimal(int v, char* out) {
   char digits[16];
   int d = 0;
-  for (int v = after; v > 0 && d < 15; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
-  while (d > 0) text[length++] = digits[--d];
-  text[length] = '\0';
-  write_self("/proc/sys/kernel/ns_last_pid", text);
+  do digits[d++] = static_cast<char>('0' + v % 10);
+  while ((v /= 10) > 0 && d < 15);
+  while (d > 0) *out++ = digits[--d];
+  *out = '\0';
 }
 
-// PID 1 of the test's pid namespace. It starts the command, reaps what is
-// reparented to it and, when the command ends, hands memrun its exact wait
-// status through `status_fd` (an init cannot die of a signal sent from its
-// own namespace, nor re-raise the command's). It then stays, reaping, until
-// nothing else is left: memrun counts and kills what the test left behind
-// (its group's kill takes the init too), and when an init dies the kernel
-// kills everything left in its namespace, so nothing of the test outlives
-// it, whatever cgroup it moved to (pid_namespaces(7)).
-// Kernel rules it relies on: signals other than SIGKILL and SIGSTOP reach
-// an init only when it has a handler (none here): memrun signals every
-// process of the group itself (signal_all), so the command gets SIGTERM
-// once, and the init stays; SIGKILL from memrun's namespace always kills
-// it. It holds none of memrun's descriptors (a root test could reopen them
-// through /proc/1/fd): only the status pipe, whose worst misuse is to
-// report a status the test could have exited with itself.
-// `host`: the init's own number on the host, or 0.
-[[noreturn]] void run_init(const ChildArgs& a, int host) {
-  ::prctl(PR_SET_NAME, "memrun-init", 0, 0, 0);
-  // The kernel's OOM killer must pick the test, never its init: -1000
-  // exempts it (root only: lowering needs CAP_SYS_RESOURCE in the initial
-  // user namespace). Without root the init keeps memrun's score and the
-  // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
-  static const char kNever[] = "-1000";
-  write_oom_score_adj(kNever, sizeof kNever - 1);
-  // Close every descriptor memrun had but the two pipes and the init's
-  // leaf (close_range, 5.9+; before it, one by one up to the open-files
-  // limit).
-  int keep[3] = {a.status_fd, a.report_fd, a.placement->init_procs_fd};
-  std::sort(keep, keep + 3);
-  auto close_between = [](int from, int to) {
-    if (from > to) return;
-    if (::syscall(SYS_close_range, static_cast<unsigned>(from), static_cast<unsigned>(to), 0) == 0) return;
-    rlimit files{};
-    ::getrlimit(RLIMIT_NOFILE, &files);
-    int last = static_cast<int>(std::min<rlim_t>({static_cast<rlim_t>(to), files.rlim_cur, 1u << 20}));
-    for (int fd = from; fd <= last; ++fd) ::close(fd);
-  };
-  int from = 3;
-  for (int fd : keep) {
-    if (fd < from) continue;  // -1, or below 3
-    close_between(from, fd - 1);
-    from = fd + 1;
+// PID 1 of the test's pid namespace becomes its init (test_init.h): the
+// init program, exec'ed with the pipes and the leaf's file kept open; or,
+// where it cannot be, this copy of memrun runs the same code.
+[[noreturn]] void become_init(const ChildArgs& a, int host) {
+  if (a.init_fd < 0) {
+    a.init->host = host;
+    init::run(*a.init);
   }
-  close_between(from, INT32_MAX);
-  // Every test's command would be pid 2 of its namespace, and /tmp is
-  // shared: files named after a pid (`/tmp/x.$$`, heaptrack's FIFO) would
-  // clash between tests run at once. It gets the init's host pid + 1
-  // instead, a number no other live test's namespace starts from.
-  next_pid_after(host);
-  CommandArgs c{&a, false};
-  alignas(16) char stack[32 * 1024];
-  pid_t command = ::clone(command_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-  if (command < 0) die(a.report_fd, kInitStage);
-  if (c.failed) ::_exit(127);
-  // v2, sealed: the init leaves the test's group for its own leaf beside
-  // it, under the same limited parent, so that the test may enable
-  // controllers for groups of its own. Then a cgroup namespace of its own
-  // rooted there: a root test that entered the init's namespaces
-  // (setns through /proc/1/ns) must find no wider view than its own.
-  const cgroup::Placement& placement = *a.placement;
-  if (placement.seal && placement.init_procs_fd >= 0) {
-    if (::write(placement.init_procs_fd, "0", 1) != 1 || ::unshare(CLONE_NEWCGROUP) != 0) ::_exit(127);
-    ::close(placement.init_procs_fd);
-  }
-  ::close(a.report_fd);  // memrun reads EOF: the command runs
-  int status_fd = a.status_fd;
-  for (;;) {
-    int status = 0;
-    rusage usage{};
-    pid_t pid = ::wait4(-1, &status, 0, &usage);
-    if (pid < 0 && errno == EINTR) continue;
-    if (pid < 0) ::_exit(0);  // ECHILD: nothing of the test is left
-    if (pid == command && status_fd >= 0) {
-      InitReport report{status, usage};
-      (void)!::write(status_fd, &report, sizeof report);
-      ::close(status_fd);
-      status_fd = -1;
-    }
-  }
+  decimal(host, a.host_text);
+  for (int fd : {a.status_fd, a.report_fd, a.placement->init_procs_fd})
+    if (fd >= 0) ::fcntl(fd, F_SETFD, 0);
+  char* const none[] = {nullptr};
+  ::syscall(SYS_execveat, a.init_fd, "", a.init_argv, a.envp ? a.envp : none, AT_EMPTY_PATH);
+  die(a.report_fd, kInitStage);
 }
 
 // Runs in the child between clone and exec: system calls only, no
 // allocation and no libc state, because in the CLONE_VM case it shares
 // memrun's memory while memrun waits. With Command::pid_namespace it is
-// PID 1 of its namespace, a copy of memrun, and goes on as run_init.
+// PID 1 of its namespace and becomes the test's init (become_init).
 [[noreturn]] void child(const ChildArgs& a) {
   const Command& cmd = *a.cmd;
   const cgroup::Placement& placement = *a.placement;
@@ -345,9 +257,10 @@ void next_pid_after(int after) {
   if (mounts == -2) die(report_fd, kShieldStage);
   // A test memrun was asked to seal never runs unsealed: it would see the
   // host's hierarchies, which as root it could write.
-  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0;  // by the command (run_init)
-  if (placement.seal && (mounts != 0 || (!seal_later && cgroup::seal(*placement.seal) != 0)))
-    die(report_fd, kSealStage);
+  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0;  // by the command (init::run)
+  if (placement.seal && mounts != 0) die(report_fd, kSealStage);
+  if (placement.seal && !seal_later)
+    if (long r = init::seal(a.seal, a.seal_count); r < 0) errno = static_cast<int>(-r), die(report_fd, kSealStage);
   // A fresh tmpfs over /dev/shm: its pages are charged to the test's cgroup
   // like any shmem, and it is unmounted when the namespace dies with the
   // test's last process.
@@ -363,7 +276,7 @@ void next_pid_after(int after) {
   if (cmd.pid_namespace) {
     int host = host_pid();  // before the host's /proc is replaced
     if (mounts != 0 || own_proc(!cmd.user_namespace) != 0) die(report_fd, kProcStage);
-    run_init(a, host);
+    become_init(a, host);
   }
   default_signals();
   ::execve(cmd.path.c_str(), a.argv, a.envp);
@@ -438,13 +351,47 @@ void await_exec(const Command& cmd, Child& c, int report_fd) {
   throw Error(Category::system, what);
 }
 
-// The init (run_init) is memrun's child, born in a new pid namespace (and,
-// without root, in the user and mount namespaces that allow it: made in
-// one clone, the pid namespace is owned by the new user namespace, where
-// the child has CAP_SYS_ADMIN). It cannot borrow memrun's memory as the
-// vfork-style child does: it lives as long as the test, so it is a copy
-// (clone3 without CLONE_VM, copy-on-write), which then starts the command
-// with a vfork-style clone of its own.
+// The init program as a sealed memory file (memfd_create, 3.17+), made
+// once; -1 where it was not built or cannot be exec'ed here (checked once
+// with its "probe": vm.memfd_noexec=2, 6.3+, or a security module may
+// forbid it). Then a copy of memrun runs the init.
+int init_program_fd() {
+  static const int fd = [] {
+    std::string_view bytes = init_program();
+    if (bytes.empty()) return -1;
+    constexpr unsigned kExec = 0x10;  // MFD_EXEC (6.3+): asked for, as the kernel wants it said
+    int m = static_cast<int>(::syscall(SYS_memfd_create, "memrun-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | kExec));
+    if (m < 0 && errno == EINVAL) m = static_cast<int>(::syscall(SYS_memfd_create, "memrun-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (m < 0) return -1;
+    bool written = ::write(m, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+                   ::fcntl(m, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
+    pid_t pid = written ? ::fork() : -1;
+    if (pid == 0) {
+      char probe[] = "probe";
+      char* argv[] = {probe, probe, nullptr};
+      char* none[] = {nullptr};
+      ::syscall(SYS_execveat, m, "", argv, none, AT_EMPTY_PATH);
+      ::_exit(127);
+    }
+    int status = -1;
+    while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return m;
+    ::close(m);
+    return -1;
+  }();
+  return fd;
+}
+
+// The init is memrun's child, born in a new pid namespace (and, without
+// root, in the user and mount namespaces that allow it: made in one clone,
+// the pid namespace is owned by the new user namespace, where the child has
+// CAP_SYS_ADMIN). It lives as long as the test, so it cannot go on in
+// memrun's memory: it execs the init program, a process of a few pages; so
+// it is born as vfork's children are (clone(CLONE_VM | CLONE_VFORK), no page
+// table copied, memrun waiting), but where it is born in its group by
+// clone3, which takes no stack, and where the program cannot run, it is a
+// copy of memrun (copy-on-write), which runs the same init.
 Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildArgs& args, int report[2]) {
   Child c;
   int status[2];
@@ -457,6 +404,32 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
   }
   args.status_fd = status[1];
   args.memrun_pidfd = own_pidfd();
+  // What the init is given, made before the clone (the child allocates
+  // nothing): as InitArgs, and as the init program's argv.
+  init::InitArgs init;
+  init.status_fd = status[1];
+  init.report_fd = report[1];
+  init.procs_fd = placement.init_procs_fd;
+  init.oom_score_adj = cmd.oom_score_adj.c_str();
+  init.seal = args.seal;
+  init.seal_count = args.seal_count;
+  init.path = cmd.path.c_str();
+  init.argv = args.argv;
+  init.envp = args.envp;
+  args.init = &init;
+  char host_text[24] = "0";
+  std::vector<std::string> numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd),
+                                      std::to_string(init.procs_fd), std::to_string(init.seal_count)};
+  std::vector<char*> init_argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
+                                  numbers[2].data(), host_text, const_cast<char*>(init.oom_score_adj),
+                                  numbers[3].data()};
+  for (int i = 0; i < 4 * args.seal_count; ++i) init_argv.push_back(const_cast<char*>(args.seal[i]));
+  init_argv.push_back(const_cast<char*>(init.path));
+  for (char* const* a = args.argv; *a; ++a) init_argv.push_back(*a);
+  init_argv.push_back(nullptr);
+  args.init_argv = init_argv.data();
+  args.host_text = host_text;
+  args.init_fd = init_program_fd();
   uint64_t flags = CLONE_NEWPID;
   if (cmd.user_namespace) {
     flags |= CLONE_NEWUSER | CLONE_NEWNS;
@@ -472,6 +445,11 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
       args.placement = &inside;
       child(args);
     }
+  }
+  if (c.pid < 0 && args.init_fd >= 0) {
+    alignas(16) static char stack[64 * 1024];
+    c.pid = ::clone(child_entry, stack + sizeof stack,
+                    static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
   }
   if (c.pid < 0) {
     c.pid = clone_into(-1, &c.pidfd, flags);
@@ -566,6 +544,18 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
   if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(Category::system, "pipe");
   ChildArgs args{&cmd, &placement, argv.data(), envp.data(), hidden.data(),
                  uid_map.c_str(), gid_map.c_str(), report[1], ::getpid()};
+  // The seal's mounts as init::seal takes them.
+  std::vector<std::string> flags;
+  std::vector<const char*> seal;
+  if (placement.seal) {
+    for (const auto& m : *placement.seal) flags.push_back(std::to_string(m.flags));
+    for (size_t i = 0; i < placement.seal->size(); ++i) {
+      const auto& m = (*placement.seal)[i];
+      seal.insert(seal.end(), {m.point.c_str(), m.fstype.c_str(), flags[i].c_str(), m.options.c_str()});
+    }
+    args.seal = seal.data();
+    args.seal_count = static_cast<int>(placement.seal->size());
+  }
   Child c;
   c.pid = -1;
   if (cmd.pid_namespace) return launch_init(cmd, placement, args, report);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "runner/test_init.h"
 
 namespace memrun {
 
@@ -56,13 +57,8 @@ struct Command {
   bool pid_namespace = false;
 };
 
-/// What the init of a pid namespace hands memrun when the command ends: its
-/// exact wait status and resource usage, as wait4 gave them to the init
-/// (the init of a pid namespace cannot die of the command's signal).
-struct InitReport {
-  int status = 0;
-  rusage usage{};
-};
+/// What the init of a pid namespace hands memrun when the command ends.
+using InitReport = init::InitReport;
 
 /// A started process.
 struct Child {
