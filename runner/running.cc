@@ -467,30 +467,35 @@ bool RunningTest::settle(KernelLog& kernel_log) {
         after(std::chrono::microseconds(500));
         return false;
       }
-      {
-        // The test's private /dev/shm goes with its mount namespace, which
-        // the kernel releases after the last process has left the group
-        // (mounts are put asynchronously on exit): shmem still charged now
-        // may be on its way out. It gets up to 100 ms before it is
-        // reported as left in a shared tmpfs.
-        cgroup::Final final = group_->finish();
-        if (final.breakdown.shmem > 0) {
-          if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
-          if (now < *shm_drain_until_) {
-            next_settle_ = now + std::chrono::milliseconds(2);
-            return false;
-          }
+      // Nothing of the test runs any more: its figures come on the next
+      // turn, after the loop may have started the next test (released()
+      // says it can), so that they are read while that one starts and runs.
+      phase_ = Phase::reading;
+      next_settle_ = now;
+      return false;
+    case Phase::reading: {
+      // The test's private /dev/shm goes with its mount namespace, which
+      // the kernel releases after the last process has left the group
+      // (mounts are put asynchronously on exit): shmem still charged now
+      // may be on its way out. It gets up to 100 ms before it is reported
+      // as left in a shared tmpfs.
+      cgroup::Final final = group_->finish();
+      if (final.breakdown.shmem > 0) {
+        if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
+        if (now < *shm_drain_until_) {
+          next_settle_ = now + std::chrono::milliseconds(2);
+          return false;
         }
-        read_figures(kernel_log, std::move(final));
       }
+      read_figures(kernel_log, std::move(final));
       phase_ = Phase::removing;
       backoff_ = {};
       give_up_ = now + std::chrono::seconds(2);
-      // The removal comes on the next turn: the loop may start the next
-      // test first (released() says it can), so that rmdir and the record
-      // run while that test does, not before it.
+      // The removal comes on the next turn too: rmdir and the record run
+      // while the next test does, not before it.
       next_settle_ = now;
       return false;
+    }
     case Phase::removing:
       remove_group();
       if (phase_ == Phase::removing) return false;

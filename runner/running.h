@@ -132,11 +132,11 @@ class RunningTest {
   /// Returns true when all is done: record() is then ready. Call again at
   /// next_settle() otherwise.
   bool settle(KernelLog& kernel_log);
-  /// True once no process of the test is left and its figures are read:
-  /// what the test's limit reserved is free again (its anonymous memory
-  /// went with its processes; page cache left in the empty group is
-  /// reclaimable and moves to the parent when it is removed). Another test
-  /// may start while this one's group is removed and its record made.
+  /// True once no process of the test is left: what the test's limit
+  /// reserved is free again (its anonymous memory went with its processes;
+  /// page cache left in the empty group is reclaimable and moves to the
+  /// parent when it is removed). Another test may start while this one's
+  /// figures are read, its group removed and its record made.
   bool released() const { return phase_ != Phase::running && phase_ != Phase::killing; }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
@@ -145,7 +145,7 @@ class RunningTest {
   void abandon();
 
  private:
-  enum class Phase { running, killing, removing, awaiting_victims, done };
+  enum class Phase { running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
   static void ask_for_outcome(const PlannedTest& p, Command& cmd);
