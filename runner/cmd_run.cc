@@ -293,8 +293,9 @@ void announce(std::FILE* con, const Options& o, size_t tests, const RunInfo& inf
              info.cgroup_mode, info.kernel, info.run_dir);
   if (o.verbose) fmt::print(con, "cgroups below {}\n", info.cgroup_path);
   if (ro.jobs < o.jobs)
-    fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to {} descriptors); running {} "
-               "(raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs, kFilesPerTest, ro.jobs);
+    fmt::print(con, "-j {}: the open-files limit allows {} tests at once (each holds up to {} descriptors, and the "
+               "next starts while it is cleaned up); running {} (raise `ulimit -Hn` for more)\n", o.jobs, ro.jobs,
+               kFilesPerTest, ro.jobs);
   if (ro.budget)
     fmt::print(con, "up to {} test{} at once within a memory budget of {} ({})\n", ro.jobs, ro.jobs == 1 ? "" : "s",
                format_size(ro.budget->bytes), ro.budget->source);

@@ -22,7 +22,7 @@ void* memcpy(void* to, const void* from, size_t n) {
 }
 
 // The kernel starts a process with argc, argv, NULL, envp, NULL on its stack.
-[[noreturn]] void memrun_init_start(long* sp) {
+[[noreturn, gnu::used]] void memrun_init_start(long* sp) {
   int argc = static_cast<int>(sp[0]);
   char** argv = reinterpret_cast<char**>(sp + 1);
   memrun::init::main_of(argc, argv, argv + argc + 1);

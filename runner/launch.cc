@@ -36,8 +36,9 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
                                "be kept from the service manager (a mount namespace of its own, the "
                                "manager's sockets covered)",
                                "get a /proc of its own (a pid namespace of its own, /proc mounted for it)",
-                               "be started by its init"};
-using init::kExecStage, init::kSealStage, init::kShieldStage, init::kProcStage, init::kInitStage;
+                               "be started by its init", "exec its init"};
+using init::kExecStage, init::kSealStage, init::kShieldStage, init::kProcStage, init::kInitStage,
+    init::kInitProgramStage;
 
 // Everything the child needs, made before the clone: the child allocates
 // nothing (see child()).
@@ -58,12 +59,11 @@ struct ChildArgs {
   const char* const* seal = nullptr;
   int seal_count = 0;
   // With Command::pid_namespace: the init, exec'ed from `init_fd` (the init
-  // program) with `init_argv`, whose host pid the child writes into
-  // `host_text`; or, with init_fd -1, run in this copy of memrun as `init`.
+  // program) with `init_argv`; or, with init_fd -1, run in this copy of
+  // memrun as `init`.
   int init_fd = -1;
   char* const* init_argv = nullptr;
-  char* host_text = nullptr;
-  init::InitArgs* init = nullptr;
+  const init::InitArgs* init = nullptr;
 };
 
 [[noreturn]] void die(int report_fd, int stage) {
@@ -192,30 +192,16 @@ int host_pid() {
   return pid;
 }
 
-// Writes `v` in decimal into `out` (24 bytes at least). System calls only.
-void decimal(int v, char* out) {
-  char digits[16];
-  int d = 0;
-  do digits[d++] = static_cast<char>('0' + v % 10);
-  while ((v /= 10) > 0 && d < 15);
-  while (d > 0) *out++ = digits[--d];
-  *out = '\0';
-}
-
 // PID 1 of the test's pid namespace becomes its init (test_init.h): the
 // init program, exec'ed with the pipes and the leaf's file kept open; or,
 // where it cannot be, this copy of memrun runs the same code.
 [[noreturn]] void become_init(const ChildArgs& a, int host) {
-  if (a.init_fd < 0) {
-    a.init->host = host;
-    init::run(*a.init);
-  }
-  decimal(host, a.host_text);
+  init::next_pid_after(host);
+  if (a.init_fd < 0) init::run(*a.init);
   for (int fd : {a.status_fd, a.report_fd, a.placement->init_procs_fd})
     if (fd >= 0) ::fcntl(fd, F_SETFD, 0);
-  char* const none[] = {nullptr};
-  ::syscall(SYS_execveat, a.init_fd, "", a.init_argv, a.envp ? a.envp : none, AT_EMPTY_PATH);
-  die(a.report_fd, kInitStage);
+  ::syscall(SYS_execveat, a.init_fd, "", a.init_argv, a.envp, AT_EMPTY_PATH);
+  die(a.report_fd, kInitProgramStage);
 }
 
 // Runs in the child between clone and exec: system calls only, no
@@ -326,8 +312,10 @@ pid_t spawn_vfork(ChildArgs& args) {
 }
 
 // What the child reported through the error pipe (read until EOF, which
-// comes with the exec): throws its failure, after reaping the child.
-void await_exec(const Command& cmd, Child& c, int report_fd) {
+// comes with the exec): throws its failure, after reaping the child; where
+// the init program could not be exec'ed and `program_refused` is given,
+// says so there instead.
+void await_exec(const Command& cmd, Child& c, int report_fd, bool* program_refused = nullptr) {
   ChildFailure f;
   ssize_t n;
   do {
@@ -339,6 +327,11 @@ void await_exec(const Command& cmd, Child& c, int report_fd) {
   ::waitpid(c.pid, &status, 0);
   if (c.pidfd >= 0) ::close(c.pidfd);
   if (c.status_fd >= 0) ::close(c.status_fd);
+  c = Child{};
+  if (f.stage == kInitProgramStage && program_refused) {
+    *program_refused = true;
+    return;
+  }
   std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
   if (f.stage == kExecStage) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
   if (f.stage == kSealStage)
@@ -363,8 +356,11 @@ int init_program_fd() {
     int m = static_cast<int>(::syscall(SYS_memfd_create, "memrun-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | kExec));
     if (m < 0 && errno == EINVAL) m = static_cast<int>(::syscall(SYS_memfd_create, "memrun-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (m < 0) return -1;
+    // Sealed: no test can change it through /proc/1/exe, its contents nor
+    // (F_SEAL_EXEC, 6.3+) its mode.
+    constexpr int kSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE, kSealExec = 0x20;
     bool written = ::write(m, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-                   ::fcntl(m, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
+                   (::fcntl(m, F_ADD_SEALS, kSeals | kSealExec) == 0 || ::fcntl(m, F_ADD_SEALS, kSeals) == 0);
     pid_t pid = written ? ::fork() : -1;
     if (pid == 0) {
       char probe[] = "probe";
@@ -393,22 +389,15 @@ int init_program_fd() {
 // clone3, which takes no stack, and where the program cannot run, it is a
 // copy of memrun (copy-on-write), which runs the same init.
 Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildArgs& args, int report[2]) {
-  Child c;
-  int status[2];
-  if (::pipe2(status, O_CLOEXEC) != 0) {
-    int saved = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    errno = saved;
-    throw_errno(Category::system, "pipe");
-  }
-  args.status_fd = status[1];
   args.memrun_pidfd = own_pidfd();
+  uint64_t flags = CLONE_NEWPID;
+  if (cmd.user_namespace) {
+    flags |= CLONE_NEWUSER | CLONE_NEWNS;
+    args.born_in_namespaces = true;
+  }
   // What the init is given, made before the clone (the child allocates
   // nothing): as InitArgs, and as the init program's argv.
   init::InitArgs init;
-  init.status_fd = status[1];
-  init.report_fd = report[1];
   init.procs_fd = placement.init_procs_fd;
   init.oom_score_adj = cmd.oom_score_adj.c_str();
   init.seal = args.seal;
@@ -417,66 +406,79 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
   init.argv = args.argv;
   init.envp = args.envp;
   args.init = &init;
-  char host_text[24] = "0";
-  std::vector<std::string> numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd),
-                                      std::to_string(init.procs_fd), std::to_string(init.seal_count)};
-  std::vector<char*> init_argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
-                                  numbers[2].data(), host_text, const_cast<char*>(init.oom_score_adj),
-                                  numbers[3].data()};
-  for (int i = 0; i < 4 * args.seal_count; ++i) init_argv.push_back(const_cast<char*>(args.seal[i]));
-  init_argv.push_back(const_cast<char*>(init.path));
-  for (char* const* a = args.argv; *a; ++a) init_argv.push_back(*a);
-  init_argv.push_back(nullptr);
-  args.init_argv = init_argv.data();
-  args.host_text = host_text;
   args.init_fd = init_program_fd();
-  uint64_t flags = CLONE_NEWPID;
-  if (cmd.user_namespace) {
-    flags |= CLONE_NEWUSER | CLONE_NEWNS;
-    args.born_in_namespaces = true;
-  }
-  cgroup::Placement inside;  // born in the group: nothing to join, but
-  inside.seal = placement.seal;  // still to be sealed there
-  inside.init_procs_fd = placement.init_procs_fd;
-  if (placement.dir_fd >= 0) {
-    c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
-    if (c.pid > 0) c.placement = "clone3";
-    if (c.pid == 0) {
-      args.placement = &inside;
-      child(args);
+  for (;;) {
+    int status[2];
+    if (::pipe2(status, O_CLOEXEC) != 0) {
+      int saved = errno;
+      ::close(report[0]);
+      ::close(report[1]);
+      errno = saved;
+      throw_errno(Category::system, "pipe");
     }
+    args.status_fd = init.status_fd = status[1];
+    args.report_fd = init.report_fd = report[1];
+    std::vector<std::string> numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd),
+                                        std::to_string(init.procs_fd), std::to_string(init.seal_count)};
+    std::vector<char*> init_argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
+                                    numbers[2].data(), const_cast<char*>(init.oom_score_adj), numbers[3].data()};
+    for (int i = 0; i < 4 * args.seal_count; ++i) init_argv.push_back(const_cast<char*>(args.seal[i]));
+    init_argv.push_back(const_cast<char*>(init.path));
+    for (char* const* a = args.argv; *a; ++a) init_argv.push_back(*a);
+    init_argv.push_back(nullptr);
+    args.init_argv = init_argv.data();
+    Child c;
+    cgroup::Placement inside;  // born in the group: nothing to join, but
+    inside.seal = placement.seal;  // still to be sealed there
+    inside.init_procs_fd = placement.init_procs_fd;
+    if (placement.dir_fd >= 0) {
+      c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
+      if (c.pid > 0) c.placement = "clone3";
+      if (c.pid == 0) {
+        args.placement = &inside;
+        child(args);
+      }
+    }
+    if (c.pid < 0 && args.init_fd >= 0) {
+      alignas(16) static char stack[64 * 1024];
+      c.pid = ::clone(child_entry, stack + sizeof stack,
+                      static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
+    }
+    if (c.pid < 0) {
+      c.pid = clone_into(-1, &c.pidfd, flags);
+      if (c.pid == 0) child(args);
+    }
+    if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
+      // clone3 refused (before 5.3, or a seccomp filter such as Docker's
+      // default, which answers it ENOSYS): clone(2) with the same
+      // namespaces, fork-like (no new stack), then a pidfd for it (5.3+).
+      c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
+                                           nullptr, nullptr));
+      if (c.pid == 0) child(args);
+      if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
+    }
+    int saved = errno;
+    ::close(report[1]);
+    ::close(status[1]);
+    if (c.pid < 0) {
+      ::close(report[0]);
+      ::close(status[0]);
+      errno = saved;
+      throw_errno(Category::system, "cannot start a process in a pid namespace of its own");
+    }
+    c.status_fd = status[0];
+    ::fcntl(c.status_fd, F_SETFL, O_NONBLOCK);
+    bool refused = false;
+    await_exec(cmd, c, report[0], args.init_fd >= 0 ? &refused : nullptr);
+    if (!refused) return c;
+    // The program could not be exec'ed for this test: its argv and env at
+    // exec's limit (ARG_MAX, with the init's own arguments), or its mode
+    // changed by an earlier test (through /proc/1/exe, before 6.3's
+    // F_SEAL_EXEC). Nothing of the test ran: started again, with a copy
+    // of memrun as its init.
+    args.init_fd = -1;
+    if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(Category::system, "pipe");
   }
-  if (c.pid < 0 && args.init_fd >= 0) {
-    alignas(16) static char stack[64 * 1024];
-    c.pid = ::clone(child_entry, stack + sizeof stack,
-                    static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
-  }
-  if (c.pid < 0) {
-    c.pid = clone_into(-1, &c.pidfd, flags);
-    if (c.pid == 0) child(args);
-  }
-  if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
-    // clone3 refused (before 5.3, or a seccomp filter such as Docker's
-    // default, which answers it ENOSYS): clone(2) with the same namespaces,
-    // fork-like (no new stack), then a pidfd for it (5.3+).
-    c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
-                                         nullptr, nullptr));
-    if (c.pid == 0) child(args);
-    if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
-  }
-  int saved = errno;
-  ::close(report[1]);
-  ::close(status[1]);
-  if (c.pid < 0) {
-    ::close(report[0]);
-    ::close(status[0]);
-    errno = saved;
-    throw_errno(Category::system, "cannot start a process in a pid namespace of its own");
-  }
-  c.status_fd = status[0];
-  ::fcntl(c.status_fd, F_SETFL, O_NONBLOCK);
-  await_exec(cmd, c, report[0]);
-  return c;
 }
 
 }  // namespace

@@ -32,7 +32,6 @@ std::string protect_memrun() {
 // limit to the hard one; tests get the original back before exec
 // (programs using select(2) break above 1024). Returns the original, or
 // {0, 0} when nothing was raised; the same on every call.
-constexpr int kFilesOfMemrun = 32;
 rlimit raise_open_files() {
   static const rlimit original = [] {
     rlimit limit{};
@@ -61,7 +60,7 @@ int jobs_within_open_files() {
   raise_open_files();
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return INT_MAX;
-  auto fit = (static_cast<int64_t>(limit.rlim_cur) - kFilesOfMemrun) / kFilesPerTest;
+  auto fit = (static_cast<int64_t>(limit.rlim_cur) - kFilesOfMemrun) / kFilesPerSlot;
   return static_cast<int>(std::clamp<int64_t>(fit, 1, INT_MAX));
 }
 

@@ -18,10 +18,14 @@ void prepare_runner_process(RunOptions& options);
 /// usage and limit files sampled, a sealed test's leaf's limit, v1's OOM
 /// notifier's eventfd and file).
 inline constexpr int kFilesPerTest = 15;
+/// A slot of -j holds up to two tests' (the next test starts in it while
+/// the one before is read and removed); memrun itself holds up to
+/// kFilesOfMemrun, and the group made ahead for the next test.
+inline constexpr int kFilesPerSlot = 2 * kFilesPerTest;
+inline constexpr int kFilesOfMemrun = 32 + kFilesPerTest;
 
-/// How many tests can run at once within memrun's open-files limit (each
-/// holds up to kFilesPerTest descriptors), once memrun has raised its soft
-/// limit to the hard one.
+/// How many tests can run at once within memrun's open-files limit (see
+/// kFilesPerSlot), once memrun has raised its soft limit to the hard one.
 int jobs_within_open_files();
 
 }  // namespace memrun

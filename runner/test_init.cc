@@ -122,19 +122,6 @@ void close_others(const int keep[3]) {
   close_between(from, 0x7fffffff);
 }
 
-// Makes the next pid of the caller's pid namespace `after` + 1
-// (ns_last_pid, 3.3+, CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over the
-// namespace). Best effort.
-void next_pid_after(int after) {
-  if (after <= 0) return;
-  char text[16], digits[16];
-  int length = 0, d = 0;
-  for (int v = after; v > 0 && d < 15; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
-  while (d > 0) text[length++] = digits[--d];
-  text[length] = '\0';
-  write_file("/proc/sys/kernel/ns_last_pid", text);
-}
-
 struct CommandStart {
   const InitArgs* a;
   volatile bool failed;
@@ -162,6 +149,16 @@ int command_entry(void* p) {
 }
 
 }  // namespace
+
+void next_pid_after(int after) {
+  if (after <= 0) return;
+  char text[16], digits[16];
+  int length = 0, d = 0;
+  for (int v = after; v > 0 && d < 15; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+  while (d > 0) text[length++] = digits[--d];
+  text[length] = '\0';
+  write_file("/proc/sys/kernel/ns_last_pid", text);
+}
 
 long seal(const char* const* mounts, int count) {
   if (long r = sys(SYS_unshare, CLONE_NEWCGROUP); r < 0) return r;
@@ -209,11 +206,6 @@ void run(const InitArgs& a) {
   // closes them.
   for (int fd : keep)
     if (fd >= 0) sys(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  // Every test's command would be pid 2 of its namespace, and /tmp is
-  // shared: files named after a pid (`/tmp/x.$$`, heaptrack's FIFO) would
-  // clash between tests run at once. It gets the init's host pid + 1
-  // instead, a number no other live test's namespace starts from.
-  next_pid_after(a.host);
   CommandStart c{&a, false};
   alignas(16) char stack[32 * 1024];
   long command = spawn(command_entry, &c, stack + sizeof stack);
@@ -249,18 +241,17 @@ void run(const InitArgs& a) {
 #if MEMRUN_FREESTANDING_INIT
 void main_of(int argc, char** argv, char** envp) {
   if (argc == 2 && argv[1][0] == 'p') exit_now(0);  // "probe"
-  if (argc < 9) exit_now(127);
+  if (argc < 8) exit_now(127);
   InitArgs a;
   a.status_fd = static_cast<int>(number(argv[1]));
   a.report_fd = static_cast<int>(number(argv[2]));
   a.procs_fd = static_cast<int>(number(argv[3]));
-  a.host = static_cast<int>(number(argv[4]));
-  a.oom_score_adj = argv[5];
-  a.seal_count = static_cast<int>(number(argv[6]));
-  if (a.seal_count < 0 || 8 + 4 * a.seal_count >= argc) exit_now(127);
-  a.seal = argv + 7;
-  a.path = argv[7 + 4 * a.seal_count];
-  a.argv = argv + 8 + 4 * a.seal_count;
+  a.oom_score_adj = argv[4];
+  a.seal_count = static_cast<int>(number(argv[5]));
+  if (a.seal_count < 0 || 7 + 4 * a.seal_count >= argc) exit_now(127);
+  a.seal = argv + 6;
+  a.path = argv[6 + 4 * a.seal_count];
+  a.argv = argv + 7 + 4 * a.seal_count;
   a.envp = envp;
   run(a);
 }

@@ -24,7 +24,10 @@ struct ChildFailure {
   int stage;
   int err;
 };
-enum Stage { kJoinStage, kStdioStage, kCwdStage, kExecStage, kSealStage, kShieldStage, kProcStage, kInitStage };
+enum Stage {
+  kJoinStage, kStdioStage, kCwdStage, kExecStage, kSealStage, kShieldStage, kProcStage, kInitStage,
+  kInitProgramStage,  ///< the init program could not be exec'ed: memrun starts the test again without it
+};
 
 /// Everything the init needs, as text where it came through exec.
 struct InitArgs {
@@ -32,7 +35,6 @@ struct InitArgs {
   int report_fd = -1;  ///< ChildFailure's pipe; its EOF says the command runs
   /// v2, sealed: cgroup.procs of the init's own leaf, beside the test's, or -1.
   int procs_fd = -1;
-  int host = 0;                     ///< the init's own number on the host, or 0
   const char* oom_score_adj = "";   ///< for the command; "" leaves it
   /// With procs_fd: the cgroup mounts the command seals itself with, four
   /// strings each (point, fstype, flags in decimal, options) (seal()).
@@ -46,15 +48,24 @@ struct InitArgs {
 /// Runs as the init; never returns.
 [[noreturn]] void run(const InitArgs& a);
 
+/// Makes the next pid of the caller's pid namespace `after` + 1, for its
+/// init to start the command with: every test's command would be pid 2,
+/// and /tmp is shared, so files named after a pid (`/tmp/x.$$`, heaptrack's
+/// FIFO) would clash between tests run at once; the init's host pid + 1 is
+/// a number no other live test's namespace starts from. ns_last_pid (3.3+)
+/// needs CAP_SYS_ADMIN over the namespace: written before the init's exec,
+/// which drops it in a user namespace. Best effort.
+void next_pid_after(int after);
+
 /// Replaces the caller's cgroup mounts (`count` of them, four strings each,
 /// as InitArgs::seal) with fresh ones in a cgroup namespace of its own,
 /// rooted at its cgroup. 0, or -errno.
 long seal(const char* const* mounts, int count);
 
 /// The init program's (MEMRUN_FREESTANDING_INIT): its argv is argv[0],
-/// then status_fd, report_fd, procs_fd, host, oom_score_adj, the number of
-/// seal mounts, their strings, and the command's path and argv; "probe"
-/// alone exits 0 (whether the program can be exec'ed here).
+/// then status_fd, report_fd, procs_fd, oom_score_adj, the number of seal
+/// mounts, their strings, and the command's path and argv; "probe" alone
+/// exits 0 (whether the program can be exec'ed here).
 [[noreturn]] void main_of(int argc, char** argv, char** envp);
 
 }  // namespace memrun::init

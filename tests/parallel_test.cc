@@ -152,8 +152,8 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   // 40 tests at once hold ~200-400 descriptors: over a soft limit of 128,
   // which memrun raises for itself and gives back to each test.
   // With BARRIER set, all 40 wait for each other: that they ran at once is
-  // certain. Without it (the capped run below) each sleeps a second.
-  std::string wait = "[ -z \"$BARRIER\" ] || exec {W} --arrive \"$BARRIER\" --await 40; sleep 1";
+  // certain. Without it (the capped run below) each sleeps NAP seconds.
+  std::string wait = "[ -z \"$BARRIER\" ] || exec {W} --arrive \"$BARRIER\" --await 40; sleep ${NAP:-1}";
   std::string yaml = "tests:\n  - {name: limit, run: 'ulimit -n; " + wait + "', memory: 16MiB}\n";
   for (int i = 0; i < 39; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: '" + wait + "', memory: 16MiB}\n";
   std::string barrier = dir.path() + "/barrier";
@@ -165,10 +165,11 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   EXPECT_EQ(most_at_once(raised.report["tests"]), 40) << times_of(raised.report["tests"]);
   EXPECT_EQ(trimmed(read_text(test_named(raised, "limit")["stdout"].get<std::string>())), "128");
   // A hard limit it cannot raise: fewer at once, said, and still all clean.
-  auto capped = run_spec_with(dir, yaml, {"sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()}, {"-j", "40"});
+  auto capped = run_spec_with(dir, yaml, {"env", "NAP=0.2", "sh", "-c", "ulimit -n 128 && exec \"$@\"", "sh", memrun_bin()},
+                              {"-j", "40"});
   ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
-  // (128 less memrun's own 32, in tests of kFilesPerTest each.)
-  int fit = (128 - 32) / kFilesPerTest;
+  // (128 less memrun's own, in slots of kFilesPerSlot each.)
+  int fit = (128 - kFilesOfMemrun) / kFilesPerSlot;
   EXPECT_NE(capped.out.find("-j 40: the open-files limit allows " + std::to_string(fit) + " tests at once"),
             std::string::npos)
       << capped.out;

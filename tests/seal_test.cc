@@ -143,6 +143,28 @@ TEST_F(Seal, TestsNeverShareAPidInTheSharedTmp) {
   EXPECT_EQ(files, 4u) << run.out;
 }
 
+TEST_F(Seal, NoTestStopsTheTestsAfterItFromStartingThroughItsInit) {
+  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
+  // Every sealed test's init is one program of the run's (/proc/1/exe):
+  // a root test that takes its mode away (refused since 6.3; before, the
+  // next test's init cannot be exec'ed) leaves the tests after it to start
+  // as they would. So does a test whose arguments fill what exec takes,
+  // beside the init's own.
+  std::string spec = "tests:\n"
+                     "  - {name: unmake, memory: 32MiB, run: 'chmod 0 /proc/1/exe; chmod 0644 /proc/1/exe; true'}\n"
+                     "  - {name: after, memory: 32MiB, run: 'test -x /bin/sh'}\n"
+                     "  - {name: huge, memory: 64MiB, run: ['sh', '-c', 'exit 0'";
+  for (int i = 0; i < 16; ++i) spec += ", '" + std::string(128000, 'a') + "'";
+  spec += ", '" + std::string(46000, 'b') + "']}\n";
+  for (const char* jobs : {"1", "2"}) {
+    auto run = run_spec(dir, spec, {"-j", jobs});
+    for (const char* name : {"after", "huge"}) {
+      const auto& t = test_named(run, name);
+      EXPECT_EQ(t["outcome"], "pass") << "-j " << jobs << ": " << t;
+    }
+  }
+}
+
 TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // The first test is OOM-killed; the second rewrites every open file it can
