@@ -388,6 +388,54 @@ int init_program_fd() {
 // table copied, memrun waiting), but where it is born in its group by
 // clone3, which takes no stack, and where the program cannot run, it is a
 // copy of memrun (copy-on-write), which runs the same init.
+// The init program's argv (init::main_of) for `init`; the numbers' text
+// is kept in `numbers`.
+std::vector<char*> program_argv(const init::InitArgs& init, std::vector<std::string>& numbers) {
+  numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd), std::to_string(init.procs_fd),
+             std::to_string(init.seal_count)};
+  std::vector<char*> argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
+                             numbers[2].data(), const_cast<char*>(init.oom_score_adj), numbers[3].data()};
+  for (int i = 0; i < 4 * init.seal_count; ++i) argv.push_back(const_cast<char*>(init.seal[i]));
+  argv.push_back(const_cast<char*>(init.path));
+  for (char* const* a = init.argv; *a; ++a) argv.push_back(*a);
+  argv.push_back(nullptr);
+  return argv;
+}
+
+// Starts the child that becomes the test's init (child(), become_init()),
+// in the namespaces of `flags`; -1 in c.pid and errno when none could be.
+void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t flags, Child& c) {
+  cgroup::Placement inside;  // born in the group: nothing to join, but
+  inside.seal = placement.seal;  // still to be sealed there
+  inside.init_procs_fd = placement.init_procs_fd;
+  if (placement.dir_fd >= 0) {
+    c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
+    if (c.pid > 0) c.placement = "clone3";
+    if (c.pid == 0) {
+      args.placement = &inside;
+      child(args);
+    }
+  }
+  if (c.pid < 0 && args.init_fd >= 0) {
+    alignas(16) static char stack[64 * 1024];
+    c.pid = ::clone(child_entry, stack + sizeof stack,
+                    static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
+  }
+  if (c.pid < 0) {
+    c.pid = clone_into(-1, &c.pidfd, flags);
+    if (c.pid == 0) child(args);
+  }
+  if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
+    // clone3 refused (before 5.3, or a seccomp filter such as Docker's
+    // default, which answers it ENOSYS): clone(2) with the same namespaces,
+    // fork-like (no new stack), then a pidfd for it (5.3+).
+    c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
+                                         nullptr, nullptr));
+    if (c.pid == 0) child(args);
+    if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
+  }
+}
+
 Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildArgs& args, int report[2]) {
   args.memrun_pidfd = own_pidfd();
   uint64_t flags = CLONE_NEWPID;
@@ -418,45 +466,11 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     }
     args.status_fd = init.status_fd = status[1];
     args.report_fd = init.report_fd = report[1];
-    std::vector<std::string> numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd),
-                                        std::to_string(init.procs_fd), std::to_string(init.seal_count)};
-    std::vector<char*> init_argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
-                                    numbers[2].data(), const_cast<char*>(init.oom_score_adj), numbers[3].data()};
-    for (int i = 0; i < 4 * args.seal_count; ++i) init_argv.push_back(const_cast<char*>(args.seal[i]));
-    init_argv.push_back(const_cast<char*>(init.path));
-    for (char* const* a = args.argv; *a; ++a) init_argv.push_back(*a);
-    init_argv.push_back(nullptr);
-    args.init_argv = init_argv.data();
+    std::vector<std::string> numbers;
+    std::vector<char*> argv = program_argv(init, numbers);
+    args.init_argv = argv.data();
     Child c;
-    cgroup::Placement inside;  // born in the group: nothing to join, but
-    inside.seal = placement.seal;  // still to be sealed there
-    inside.init_procs_fd = placement.init_procs_fd;
-    if (placement.dir_fd >= 0) {
-      c.pid = clone_into(placement.dir_fd, &c.pidfd, flags);
-      if (c.pid > 0) c.placement = "clone3";
-      if (c.pid == 0) {
-        args.placement = &inside;
-        child(args);
-      }
-    }
-    if (c.pid < 0 && args.init_fd >= 0) {
-      alignas(16) static char stack[64 * 1024];
-      c.pid = ::clone(child_entry, stack + sizeof stack,
-                      static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
-    }
-    if (c.pid < 0) {
-      c.pid = clone_into(-1, &c.pidfd, flags);
-      if (c.pid == 0) child(args);
-    }
-    if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
-      // clone3 refused (before 5.3, or a seccomp filter such as Docker's
-      // default, which answers it ENOSYS): clone(2) with the same
-      // namespaces, fork-like (no new stack), then a pidfd for it (5.3+).
-      c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
-                                           nullptr, nullptr));
-      if (c.pid == 0) child(args);
-      if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
-    }
+    clone_init(placement, args, flags, c);
     int saved = errno;
     ::close(report[1]);
     ::close(status[1]);

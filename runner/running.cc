@@ -473,29 +473,9 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       phase_ = Phase::reading;
       next_settle_ = now;
       return false;
-    case Phase::reading: {
-      // The test's private /dev/shm goes with its mount namespace, which
-      // the kernel releases after the last process has left the group
-      // (mounts are put asynchronously on exit): shmem still charged now
-      // may be on its way out. It gets up to 100 ms before it is reported
-      // as left in a shared tmpfs.
-      cgroup::Final final = group_->finish();
-      if (final.breakdown.shmem > 0) {
-        if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
-        if (now < *shm_drain_until_) {
-          next_settle_ = now + std::chrono::milliseconds(2);
-          return false;
-        }
-      }
-      read_figures(kernel_log, std::move(final));
-      phase_ = Phase::removing;
-      backoff_ = {};
-      give_up_ = now + std::chrono::seconds(2);
-      // The removal comes on the next turn too: rmdir and the record run
-      // while the next test does, not before it.
-      next_settle_ = now;
+    case Phase::reading:
+      read_once_drained(kernel_log, now);
       return false;
-    }
     case Phase::removing:
       remove_group();
       if (phase_ == Phase::removing) return false;
@@ -518,6 +498,29 @@ bool RunningTest::settle(KernelLog& kernel_log) {
     case Phase::done: return true;
   }
   return true;
+}
+
+void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now) {
+  // The test's private /dev/shm goes with its mount namespace, which the
+  // kernel releases after the last process has left the group (mounts are
+  // put asynchronously on exit): shmem still charged now may be on its way
+  // out. It gets up to 100 ms before it is reported as left in a shared
+  // tmpfs.
+  cgroup::Final final = group_->finish();
+  if (final.breakdown.shmem > 0) {
+    if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
+    if (now < *shm_drain_until_) {
+      next_settle_ = now + std::chrono::milliseconds(2);
+      return;
+    }
+  }
+  read_figures(kernel_log, std::move(final));
+  phase_ = Phase::removing;
+  backoff_ = {};
+  give_up_ = now + std::chrono::seconds(2);
+  // The removal comes on the next turn too: rmdir and the record run
+  // while the next test does, not before it.
+  next_settle_ = now;
 }
 
 void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {

@@ -149,6 +149,9 @@ class RunningTest {
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
   static void ask_for_outcome(const PlannedTest& p, Command& cmd);
+  /// The kernel's figures, once a private /dev/shm had its time to go;
+  /// then the removal.
+  void read_once_drained(KernelLog& kernel_log, clock::time_point now);
   /// The logs' figures, and the kernel's `final` (Group::finish()).
   void read_figures(KernelLog& kernel_log, cgroup::Final final);
   /// After a sample: whether the test is thrashing at its limit (see
