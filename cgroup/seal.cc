@@ -3,7 +3,8 @@
 // pass. A sealed test sees its own group as the root of every cgroup
 // hierarchy, and its limit is set once more on a parent it cannot see.
 // This file says whether memrun may seal and which mounts; the test's
-// process takes the steps itself before exec (Placement::seal).
+// process takes the steps itself before exec (Placement::seal: memrun's
+// init::seal, in runner/test_init.cc).
 //
 // Kernel rules this file obeys (cgroup_namespaces(7), cgroup-v2.rst
 // "Namespace", mount_namespaces(7)):
@@ -16,8 +17,9 @@
 //   memory and pids, or cgroup2) are detached (MNT_DETACH: lazily, whatever
 //   still uses them) and mounted again from inside. Each detach waits for
 //   an RCU grace period (~0.1 ms a test), which is why the others are left
-//   as they are: the test may see them, and they hold no limit of memrun's. The mount namespace is the child's own and a slave of the
-//   host's (MS_SLAVE, set by the caller): nothing done here reaches the host.
+//   as they are: the test may see them, and they hold no limit of memrun's.
+//   The mount namespace is the child's own and a slave of the host's
+//   (MS_SLAVE, set by the caller): nothing done there reaches the host.
 // - Inside a non-initial cgroup namespace, a v1 hierarchy can be mounted
 //   again only as it exists (same controllers, or the same name=); cgroup2's
 //   superblock options are set from the initial namespace only.
@@ -26,11 +28,6 @@
 //   the test cannot reach, so raising its own changes nothing. A root that
 //   enters another namespace on purpose (setns(2) with PID 1's namespace
 //   files) is beyond this; memrun still reads the limit back at the end.
-#include <sched.h>
-#include <sys/mount.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <sstream>
 
 #include "cgroup/cgroup.h"

@@ -6,6 +6,8 @@
 __asm__(
     ".section .rodata\n"
     ".balign 16\n"
+    ".globl memrun_init_program, memrun_init_program_end\n"  // global (hidden): found by the code
+    ".hidden memrun_init_program, memrun_init_program_end\n"  // below wherever LTO puts it
     "memrun_init_program:\n"
     ".incbin \"" MEMRUN_INIT_PROGRAM "\"\n"
     "memrun_init_program_end:\n"

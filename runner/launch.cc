@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -16,9 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstddef>
 #include <cstring>
 
@@ -37,8 +36,7 @@ const char* const kStages[] = {"join its cgroup", "set up stdio", "change to its
                                "manager's sockets covered)",
                                "get a /proc of its own (a pid namespace of its own, /proc mounted for it)",
                                "be started by its init", "exec its init"};
-using init::kExecStage, init::kSealStage, init::kShieldStage, init::kProcStage, init::kInitStage,
-    init::kInitProgramStage;
+using init::kExecStage, init::kSealStage, init::kShieldStage, init::kProcStage, init::kInitProgramStage;
 
 // Everything the child needs, made before the clone: the child allocates
 // nothing (see child()).
@@ -214,7 +212,7 @@ int host_pid() {
   int report_fd = a.report_fd;
   // Writing "0" to cgroup.procs moves the writer itself (v1 and v2).
   for (int fd : placement.procs_fds)
-    if (::write(fd, "0", 1) != 1) die(report_fd, 0);
+    if (::write(fd, "0", 1) != 1) die(report_fd, init::kJoinStage);
   ::setsid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (cmd.pid_namespace) {
@@ -228,8 +226,8 @@ int host_pid() {
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0
   if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd, 1) < 0 ||
       ::dup2(cmd.stderr_fd, 2) < 0)
-    die(report_fd, 1);
-  if (::chdir(cmd.cwd.c_str()) != 0) die(report_fd, 2);
+    die(report_fd, init::kStdioStage);
+  if (::chdir(cmd.cwd.c_str()) != 0) die(report_fd, init::kCwdStage);
   if (!cmd.oom_score_adj.empty() && !cmd.pid_namespace)
     // Best effort: a test that keeps memrun's lowered score is still run.
     write_oom_score_adj(cmd.oom_score_adj.data(), cmd.oom_score_adj.size());
@@ -306,16 +304,18 @@ int child_entry(void* p) { child(*static_cast<ChildArgs*>(p)); }
 // memrun's address space until it execs, so no page table is copied; this is
 // most of what a fork of memrun would cost per test. memrun is suspended
 // meanwhile, so the child's small stack below is never used twice at once.
-pid_t spawn_vfork(ChildArgs& args) {
+// `flags`: namespaces it is born in; with `pidfd`, CLONE_PIDFD.
+pid_t spawn_vfork(ChildArgs& args, int flags = 0, int* pidfd = nullptr) {
   alignas(16) static char stack[64 * 1024];
-  return ::clone(child_entry, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pidfd) flags |= CLONE_PIDFD;
+  return ::clone(child_entry, stack + sizeof stack, flags | CLONE_VM | CLONE_VFORK | SIGCHLD, &args, pidfd);
 }
 
 // What the child reported through the error pipe (read until EOF, which
 // comes with the exec): throws its failure, after reaping the child; where
 // the init program could not be exec'ed and `program_refused` is given,
-// says so there instead.
-void await_exec(const Command& cmd, Child& c, int report_fd, bool* program_refused = nullptr) {
+// puts its errno there instead.
+void await_exec(const Command& cmd, Child& c, int report_fd, int* program_refused = nullptr) {
   ChildFailure f;
   ssize_t n;
   do {
@@ -329,7 +329,7 @@ void await_exec(const Command& cmd, Child& c, int report_fd, bool* program_refus
   if (c.status_fd >= 0) ::close(c.status_fd);
   c = Child{};
   if (f.stage == kInitProgramStage && program_refused) {
-    *program_refused = true;
+    *program_refused = f.err;
     return;
   }
   std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
@@ -379,15 +379,6 @@ int init_program_fd() {
   return fd;
 }
 
-// The init is memrun's child, born in a new pid namespace (and, without
-// root, in the user and mount namespaces that allow it: made in one clone,
-// the pid namespace is owned by the new user namespace, where the child has
-// CAP_SYS_ADMIN). It lives as long as the test, so it cannot go on in
-// memrun's memory: it execs the init program, a process of a few pages; so
-// it is born as vfork's children are (clone(CLONE_VM | CLONE_VFORK), no page
-// table copied, memrun waiting), but where it is born in its group by
-// clone3, which takes no stack, and where the program cannot run, it is a
-// copy of memrun (copy-on-write), which runs the same init.
 // The init program's argv (init::main_of) for `init`; the numbers' text
 // is kept in `numbers`.
 std::vector<char*> program_argv(const init::InitArgs& init, std::vector<std::string>& numbers) {
@@ -404,6 +395,16 @@ std::vector<char*> program_argv(const init::InitArgs& init, std::vector<std::str
 
 // Starts the child that becomes the test's init (child(), become_init()),
 // in the namespaces of `flags`; -1 in c.pid and errno when none could be.
+// It is memrun's child, born in a new pid namespace (and, without root, in
+// the user and mount namespaces that allow it: made in one clone, the pid
+// namespace is owned by the new user namespace, where the child has
+// CAP_SYS_ADMIN). It lives as long as the test, so it cannot go on in
+// memrun's memory: it execs the init program, a process of a few pages,
+// and so is born as vfork's children are (no page table copied, memrun
+// waiting). Born in its group (clone3's CLONE_INTO_CGROUP, v2), it is a
+// copy of memrun until that exec (no C library wrapper of clone3 runs a
+// function on a stack of its own); where the program cannot run, it stays
+// a copy of memrun (copy-on-write) and runs the same init.
 void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t flags, Child& c) {
   cgroup::Placement inside;  // born in the group: nothing to join, but
   inside.seal = placement.seal;  // still to be sealed there
@@ -416,11 +417,7 @@ void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t fl
       child(args);
     }
   }
-  if (c.pid < 0 && args.init_fd >= 0) {
-    alignas(16) static char stack[64 * 1024];
-    c.pid = ::clone(child_entry, stack + sizeof stack,
-                    static_cast<int>(flags) | CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args, &c.pidfd);
-  }
+  if (c.pid < 0 && args.init_fd >= 0) c.pid = spawn_vfork(args, static_cast<int>(flags), &c.pidfd);
   if (c.pid < 0) {
     c.pid = clone_into(-1, &c.pidfd, flags);
     if (c.pid == 0) child(args);
@@ -482,14 +479,16 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     }
     c.status_fd = status[0];
     ::fcntl(c.status_fd, F_SETFL, O_NONBLOCK);
-    bool refused = false;
+    int refused = 0;
     await_exec(cmd, c, report[0], args.init_fd >= 0 ? &refused : nullptr);
     if (!refused) return c;
     // The program could not be exec'ed for this test: its argv and env at
     // exec's limit (ARG_MAX, with the init's own arguments), or its mode
     // changed by an earlier test (through /proc/1/exe, before 6.3's
-    // F_SEAL_EXEC). Nothing of the test ran: started again, with a copy
-    // of memrun as its init.
+    // F_SEAL_EXEC; memrun, its owner, gives the later tests their mode
+    // back). Nothing of the test ran: started again, with a copy of memrun
+    // as its init.
+    if (refused == EACCES) ::fchmod(args.init_fd, 0500);
     args.init_fd = -1;
     if (::pipe2(report, O_CLOEXEC) != 0) throw_errno(Category::system, "pipe");
   }

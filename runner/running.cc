@@ -469,7 +469,9 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       }
       // Nothing of the test runs any more: its figures come on the next
       // turn, after the loop may have started the next test (released()
-      // says it can), so that they are read while that one starts and runs.
+      // says it can, unless shmem is still charged), so that they are read
+      // while that one starts and runs.
+      shm_draining_ = group_->usage().breakdown.shmem > 0;
       phase_ = Phase::reading;
       next_settle_ = now;
       return false;
@@ -514,6 +516,7 @@ void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now
       return;
     }
   }
+  shm_draining_ = false;
   read_figures(kernel_log, std::move(final));
   phase_ = Phase::removing;
   backoff_ = {};

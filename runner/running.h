@@ -135,9 +135,11 @@ class RunningTest {
   /// True once no process of the test is left: what the test's limit
   /// reserved is free again (its anonymous memory went with its processes;
   /// page cache left in the empty group is reclaimable and moves to the
-  /// parent when it is removed). Another test may start while this one's
-  /// figures are read, its group removed and its record made.
-  bool released() const { return phase_ != Phase::running && phase_ != Phase::killing; }
+  /// parent when it is removed), unless its private /dev/shm still holds
+  /// memory on its way out (see read_once_drained). Another test may start
+  /// while this one's figures are read, its group removed and its record
+  /// made.
+  bool released() const { return phase_ != Phase::running && phase_ != Phase::killing && !shm_draining_; }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
   /// The run stops before this test's cleanup is done (memrun failed):
@@ -195,7 +197,8 @@ class RunningTest {
   /// walks found): who an OOM kill hit when the kernel's log leaves out
   /// the group (see KernelLog::oom_kills).
   std::set<int> seen_;
-  std::optional<clock::time_point> shm_drain_until_;  ///< see settle()
+  std::optional<clock::time_point> shm_drain_until_;  ///< see read_once_drained()
+  bool shm_draining_ = false;                         ///< shmem was left when the processes were gone
   Child child_;
   bool init_ = false;  // child_ is the init of the test's pid namespace
   bool init_gone_ = false;

@@ -159,11 +159,12 @@ bool StartQueue::take_evicted() {
 
 void StartQueue::make_ahead(const RunContext& context) {
   if (ahead_.group) return;
-  // The next test whose turn it is once the running tests end (ctest's
-  // order; at -j 1 no test's turn is now while one runs): one that waits
-  // for others would keep its group unused.
+  // The next test whose turn it is (ctest's order; at -j 1, once the
+  // running test ends, as no test's turn is now while one runs): one that
+  // waits for others would keep its group unused.
   std::string never;
-  auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never, true) == Turn::now; });
+  bool once_free = admission_->jobs() == 1;
+  auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never, once_free) == Turn::now; });
   if (next == queue_.end()) return;
   try {
     ahead_ = {*next, RunningTest::make_group(*(*tests_)[*next], context)};

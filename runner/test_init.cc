@@ -136,7 +136,7 @@ int command_entry(void* p) {
   sys(SYS_setsid);
   // Sealed here, not in the init, when the init leaves for a leaf of its
   // own (see run): a cgroup namespace is rooted where its maker is.
-  if (a.procs_fd >= 0 && a.seal_count > 0) {
+  if (a.procs_fd >= 0) {
     if (long r = seal(a.seal, a.seal_count); r < 0) {
       c->failed = true;
       fail(a.report_fd, kSealStage, r);
@@ -211,14 +211,18 @@ void run(const InitArgs& a) {
   long command = spawn(command_entry, &c, stack + sizeof stack);
   if (command < 0) fail(a.report_fd, kInitStage, command);
   if (c.failed) exit_now(127);
+  for (char* p = a.wipe_from; p && p < a.wipe_to; ++p) *p = '\0';
   // v2, sealed: the init leaves the test's group for its own leaf beside
   // it, under the same limited parent, so that the test may enable
   // controllers for groups of its own. Then a cgroup namespace of its own
   // rooted there: a root test that entered the init's namespaces
   // (setns through /proc/1/ns) must find no wider view than its own.
+  // (A failure here is said as the init's: memrun still waits for the
+  // pipe's EOF, and the command dies with its init.)
   if (a.procs_fd >= 0) {
-    if (sys(SYS_write, a.procs_fd, reinterpret_cast<long>("0"), 1) != 1 || sys(SYS_unshare, CLONE_NEWCGROUP) != 0)
-      exit_now(127);
+    long r = sys(SYS_write, a.procs_fd, reinterpret_cast<long>("0"), 1);
+    if (r == 1) r = sys(SYS_unshare, CLONE_NEWCGROUP);
+    if (r < 0) fail(a.report_fd, kInitStage, r);
     sys(SYS_close, a.procs_fd);
   }
   sys(SYS_close, a.report_fd);  // memrun reads EOF: the command runs
@@ -241,18 +245,21 @@ void run(const InitArgs& a) {
 #if MEMRUN_FREESTANDING_INIT
 void main_of(int argc, char** argv, char** envp) {
   if (argc == 2 && argv[1][0] == 'p') exit_now(0);  // "probe"
-  if (argc < 8) exit_now(127);
+  if (argc < 3) exit_now(127);
   InitArgs a;
   a.status_fd = static_cast<int>(number(argv[1]));
   a.report_fd = static_cast<int>(number(argv[2]));
+  if (argc < 8) fail(a.report_fd, kInitStage, -EINVAL);
   a.procs_fd = static_cast<int>(number(argv[3]));
   a.oom_score_adj = argv[4];
   a.seal_count = static_cast<int>(number(argv[5]));
-  if (a.seal_count < 0 || 7 + 4 * a.seal_count >= argc) exit_now(127);
+  if (a.seal_count < 0 || 7 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);
   a.seal = argv + 6;
   a.path = argv[6 + 4 * a.seal_count];
   a.argv = argv + 7 + 4 * a.seal_count;
   a.envp = envp;
+  a.wipe_from = argv[1];
+  a.wipe_to = argv[argc - 1] + length(argv[argc - 1]);
   run(a);
 }
 #endif

@@ -43,6 +43,11 @@ struct InitArgs {
   const char* path = nullptr;       ///< the command
   char* const* argv = nullptr;
   char* const* envp = nullptr;
+  /// The init program's own argv strings past its name, cleared once the
+  /// command runs: /proc/1/cmdline then says `memrun-init` alone, and a
+  /// test's `pgrep -f` of its command finds the command, not its init.
+  char* wipe_from = nullptr;
+  char* wipe_to = nullptr;
 };
 
 /// Runs as the init; never returns.
