@@ -222,6 +222,12 @@ std::map<std::string, uint64_t> read_keyed(const std::string& path) {
   return text ? parse_keyed(*text) : std::map<std::string, uint64_t>{};
 }
 
+std::map<std::string, uint64_t> read_keyed_at(int fd) {
+  char buf[4096];
+  ssize_t n = fd < 0 ? -1 : ::pread(fd, buf, sizeof buf, 0);
+  return n > 0 ? parse_keyed(std::string(buf, static_cast<size_t>(n))) : std::map<std::string, uint64_t>{};
+}
+
 bool exists(const std::string& path) {
   if (path.size() < PATH_MAX) return ::access(path.c_str(), F_OK) == 0;
   int fd = open_path(path, O_PATH | O_CLOEXEC);

@@ -41,6 +41,10 @@ std::map<std::string, uint64_t> parse_keyed(const std::string& text);
 /// parse_keyed of a file; an empty map when the file does not exist.
 std::map<std::string, uint64_t> read_keyed(const std::string& path);
 
+/// parse_keyed of a small file held open as `fd` (one pread(2) at offset
+/// 0, as read_u64_at); an empty map on any error.
+std::map<std::string, uint64_t> read_keyed_at(int fd);
+
 /// `text` without trailing newlines and spaces, as cgroup files end.
 std::string trim(std::string text);
 

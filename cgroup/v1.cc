@@ -22,7 +22,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
@@ -120,7 +124,11 @@ class V1Group : public Group {
     // the one it sees as its own, and the group's still holds it).
     u.limit = fs::read_u64_at(limit_fd_);
     if (leaf_limit_fd_ >= 0) u.leaf_limit = fs::read_u64_at(leaf_limit_fd_);
-    auto stat = fs::read_keyed(stat_ + "/memory.stat");
+    auto [stat, breakdown] = read_stat();
+    // Once the group is empty its figures move only as the kernel frees
+    // memory on its own (a private /dev/shm torn down after the last
+    // exit): finish() uses this read once rather than reading again.
+    if (emptied_) emptied_stat_ = {stat, breakdown};
     u.reclaimable_file = stat["total_active_file"] + stat["total_inactive_file"];
     // total_: with the sub-groups; workingset_refault before 5.9, split
     // into _anon and _file since.
@@ -129,7 +137,7 @@ class V1Group : public Group {
                   page_size();
     u.refaulted_anon = stat["total_workingset_refault_anon"] * page_size();
     u.file_mapped = stat["total_mapped_file"];
-    u.breakdown = breakdown_of(stat, stat_);
+    u.breakdown = breakdown;
     // total_swap: pages of the subtree in swap (with swap accounting).
     // (memsw.usage less usage is no measure: the two counters are charged
     // in batches of their own and differ by a few hundred KiB with no swap.)
@@ -154,7 +162,8 @@ class V1Group : public Group {
     // memrun's limits failcnt often says nothing (watch_oom says it).
     uint64_t failcnt = 0, failcnt_below = 0;
     for (const auto& g : groups(mem_)) {
-      f.oom_kills += fs::read_keyed(g + "/memory.oom_control")["oom_kill"];
+      bool held = g == stat_ && oom_control_fd_ >= 0;
+      f.oom_kills += (held ? fs::read_keyed_at(oom_control_fd_) : fs::read_keyed(g + "/memory.oom_control"))["oom_kill"];
       uint64_t n = fs::read_u64(g + "/memory.failcnt").value_or(0) + fs::read_u64(g + "/memory.memsw.failcnt").value_or(0);
       (g == mem_ || g == stat_ ? failcnt : failcnt_below) += n;
     }
@@ -170,12 +179,12 @@ class V1Group : public Group {
     if (watched && ::read(oom_event_fd_, &declared, sizeof declared) != sizeof declared) declared = 0;
     if (f.oom_kills > 0)
       f.oom_at_limit = watched ? declared > 0 || (failcnt > 0 && failcnt_below == 0) : failcnt > 0 || failcnt_below == 0;
-    f.limit_at_end = fs::read_u64(mem_ + "/memory.limit_in_bytes").value_or(UINT64_MAX);
+    f.limit_at_end = fs::read_u64_at(limit_fd_).value_or(UINT64_MAX);
     f.limit_written = fs::any_written(limit_watches_);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
     // a limit of its own would look like one at memrun's.
     if (stat_ != mem_)
-      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64(stat_ + "/memory.limit_in_bytes").value_or(UINT64_MAX));
+      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64_at(leaf_limit_fd_).value_or(UINT64_MAX));
     f.memory_and_swap_peak = fs::read_u64(mem_ + "/memory.memsw.max_usage_in_bytes");
     // A high-water mark at the limit says the same as failcnt, since
     // charges beyond it are reclaimed, never granted.
@@ -188,8 +197,8 @@ class V1Group : public Group {
     if (!pids_.empty())
       for (const auto& g : groups(pids_))
         f.refused_forks += fs::read_keyed(g + "/pids.events")["max"];
-    f.raw.stat = fs::read_keyed(stat_ + "/memory.stat");
-    f.breakdown = breakdown_of(f.raw.stat, stat_);
+    std::tie(f.raw.stat, f.breakdown) = emptied_stat_ ? std::move(*emptied_stat_) : read_stat();
+    emptied_stat_.reset();
     f.swap_at_end = f.raw.stat["total_swap"];
     f.reclaimable_file = f.raw.stat["total_active_file"] + f.raw.stat["total_inactive_file"];
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
@@ -208,10 +217,13 @@ class V1Group : public Group {
     // pids group is emptied too: it still holds a process that moved itself
     // out of its memory group.
     if (emptied_) return true;
-    if (!counted_) escaped_ = escaped(), counted_ = true;
     std::vector<std::string> mem_walked, pids_walked;
+    // The first step counts the escaped on its walk of the pids subtree; a
+    // subtree it found empty stays empty (only a member forks into it).
+    bool pids_empty = pids_.empty();
+    if (!counted_) escaped_ = escaped(&pids_walked, &pids_empty), counted_ = true;
     bool mem_empty = kill_tree_step(mem_, &mem_walked);
-    emptied_ = (pids_.empty() || kill_tree_step(pids_, &pids_walked)) && mem_empty;
+    emptied_ = (pids_empty || kill_tree_step(pids_, &pids_walked)) && mem_empty;
     // Once both are empty no process is left to make a sub-group: the
     // subtrees just walked are final, and finish() and remove_step() use
     // them (the per-test path reads each tree once).
@@ -231,6 +243,12 @@ class V1Group : public Group {
   }
 
  private:
+  std::pair<std::map<std::string, uint64_t>, Breakdown> read_stat() const {
+    auto stat = fs::read_keyed(stat_ + "/memory.stat");
+    Breakdown b = breakdown_of(stat, stat_);
+    return {std::move(stat), b};
+  }
+
   // The subtree of `top` (mem_ or pids_): as kill_step left it, or read now.
   std::vector<std::string> groups(const std::string& top) const {
     const auto& known = top == mem_ ? mem_groups_ : pids_groups_;
@@ -238,14 +256,19 @@ class V1Group : public Group {
   }
 
   // Processes in the test's pids subtree whose memory cgroup is no longer
-  // below the test's memory group: they moved themselves out.
-  uint64_t escaped() const {
+  // below the test's memory group: they moved themselves out. Puts the
+  // subtree in `walked`, and whether it listed no process in `empty`.
+  uint64_t escaped(std::vector<std::string>* walked, bool* empty) const {
     if (pids_.empty()) return 0;
     uint64_t n = 0;
-    for (const auto& g : subtree(pids_)) {
+    *walked = subtree(pids_);
+    *empty = true;
+    for (const auto& g : *walked) {
       std::istringstream in(fs::read_file(g + "/cgroup.procs").value_or(""));
-      for (pid_t pid; in >> pid;)
+      for (pid_t pid; in >> pid;) {
+        *empty = false;
         if (pid > 0 && !outside(pid).empty()) ++n;
+      }
     }
     return n;
   }
@@ -269,6 +292,7 @@ class V1Group : public Group {
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill
   std::vector<std::string> mem_groups_, pids_groups_;  // the subtrees once emptied
+  mutable std::optional<std::pair<std::map<std::string, uint64_t>, Breakdown>> emptied_stat_;  // usage()
   uint64_t escaped_ = 0;
 };
 

@@ -17,6 +17,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "cgroup/cgroup.h"
@@ -149,6 +151,10 @@ class V2Group : public Group {
     u.limit = fs::read_u64_at(max_fd_);
     if (leaf_max_fd_ >= 0) u.leaf_limit = fs::read_u64_at(leaf_max_fd_);
     auto stat = fs::read_keyed(stat_ + "/memory.stat");
+    // Once the group is empty its figures move only as the kernel frees
+    // memory on its own (a private /dev/shm torn down after the last
+    // exit): finish() uses this read once rather than reading again.
+    if (emptied_) emptied_stat_ = stat;
     u.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     // workingset_refault before 5.9, split into _anon and _file since.
     u.refaulted = (stat["workingset_refault"] + stat["workingset_refault_anon"] + stat["workingset_refault_file"]) *
@@ -209,17 +215,18 @@ class V2Group : public Group {
         f.refused_forks = std::max(f.refused_forks, pe["max"]);
     // hugetlb.<size>.events `max`: huge pages refused at the limit.
     for (const auto& file : hugetlb_events_) f.refused_huge_pages += fs::read_keyed(path_ + "/" + file)["max"];
-    auto stat = fs::read_keyed(stat_ + "/memory.stat");
+    auto stat = emptied_stat_ ? std::move(*emptied_stat_) : fs::read_keyed(stat_ + "/memory.stat");
+    emptied_stat_.reset();
     f.breakdown = breakdown_of(stat);
     f.reclaimable_file = stat["active_file"] + stat["inactive_file"];
     f.raw = {std::move(events), std::move(stat), pressure_totals()};
-    f.limit_at_end = fs::read_u64(path_ + "/memory.max").value_or(UINT64_MAX);
+    f.limit_at_end = fs::read_u64_at(max_fd_).value_or(UINT64_MAX);
     f.limit_written = fs::any_written(limit_watches_);
     // A sealed root test can write its leaf's memory.max (the group's is
     // out of its reach): raising it changes nothing, lowering it would make
     // an OOM under a limit of its own look like one at memrun's.
     if (stat_ != path_)
-      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64(stat_ + "/memory.max").value_or(UINT64_MAX));
+      f.limit_at_end = std::min(f.limit_at_end, fs::read_u64_at(leaf_max_fd_).value_or(UINT64_MAX));
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     // memory.swap.current needs swap accounting; memory.swap.peak is 6.5+.
     f.swap_at_end = fs::read_u64(path_ + "/memory.swap.current").value_or(0);
@@ -297,6 +304,7 @@ class V2Group : public Group {
   std::vector<int> limit_watches_;     // fs::watch_writes of the limit files
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool killed_ = false, emptied_ = false, removed_ = false;
+  mutable std::optional<std::map<std::string, uint64_t>> emptied_stat_;  // usage()
 };
 
 class V2Backend : public Backend {

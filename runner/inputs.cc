@@ -2,17 +2,12 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 #include "runner/error.h"
@@ -140,60 +135,7 @@ std::string evict_inputs(const std::vector<std::string>& paths) {
   return "";
 }
 
-struct Evictor::State {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::pair<size_t, std::vector<std::string>>> jobs;
-  std::vector<Done> done;
-  bool stop = false;
-  int fd = -1;
-  ~State() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-Evictor::Evictor() : state_(std::make_shared<State>()) {
-  state_->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (state_->fd < 0) throw_errno(Category::system, "eventfd");
-  // The thread holds the state: it outlives the Evictor if a job is under
-  // way when the run ends.
-  std::thread([state = state_] {
-    std::unique_lock<std::mutex> lock(state->mutex);
-    for (;;) {
-      state->wake.wait(lock, [&] { return state->stop || !state->jobs.empty(); });
-      if (state->stop) return;
-      auto job = std::move(state->jobs.front());
-      state->jobs.pop_front();
-      lock.unlock();
-      std::string error = evict_inputs(job.second);
-      lock.lock();
-      if (state->stop) return;
-      state->done.push_back({job.first, std::move(error)});
-      uint64_t one = 1;
-      (void)!::write(state->fd, &one, sizeof one);
-    }
-  }).detach();
-}
-
-Evictor::~Evictor() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->stop = true;
-  state_->wake.notify_all();
-}
-
-int Evictor::fd() const { return state_->fd; }
-
-void Evictor::post(size_t id, std::vector<std::string> paths) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->jobs.emplace_back(id, std::move(paths));
-  state_->wake.notify_all();
-}
-
-std::vector<Evictor::Done> Evictor::take() {
-  uint64_t count;
-  (void)!::read(state_->fd, &count, sizeof count);
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return std::exchange(state_->done, {});
-}
+Evictor::Evictor()
+    : worker_([](std::pair<size_t, std::vector<std::string>>& job) { return Done{job.first, evict_inputs(job.second)}; }) {}
 
 }  // namespace memrun

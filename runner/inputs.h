@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "runner/worker.h"
 
 namespace memrun {
 
@@ -31,10 +33,9 @@ std::string input_refusal(const std::string& path, bool* missing);
 /// "" or why an input cannot be used now (missing, refused as above).
 std::string evict_inputs(const std::vector<std::string>& paths);
 
-/// Runs evict_inputs on a thread of its own, one job at a time, in order.
-/// fd() becomes readable when a job is done; take() then returns the
-/// finished jobs. Its destructor never waits: a job under way finishes on
-/// its own (or dies with the process).
+/// Runs evict_inputs on a thread of its own, one job at a time, in order
+/// (see Worker): fd() becomes readable when a job is done; take() then
+/// returns the finished jobs.
 class Evictor {
  public:
   struct Done {
@@ -42,17 +43,13 @@ class Evictor {
     std::string error;  ///< "" when evicted
   };
   Evictor();
-  ~Evictor();
-  Evictor(const Evictor&) = delete;
-  Evictor& operator=(const Evictor&) = delete;
 
-  int fd() const;
-  void post(size_t id, std::vector<std::string> paths);
-  std::vector<Done> take();
+  int fd() const { return worker_.fd(); }
+  void post(size_t id, std::vector<std::string> paths) { worker_.post({id, std::move(paths)}); }
+  std::vector<Done> take() { return worker_.take(); }
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;
+  Worker<std::pair<size_t, std::vector<std::string>>, Done> worker_;
 };
 
 }  // namespace memrun

@@ -302,14 +302,16 @@ int child_entry(void* p) { child(*static_cast<ChildArgs*>(p)); }
 
 // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: the child borrows
 // memrun's address space until it execs, so no page table is copied; this is
-// most of what a fork of memrun would cost per test. memrun is suspended
-// meanwhile, so the child's small stack below is never used twice at once.
+// most of what a fork of memrun would cost per test. The calling thread is
+// suspended meanwhile, so its small stack below is never used twice at once.
 // `flags`: namespaces it is born in; with `pidfd`, CLONE_PIDFD.
 pid_t spawn_vfork(ChildArgs& args, int flags = 0, int* pidfd = nullptr) {
-  alignas(16) static char stack[64 * 1024];
+  alignas(16) static thread_local char stack[64 * 1024];
   if (pidfd) flags |= CLONE_PIDFD;
   return ::clone(child_entry, stack + sizeof stack, flags | CLONE_VM | CLONE_VFORK | SIGCHLD, &args, pidfd);
 }
+
+constexpr int kPidfdId = 3;  // P_PIDFD, waitid's idtype for a pidfd (5.4+)
 
 // What the child reported through the error pipe (read until EOF, which
 // comes with the exec): throws its failure, after reaping the child; where
@@ -323,8 +325,11 @@ void await_exec(const Command& cmd, Child& c, int report_fd, int* program_refuse
   } while (n < 0 && errno == EINTR);
   ::close(report_fd);
   if (n != sizeof f) return;
-  int status;
-  ::waitpid(c.pid, &status, 0);
+  // Reaped through its pidfd (P_PIDFD, 5.4+): a reaper on another thread
+  // may have taken it already (ECHILD), and its pid may name another
+  // process by then.
+  siginfo_t info;
+  if (c.pidfd >= 0) ::waitid(static_cast<idtype_t>(kPidfdId), static_cast<id_t>(c.pidfd), &info, WEXITED);
   if (c.pidfd >= 0) ::close(c.pidfd);
   if (c.status_fd >= 0) ::close(c.status_fd);
   c = Child{};
@@ -425,11 +430,10 @@ void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t fl
   if (c.pid < 0 && (errno == ENOSYS || errno == EPERM)) {
     // clone3 refused (before 5.3, or a seccomp filter such as Docker's
     // default, which answers it ENOSYS): clone(2) with the same namespaces,
-    // fork-like (no new stack), then a pidfd for it (5.3+).
-    c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | SIGCHLD, nullptr, nullptr,
-                                         nullptr, nullptr));
+    // fork-like (no new stack), with its pidfd (CLONE_PIDFD, 5.2+).
+    c.pid = static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags) | CLONE_PIDFD | SIGCHLD,
+                                         nullptr, &c.pidfd, nullptr, nullptr));
     if (c.pid == 0) child(args);
-    if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
   }
 }
 
@@ -550,6 +554,8 @@ std::string find_executable(const std::string& name, const std::vector<std::stri
   return "";
 }
 
+void prepare_init_program() { (void)init_program_fd(); }
+
 Child launch(const Command& cmd, const cgroup::Placement& placement) {
   auto argv = c_strings(cmd.argv);
   auto envp = c_strings(cmd.env);
@@ -584,10 +590,10 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
       child(args);
     }
   }
-  if (c.pid < 0) {
-    c.pid = spawn_vfork(args);
-    if (c.pid > 0) c.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
-  }
+  // With its pidfd from the clone (CLONE_PIDFD, 5.2+): the loop reaps on
+  // another thread (wait4(-1)), and a child that ended at once may be
+  // gone before a pidfd_open(pid) could name it.
+  if (c.pid < 0) c.pid = spawn_vfork(args, 0, &c.pidfd);
   int saved = errno;
   ::close(report[1]);
   if (c.pid < 0) {
@@ -597,13 +603,6 @@ Child launch(const Command& cmd, const cgroup::Placement& placement) {
   }
   // The pipe closes on exec (O_CLOEXEC): EOF means the command runs.
   await_exec(cmd, c, report[0]);
-  if (c.pidfd < 0) {
-    saved = errno;
-    ::kill(c.pid, SIGKILL);
-    ::waitpid(c.pid, nullptr, 0);
-    errno = saved;
-    throw_errno(Category::system, "pidfd_open (Linux 5.3 or later is required)");
-  }
   return c;
 }
 

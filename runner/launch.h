@@ -83,6 +83,12 @@ struct Child {
 /// the process); no process is left behind then.
 Child launch(const Command& cmd, const cgroup::Placement& placement);
 
+/// Makes the init program of sealed tests' pid namespaces ready (written
+/// to a sealed memory file and probed once: a fork memrun waits for), as
+/// launch() would on its first sealed start: for a caller that starts
+/// tests on another thread than the one that reaps (Launcher).
+void prepare_init_program();
+
 /// Whether a process without CAP_SYS_ADMIN may make a user namespace and a
 /// mount namespace of its own here, as Command::user_namespace asks: tried
 /// once, in a short-lived child (Debian's kernel.unprivileged_userns_clone

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,8 +30,20 @@ LogRelay::LogRelay(const std::string& path, uint64_t cap) : path_(path), cap_(ca
 }
 
 LogRelay::~LogRelay() {
-  for (int fd : {read_fd_, write_fd_, file_fd_, null_fd_})
+  close_reader();
+  for (int fd : {write_fd_, file_fd_, null_fd_})
     if (fd >= 0) ::close(fd);
+}
+
+// A closed descriptor leaves an epoll set only once no other descriptor
+// shares its file, and a test's child holds a copy of memrun's until its
+// exec: still watched, the ended pipe would wake the loop on every turn
+// until then. So the set forgets it first.
+void LogRelay::close_reader() {
+  if (read_fd_ < 0) return;
+  if (epoll_ >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, read_fd_, nullptr);
+  ::close(read_fd_);
+  read_fd_ = -1;
 }
 
 void LogRelay::close_writer() {
@@ -156,20 +169,16 @@ bool LogRelay::pump() {
 }
 
 bool LogRelay::end() {
-  ::close(read_fd_);
-  read_fd_ = -1;
+  close_reader();
   return false;
 }
 
 void LogRelay::finish() {
   close_writer();
   pump();
-  if (read_fd_ >= 0) {
-    // A writer outside the test's group (it moved itself out) keeps the
-    // pipe open; memrun does not wait for it.
-    ::close(read_fd_);
-    read_fd_ = -1;
-  }
+  // A writer outside the test's group (it moved itself out) keeps the
+  // pipe open; memrun does not wait for it.
+  close_reader();
   // The test is over: what is left to show may wait for the reader a while.
   flush_echo(2000);
   if (echo_fd_ >= 0 && (echo_dropped_ || !echo_pending_.empty())) {

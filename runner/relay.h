@@ -39,6 +39,9 @@ class LogRelay {
   /// runs). Never blocks the run: what `fd` cannot take at once waits in
   /// memory (up to 8 MiB, past which it is not shown; the log has it all).
   void echo_to(int fd) { echo_fd_ = fd; }
+  /// The epoll set that watches reader(): it forgets the pipe before the
+  /// relay closes it (see close_reader).
+  void watched_by(int epoll) { epoll_ = epoll; }
 
   uint64_t bytes() const { return kept_ + discarded_; }  ///< what the test wrote
   uint64_t discarded() const { return discarded_; }      ///< what the cap dropped
@@ -50,6 +53,7 @@ class LogRelay {
   int sink();  // the file, made on first use; /dev/null past the cap or on error
   void fail();  // records why the file cannot be written (errno)
   bool end();   // the pipe ended: closes it, returns false
+  void close_reader();
   void keep(const char* data, size_t n);  // into the file, up to the cap
   void echo(const char* data, size_t n);  // queued for echo_fd_
   void flush_echo(int wait_ms);           // what echo_fd_ takes, waiting up to wait_ms per chunk
@@ -59,6 +63,7 @@ class LogRelay {
   uint64_t cap_, kept_ = 0, discarded_ = 0;
   int read_fd_ = -1, write_fd_ = -1, file_fd_ = -1, null_fd_ = -1;
   int echo_fd_ = -1;
+  int epoll_ = -1;
   std::string echo_pending_;
   uint64_t echo_dropped_ = 0;
 };

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "runner/clock.h"
 #include "runner/error.h"
+#include "runner/launcher.h"
 #include "runner/running.h"
 #include "runner/running_set.h"
 #include "runner/start_queue.h"
@@ -47,7 +49,7 @@ namespace {
 // What an epoll event is about: a test (by its serial, see RunningSet) and
 // which of its fds, or one of the loop's own fds.
 enum Source : uint64_t { kEnded = 0, kStdout = 1, kStderr = 2, kLoop = 3 };
-constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1, kEvictorSerial = 2;
+constexpr uint64_t kSignalSerial = 0, kTimerSerial = 1, kEvictorSerial = 2, kLauncherSerial = 3;
 uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 
 // The reactor: waits on every running test's fds, the signals and one
@@ -79,9 +81,11 @@ class Loop {
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (epoll_ < 0 || timer_ < 0) throw_errno(Category::system, "epoll/timerfd");
+    context_.epoll = epoll_;
     watch(signals_.fd(), tag(kSignalSerial, kLoop));
     watch(timer_, tag(kTimerSerial, kLoop));
     watch(starts_.evictor_fd(), tag(kEvictorSerial, kLoop));
+    watch(launcher_.fd(), tag(kLauncherSerial, kLoop));
   }
   // Never waits: close() drained the groups left to remove; what a failing
   // run left goes with one attempt each (see ~RunningTest).
@@ -99,9 +103,19 @@ class Loop {
   /// only wait of the loop not bounded by a test's next deadline.
   void close() {
     static constexpr auto kDrain = std::chrono::seconds(2);
+    auto bound = clock_.now() + kDrain;
+    // A start under way uses its test's descriptors (its pipes, its
+    // group's) until its exec: the test is abandoned once it has started.
+    while (running_.starting() && clock_.now() < bound) {
+      epoll_event events[8];
+      int n = clock_.wait(epoll_, timer_, events, 8, bound);
+      if (n < 0 && errno != EINTR) throw_errno(Category::system, "epoll_wait");
+      for (const auto& started : launcher_.take())
+        if (RunningTest* test = running_.find(started.serial)) test->launched(started.child, started.error);
+        else kill_started(started.child);
+    }
     running_.abandon();
     if (auto group = starts_.unused_group()) leftovers_.add(std::move(group));
-    auto bound = clock_.now() + kDrain;
     while (!leftovers_.empty() && clock_.now() < bound) {
       epoll_event events[8];
       int n = clock_.wait(epoll_, timer_, events, 8, std::min(bound, leftovers_.next()));
@@ -134,6 +148,9 @@ class Loop {
     auto start = [&](size_t index) { return start_test(*tests[index], index, admission, fail_fast, done); };
     bool stop_starting = false;
     auto next_tick = clock_.now() + options_.tick;
+    // With fail-fast, a test that cannot start stops the tests after it
+    // from starting: tests start on the loop's thread, one at a time.
+    context_.launcher = fail_fast ? nullptr : &launcher_;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = starts_.start_what_fits(start);
       bool cooling = !stop_starting && !interrupted_by_ && starts_.cooling();
@@ -142,6 +159,9 @@ class Loop {
       if (!stop_starting && !interrupted_by_) starts_.make_ahead(context_);
       wait(next_tick);
       if (std::exchange(evicted_, false) && !starts_.take_evicted() && fail_fast) stop_starting = true;
+      if (std::exchange(launched_, false))
+        for (const auto& started : launcher_.take())
+          if (on_launched(started, admission, fail_fast, done)) stop_starting = true;
       auto now = clock_.now();
       leftovers_.retry(now);
       running_.on_timers(now);
@@ -159,20 +179,50 @@ class Loop {
   // more.
   bool start_test(const PlannedTest& p, size_t index, Admission& admission, bool fail_fast, const Done& done) {
     auto test = std::make_unique<RunningTest>(p);
-    if (!test->start(context_, starts_.take_ahead(index))) {
+    uint64_t serial = next_serial_++;
+    if (!test->start(context_, starts_.take_ahead(index), serial)) {
       admission.ended(p.test->memory, p.test->order.slots);
       TestRecord r = test->not_started();
       bool stop = fail_fast && !r.verdict.passed;
       done(index, std::move(r));
       return stop;
     }
-    uint64_t serial = next_serial_++;
-    watch(test->pidfd(), tag(serial, kEnded));
-    if (test->status_fd() >= 0) watch(test->status_fd(), tag(serial, kEnded));
+    if (!test->starting()) watch_exit(serial, *test);
     watch(test->out().reader(), tag(serial, kStdout));
     watch(test->err().reader(), tag(serial, kStderr));
     running_.add(serial, index, std::move(test));
     return false;
+  }
+
+  // A start the launcher finished: the test runs, or its record says why it
+  // could not start. Returns true when fail-fast says to start no more.
+  bool on_launched(const Launcher::Started& started, Admission& admission, bool fail_fast, const Done& done) {
+    RunningTest* test = running_.find(started.serial);
+    if (!test) return kill_started(started.child), false;  // (never: its test is running until launched)
+    if (test->launched(started.child, started.error)) {
+      watch_exit(started.serial, *test);
+      return false;
+    }
+    size_t index = 0;
+    auto failed = running_.remove(started.serial, &index);
+    admission.ended(failed->planned().test->memory, failed->planned().test->order.slots);
+    TestRecord r = failed->not_started();
+    bool stop = fail_fast && !r.verdict.passed;
+    done(index, std::move(r));
+    return stop;
+  }
+
+  // The process of a start no test waits for (never: a test is starting
+  // until launched()), through its pidfd.
+  static void kill_started(const Child& child) {
+    if (child.pidfd >= 0) ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
+    for (int fd : {child.pidfd, child.status_fd})
+      if (fd >= 0) ::close(fd);
+  }
+
+  void watch_exit(uint64_t serial, RunningTest& test) {
+    watch(test.pidfd(), tag(serial, kEnded));
+    if (test.status_fd() >= 0) watch(test.status_fd(), tag(serial, kEnded));
   }
 
   void watch(int fd, uint64_t data) {
@@ -196,6 +246,7 @@ class Loop {
       if (source == kLoop) {
         if (serial == kSignalSerial) on_signals();
         if (serial == kEvictorSerial) evicted_ = true;
+        if (serial == kLauncherSerial) launched_ = true;
         uint64_t expirations;
         if (serial == kTimerSerial) (void)!::read(timer_, &expirations, sizeof expirations);
         continue;
@@ -225,9 +276,12 @@ class Loop {
   KernelLog* kernel_log_ = nullptr;
   RunContext context_;
   int epoll_ = -1, timer_ = -1;
-  uint64_t next_serial_ = 3;  // 0 to 2 are the loop's own
+  uint64_t next_serial_ = 4;  // 0 to 3 are the loop's own
   StartQueue starts_;
   bool evicted_ = false;  // the evictor said it finished a job
+  // Before the tests: its thread ends after them (their PR_SET_PDEATHSIG).
+  Launcher launcher_{options_.pid_namespace};
+  bool launched_ = false;  // the launcher said it finished a start
   RunningSet running_;
   int interrupted_by_ = 0;
 };

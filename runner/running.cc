@@ -1,6 +1,7 @@
 #include "runner/running.h"
 
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,8 +64,8 @@ RunningTest::~RunningTest() {
   // Never waits: the loop has the group by now (abandon(), remove_group()),
   // unless memrun failed before its close; then the group's own destructor
   // makes one attempt, and what is left is the next run's gc's.
-  if (child_.pidfd >= 0) ::close(child_.pidfd);
-  if (child_.status_fd >= 0) ::close(child_.status_fd);
+  close_watched(child_.pidfd);
+  close_watched(child_.status_fd);
   kill_escaped();
   for (const auto& [pid, fd] : escaped_) ::close(fd);
 }
@@ -144,7 +145,7 @@ void RunningTest::ask_for_outcome(const PlannedTest& p, Command& cmd) {
   cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome);
 }
 
-bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead) {
+bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead, uint64_t serial) {
   const PlannedTest& p = planned();
   const TestSpec& t = *p.test;
   context_ = &context;
@@ -164,8 +165,11 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
   out_->echo_to(context.echo_stdout);
   err_->echo_to(context.echo_stderr);
+  out_->watched_by(context.epoll);
+  err_->watched_by(context.epoll);
   cmd.stdout_fd = out_->writer();
   cmd.stderr_fd = err_->writer();
+  Child child;
   try {
     group_ = ahead ? std::move(ahead) : make_group(p, context);
     const cgroup::Placement placement = group_->placement();
@@ -175,7 +179,27 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     // its own), which mean nothing outside the namespace.
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
                         (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
-    child_ = launch(cmd, placement);
+    if (context.launcher) {
+      context.launcher->post(serial, std::move(cmd), placement);
+      phase_ = Phase::starting;
+      deadline_ = next_sample_ = clock::time_point::max();  // until launched()
+      return true;
+    }
+    child = launch(cmd, placement);
+  } catch (const cgroup::Failure& e) {
+    return start_failed(failure_text(e));
+  } catch (const Error& e) {
+    return start_failed(e.what());
+  }
+  return launched(child, nullptr);
+}
+
+bool RunningTest::launched(const Child& child, std::exception_ptr error) {
+  const TestSpec& t = *planned().test;
+  phase_ = Phase::running;
+  try {
+    if (error) std::rethrow_exception(error);
+    child_ = child;
     init_ = child_.status_fd >= 0;
     seen_.insert(child_.pid);
     // The command, as memrun's namespace numbers it (the kernel's log does).
@@ -196,6 +220,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   // A test that ends before its first interval is never sampled: its cost
   // stays a clone, an exec and a wake-up.
   next_sample_ = interval_.count() > 0 ? t0_ + interval_ : clock::time_point::max();
+  // A signal that came while it started (see interrupt()).
+  if (auto grace = std::exchange(interrupt_pending_, std::nullopt)) interrupt(*grace);
   return true;
 }
 
@@ -335,6 +361,11 @@ void RunningTest::time_out() {
 }
 
 void RunningTest::interrupt(std::chrono::milliseconds grace) {
+  // Its process is not there yet to be stopped: once it is (launched()).
+  if (phase_ == Phase::starting) {
+    interrupt_pending_ = std::min(grace, interrupt_pending_.value_or(grace));
+    return;
+  }
   if (observed_.ending == Ending::exited) observed_.ending = Ending::interrupted;
   deadline_ = clock::time_point::max();
   if (grace.count() <= 0) return kill_now();
@@ -345,6 +376,10 @@ void RunningTest::interrupt(std::chrono::milliseconds grace) {
 }
 
 void RunningTest::kill_now() {
+  if (phase_ == Phase::starting) {
+    interrupt_pending_ = std::chrono::milliseconds(0);
+    return;
+  }
   grace_end_.reset();
   kill_step();
 }
@@ -414,8 +449,7 @@ void RunningTest::poll_status() {
     ssize_t n = ::read(child_.status_fd, &report, sizeof report);
     if (n == sizeof report) init_report_ = report;
     if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
-      ::close(child_.status_fd);  // the report, or EOF: the init died first
-      child_.status_fd = -1;
+      close_watched(child_.status_fd);  // the report, or EOF: the init died first
     }
   }
   if (init_report_) return reaped(init_report_->status, init_report_->usage);
@@ -427,8 +461,7 @@ void RunningTest::reaped(int status, const rusage& usage) {
   // orphans are the init's children now, wherever they moved): walked
   // before the group's kill takes the init and the kernel the rest.
   if (init_ && !init_gone_) find_escapes();
-  if (child_.status_fd >= 0) ::close(child_.status_fd);
-  child_.status_fd = -1;
+  close_watched(child_.status_fd);
   phase_ = Phase::killing;
   status_ = status;
   usage_ = usage;
@@ -436,8 +469,7 @@ void RunningTest::reaped(int status, const rusage& usage) {
   grace_end_.reset();
   give_up_ = context_->clock->now() + std::chrono::seconds(2);
   next_settle_ = context_->clock->now();
-  ::close(child_.pidfd);
-  child_.pidfd = -1;
+  close_watched(child_.pidfd);
   Observation& o = observed_;
   if (WIFEXITED(status_)) o.exit_code = WEXITSTATUS(status_);
   if (WIFSIGNALED(status_)) o.signal = WTERMSIG(status_);
@@ -445,6 +477,14 @@ void RunningTest::reaped(int status, const rusage& usage) {
   o.cpu_system_s = seconds(usage_.ru_stime);
   o.ended = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
   o.duration_s = elapsed_s();
+}
+
+// See LogRelay::close_reader: a test starting meanwhile holds a copy.
+void RunningTest::close_watched(int& fd) {
+  if (fd < 0) return;
+  if (context_ && context_->epoll >= 0) ::epoll_ctl(context_->epoll, EPOLL_CTL_DEL, fd, nullptr);
+  ::close(fd);
+  fd = -1;
 }
 
 void RunningTest::after(std::chrono::microseconds delay) {
@@ -457,6 +497,7 @@ void RunningTest::after(std::chrono::microseconds delay) {
 bool RunningTest::settle(KernelLog& kernel_log) {
   auto now = context_->clock->now();
   switch (phase_) {
+    case Phase::starting:
     case Phase::running: return false;
     case Phase::killing:
       // Whatever the test left running (daemons, setsid'd grandchildren)

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include "runner/clock.h"
 #include "runner/kmsg.h"
 #include "runner/launch.h"
+#include "runner/launcher.h"
 #include "runner/relay.h"
 #include "runner/run.h"
 
@@ -50,6 +52,11 @@ struct RunContext {
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
   bool pid_namespace = true;  ///< see RunOptions::pid_namespace
+  /// Starts the tests' processes off the loop's thread; null: start() does.
+  Launcher* launcher = nullptr;
+  /// The loop's epoll set, which forgets a test's descriptors before they
+  /// are closed (see LogRelay::close_reader); -1: none.
+  int epoll = -1;
   int echo_stdout = -1, echo_stderr = -1;  ///< see RunOptions::echo_stdout
 };
 
@@ -67,7 +74,14 @@ class RunningTest {
   /// start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
-  bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr);
+  /// With a `context.launcher`, the process is started there: the test is
+  /// starting() until the loop hands launched() what the launcher did
+  /// with the start tagged `serial`.
+  bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr, uint64_t serial = 0);
+  /// The start of a starting() test is done: `child` runs, or `error` says
+  /// why it could not start (false: not_started() gives the record).
+  bool launched(const Child& child, std::exception_ptr error);
+  bool starting() const { return phase_ == Phase::starting; }
   /// The group `planned` runs in, with its limits written. Throws
   /// cgroup::Failure when it cannot be made.
   static std::unique_ptr<cgroup::Group> make_group(const PlannedTest& planned, const RunContext& context);
@@ -113,9 +127,13 @@ class RunningTest {
   /// With a pid namespace: reads the init's report, if one came, and ends
   /// the test with the command's status. Never waits.
   void poll_status();
-  bool exited() const { return phase_ != Phase::running; }
+  bool exited() const { return phase_ != Phase::running && phase_ != Phase::starting; }
   /// After exited(), until what the test left running is gone.
   bool killing() const { return phase_ == Phase::killing; }
+  /// Whether what the test leaves running becomes memrun's child when its
+  /// parent dies: memrun is the subreaper of a test without a pid
+  /// namespace; in one, the test's init is (and its end kills the rest).
+  bool orphans_reach_memrun() const { return !init_; }
   /// A process of the test, the child of `parent`: when it is outside the
   /// test's group (and not on its way out), counted as escaped (the test
   /// fails) and killed with the rest, through a pidfd taken now (once the
@@ -139,7 +157,7 @@ class RunningTest {
   /// memory on its way out (see read_once_drained). Another test may start
   /// while this one's figures are read, its group removed and its record
   /// made.
-  bool released() const { return phase_ != Phase::running && phase_ != Phase::killing && !shm_draining_; }
+  bool released() const { return exited() && phase_ != Phase::killing && !shm_draining_; }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
   /// The run stops before this test's cleanup is done (memrun failed):
@@ -147,7 +165,7 @@ class RunningTest {
   void abandon();
 
  private:
-  enum class Phase { running, killing, reading, removing, awaiting_victims, done };
+  enum class Phase { starting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
   static void ask_for_outcome(const PlannedTest& p, Command& cmd);
@@ -172,6 +190,7 @@ class RunningTest {
   void find_escapes();
   void kill_escaped();
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
+  void close_watched(int& fd);  // out of the loop's epoll set, then closed
 
   const PlannedTest* planned_;
   const RunContext* context_ = nullptr;
@@ -186,6 +205,7 @@ class RunningTest {
   std::optional<uint64_t> window_stalled_;         // Group::stalled_us when it started
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
+  std::optional<std::chrono::milliseconds> interrupt_pending_;  // a signal's grace, while starting
   std::chrono::milliseconds interval_{0};
   std::unique_ptr<cgroup::Group> group_;
   std::unique_ptr<LogRelay> out_, err_;

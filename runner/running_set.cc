@@ -1,7 +1,9 @@
 // The tests running at once (see running_set.h).
 #include "runner/running_set.h"
 
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,9 +12,37 @@
 #include "runner/files.h"
 
 namespace memrun {
+namespace {
+
+constexpr int kPidfdId = 3;  // P_PIDFD, waitid's idtype for a pidfd (5.4+)
+
+// waitid's account of an ended child as the status wait4 would give.
+int wait_status(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return (info.si_status & 0xff) << 8;
+  return (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
+}
+
+}  // namespace
 
 void RunningSet::add(uint64_t serial, size_t index, std::unique_ptr<RunningTest> test) {
   slots_.push_back({serial, index, false, std::move(test)});
+}
+
+std::unique_ptr<RunningTest> RunningSet::remove(uint64_t serial, size_t* index) {
+  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+    if (it->serial != serial) continue;
+    auto test = std::move(it->test);
+    *index = it->index;
+    slots_.erase(it);
+    return test;
+  }
+  return nullptr;
+}
+
+bool RunningSet::starting() const {
+  for (const auto& s : slots_)
+    if (s.test->starting()) return true;
+  return false;
 }
 
 RunningTest* RunningSet::find(uint64_t serial) {
@@ -32,7 +62,7 @@ Clock::time_point RunningSet::next_deadline(Clock::time_point next) const {
 void RunningSet::on_timers(Clock::time_point now) {
   for (auto& s : slots_) {
     RunningTest& t = *s.test;
-    if (t.exited()) continue;
+    if (t.exited() || t.starting()) continue;
     if (t.deadline() <= now) t.time_out();
     if (t.grace_end() && *t.grace_end() <= now) t.kill_now();
     if (t.next_sample() <= now) t.sample();
@@ -87,14 +117,28 @@ void RunningSet::abandon() {
 
 // Collects every child that exited: the tests' main processes (their
 // status goes to their test) and the orphans they left (memrun is their
-// subreaper), so that no zombie outlives its test.
+// subreaper), so that no zombie outlives the run (the last turn's reap
+// comes when nothing starts).
 void RunningSet::reap() {
   int status;
   rusage usage;
   pid_t pid;
-  while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
-    for (auto& s : slots_)
-      if (s.test->pid() == pid) s.test->child_exited(status, usage);
+  // Each test's main process through its pidfd: never another process
+  // that reused its pid.
+  for (auto& s : slots_) {
+    siginfo_t info{};
+    if (s.test->pidfd() < 0 ||
+        ::syscall(SYS_waitid, kPidfdId, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) != 0 || info.si_pid == 0)
+      continue;
+    s.test->child_exited(wait_status(info), usage);
+  }
+  // Then the rest, but not while a test starts on the launcher's thread:
+  // its process, whose pid the loop does not know yet, would be taken
+  // here and its status lost. They wait for a later turn.
+  if (!starting())
+    while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
+      for (auto& s : slots_)
+        if (s.test->pid() == pid) s.test->child_exited(status, usage);
   // A test in a pid namespace: its init's report of the command's end.
   for (auto& s : slots_) s.test->poll_status();
 }
@@ -109,12 +153,12 @@ void RunningSet::reap() {
 // shell's background job before `exec memrun`) are never touched.
 void RunningSet::find_orphans_outside() {
   bool ending = false;
-  for (const auto& s : slots_) ending = ending || s.test->killing();
+  for (const auto& s : slots_) ending = ending || (s.test->killing() && s.test->orphans_reach_memrun());
   if (!ending) return;
   for (int pid : child_processes(::getpid())) {
     int session = session_of(pid);
     for (auto& s : slots_)
-      if (s.test->killing() && s.test->pid() == session && pid != session)
+      if (s.test->killing() && s.test->orphans_reach_memrun() && s.test->pid() == session && pid != session)
         s.test->check_escaped(pid, ::getpid());
   }
 }

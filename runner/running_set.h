@@ -25,6 +25,10 @@ class RunningSet {
   bool empty() const { return slots_.empty(); }
   /// The test whose events carry `serial`, or null.
   RunningTest* find(uint64_t serial);
+  /// Takes the test out (one that could not start), with its `index`.
+  std::unique_ptr<RunningTest> remove(uint64_t serial, size_t* index);
+  /// Whether a test is starting (see RunningTest::starting).
+  bool starting() const;
   /// The nearest of `next` and every test's deadline, sample, cleanup step
   /// and end of grace.
   Clock::time_point next_deadline(Clock::time_point next) const;

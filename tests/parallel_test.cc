@@ -177,6 +177,30 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   EXPECT_LE(most_at_once(capped.report["tests"]), fit) << times_of(capped.report["tests"]);
 }
 
+TEST_F(Parallel, EveryQuickTestGetsItsOwnExitStatus) {
+  // Tests start on the launcher's thread and are reaped on the loop's,
+  // each through its pidfd; what else ends is reaped only while no test
+  // starts (RunningSet::reap). Many tests end before the loop learns their
+  // pid: each status is its test's own, exit 0, 1 and 3 in turn, at -j 1
+  // and -j 2, sealed and not.
+  std::string yaml = "tests:\n";
+  for (int i = 0; i < 150; ++i) {
+    std::string run = i % 3 == 0 ? "[/bin/true]" : i % 3 == 1 ? "[/bin/false]" : "[/bin/sh, -c, 'exit 3']";
+    yaml += "  - {name: t" + std::to_string(i) + ", run: " + run + ", memory: 16MiB}\n";
+  }
+  for (std::vector<std::string> flags : {std::vector<std::string>{"-j", "1"}, {"-j", "2"}, {"-j", "2", "--host-cgroups"}}) {
+    auto run = run_spec(dir, yaml, flags);
+    ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+    const auto& tests = run.report["tests"];
+    ASSERT_EQ(tests.size(), 150u) << flags.back();
+    for (int i = 0; i < 150; ++i) {
+      const auto& t = tests[i];
+      EXPECT_EQ(t["exit_code"], i % 3 == 0 ? 0 : i % 3 == 1 ? 1 : 3) << flags.back() << " " << t.dump();
+      EXPECT_EQ(t["passed"], i % 3 == 0) << flags.back() << " " << t.dump();
+    }
+  }
+}
+
 TEST_F(Parallel, BadFlagsAreRefusedBeforeAnythingRuns) {
   std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
