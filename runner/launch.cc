@@ -311,8 +311,6 @@ pid_t spawn_vfork(ChildArgs& args, int flags = 0, int* pidfd = nullptr) {
   return ::clone(child_entry, stack + sizeof stack, flags | CLONE_VM | CLONE_VFORK | SIGCHLD, &args, pidfd);
 }
 
-constexpr int kPidfdId = 3;  // P_PIDFD, waitid's idtype for a pidfd (5.4+)
-
 // What the child reported through the error pipe (read until EOF, which
 // comes with the exec): throws its failure, after reaping the child; where
 // the init program could not be exec'ed and `program_refused` is given,
@@ -329,7 +327,7 @@ void await_exec(const Command& cmd, Child& c, int report_fd, int* program_refuse
   // may have taken it already (ECHILD), and its pid may name another
   // process by then.
   siginfo_t info;
-  if (c.pidfd >= 0) ::waitid(static_cast<idtype_t>(kPidfdId), static_cast<id_t>(c.pidfd), &info, WEXITED);
+  if (c.pidfd >= 0) ::waitid(static_cast<idtype_t>(kWaitPidfd), static_cast<id_t>(c.pidfd), &info, WEXITED);
   if (c.pidfd >= 0) ::close(c.pidfd);
   if (c.status_fd >= 0) ::close(c.status_fd);
   c = Child{};

@@ -57,6 +57,10 @@ struct Command {
   bool pid_namespace = false;
 };
 
+/// waitid(2)'s idtype for a pidfd (P_PIDFD, 5.4+): a child is reaped
+/// through its pidfd, never by a pid another process may have by then.
+constexpr int kWaitPidfd = 3;
+
 /// What the init of a pid namespace hands memrun when the command ends.
 using InitReport = init::InitReport;
 

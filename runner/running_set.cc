@@ -14,8 +14,6 @@
 namespace memrun {
 namespace {
 
-constexpr int kPidfdId = 3;  // P_PIDFD, waitid's idtype for a pidfd (5.4+)
-
 // waitid's account of an ended child as the status wait4 would give.
 int wait_status(const siginfo_t& info) {
   if (info.si_code == CLD_EXITED) return (info.si_status & 0xff) << 8;
@@ -128,7 +126,7 @@ void RunningSet::reap() {
   for (auto& s : slots_) {
     siginfo_t info{};
     if (s.test->pidfd() < 0 ||
-        ::syscall(SYS_waitid, kPidfdId, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) != 0 || info.si_pid == 0)
+        ::syscall(SYS_waitid, kWaitPidfd, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) != 0 || info.si_pid == 0)
       continue;
     s.test->child_exited(wait_status(info), usage);
   }
