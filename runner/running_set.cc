@@ -121,22 +121,22 @@ void RunningSet::reap() {
   int status;
   rusage usage;
   pid_t pid;
-  // Each test's main process through its pidfd: never another process
-  // that reused its pid.
-  for (auto& s : slots_) {
-    siginfo_t info{};
-    if (s.test->pidfd() < 0 ||
-        ::syscall(SYS_waitid, kWaitPidfd, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) != 0 || info.si_pid == 0)
-      continue;
-    s.test->child_exited(wait_status(info), usage);
-  }
-  // Then the rest, but not while a test starts on the launcher's thread:
-  // its process, whose pid the loop does not know yet, would be taken
-  // here and its status lost. They wait for a later turn.
-  if (!starting())
+  // While a test starts on the launcher's thread, its process (whose pid
+  // the loop does not know yet) must not be taken by wait4(-1): each known
+  // test's process is reaped through its pidfd, and the rest (orphans)
+  // wait for a turn with no start. Otherwise one wait4(-1) per turn.
+  if (starting()) {
+    for (auto& s : slots_) {
+      siginfo_t info{};
+      if (s.test->pidfd() >= 0 &&
+          ::syscall(SYS_waitid, kWaitPidfd, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) == 0 && info.si_pid != 0)
+        s.test->child_exited(wait_status(info), usage);
+    }
+  } else {
     while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
       for (auto& s : slots_)
         if (s.test->pid() == pid) s.test->child_exited(status, usage);
+  }
   // A test in a pid namespace: its init's report of the command's end.
   for (auto& s : slots_) s.test->poll_status();
 }
