@@ -144,6 +144,10 @@ struct Final {
   /// as inotify saw (memrun writes them before the test starts): a limit
   /// raised or lowered between two samples and put back still shows.
   bool limit_written = false;
+  /// Whether the group's high-water marks (v1 memory.max_usage_in_bytes
+  /// and memsw), which `peak` reads, were written while the test ran: a
+  /// write resets them, and the peak is then not the test's.
+  bool peak_reset = false;
   /// The kernel's high-water mark of the group's swap (v2 memory.swap.peak,
   /// 6.5+); nullopt where it keeps none (the runner's samples stand in).
   std::optional<uint64_t> swap_peak;

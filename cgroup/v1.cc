@@ -80,6 +80,10 @@ class V1Group : public Group {
     watch_oom();
     limit_watches_ = fs::watch_writes({mem_ + "/memory.limit_in_bytes", mem_ + "/memory.memsw.limit_in_bytes",
                                         stat_ + "/memory.limit_in_bytes", stat_ + "/memory.memsw.limit_in_bytes"});
+    // The peak memrun reports is the group's high-water mark, which a write
+    // of 0 resets for everyone (v1; v2's memory.peak resets only for the
+    // descriptor written, 6.12+). A sealed test cannot reach the group's.
+    peak_watches_ = fs::watch_writes({mem_ + "/memory.max_usage_in_bytes", mem_ + "/memory.memsw.max_usage_in_bytes"});
   }
 
   // v1's OOM notifier (cgroup.event_control with memory.oom_control): the
@@ -145,6 +149,7 @@ class V1Group : public Group {
     return u;
   }
 
+  // Long: one read per figure of the group's end, each beside the kernel rule it obeys.
   Final finish() const override {
     Final f;
     f.peak = fs::read_u64(mem_ + "/memory.max_usage_in_bytes");
@@ -181,6 +186,7 @@ class V1Group : public Group {
       f.oom_at_limit = watched ? declared > 0 || (failcnt > 0 && failcnt_below == 0) : failcnt > 0 || failcnt_below == 0;
     f.limit_at_end = fs::read_u64_at(limit_fd_).value_or(UINT64_MAX);
     f.limit_written = fs::any_written(limit_watches_);
+    f.peak_reset = fs::any_written(peak_watches_);
     // A sealed root test can write its leaf's limit: lowered, an OOM under
     // a limit of its own would look like one at memrun's.
     if (stat_ != mem_)
@@ -236,6 +242,7 @@ class V1Group : public Group {
     for (int fd : fds_) ::close(fd);
     fds_.clear();
     fs::unwatch(limit_watches_);
+    fs::unwatch(peak_watches_);
     for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_, &oom_event_fd_, &oom_control_fd_})
       if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
@@ -288,6 +295,7 @@ class V1Group : public Group {
   int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
   int oom_event_fd_ = -1, oom_control_fd_ = -1;  // watch_oom()
   std::vector<int> limit_watches_;               // fs::watch_writes of the limit files
+  std::vector<int> peak_watches_;                // and of the group's high-water marks
   const std::vector<CgroupMount>* seal_ = nullptr;
   bool emptied_ = false, removed_ = false;
   bool counted_ = false;  // escaped_ was counted, before the first kill

@@ -177,13 +177,6 @@ std::string how_it_ended(int status) {
   return "exited with " + std::to_string(WEXITSTATUS(status));
 }
 
-// A line of GoogleTest's own output about the case named `name`, as
-// `--gtest_filter=NAME` prints it: "[       OK ] NAME (3 ms)" (no time with
-// --gtest_print_time=0), "[  FAILED  ] NAME, where GetParam() = 4 (0 ms)".
-std::string gtest_line(const char* tag, const std::string& name) {
-  return "(?m)^\\[" + RE2::QuoteMeta(tag) + "\\] " + RE2::QuoteMeta(name) + "(,| \\(|$)";
-}
-
 // A word of a command for a POSIX shell: as it is when nothing in it is
 // special, else quoted.
 std::string shell_word(const std::string& word) {
@@ -239,13 +232,11 @@ std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     std::string env;
     for (const auto& [k, v] : c.env) env += k + "=" + v + " ";
     c.command = env + shell_line(c.argv);
-    // GoogleTest's own word on the case, as its per-case results say it: a
+    // GoogleTest's own word on the case, as its XML results say it: a
     // failure outside every test (an environment's, an ad hoc one) makes
     // the program exit 1 but fails no case.
     c.rules.tool = "GoogleTest";
-    c.rules.pass_regex = {gtest_line("       OK ", n.name)};
-    c.rules.fail_regex = {gtest_line("  FAILED  ", n.name)};
-    c.rules.skip_regex = {gtest_line("  SKIPPED ", n.name)};
+    c.rules.gtest_results = true;
     cases.push_back(std::move(c));
   }
   return cases;

@@ -36,8 +36,7 @@ struct ToolRules {
   /// An exit with this code is a skip (ctest's SKIP_RETURN_CODE).
   std::optional<int> skip_exit_code;
   /// ctest's PASS_, FAIL_ and SKIP_REGULAR_EXPRESSION, matched against the
-  /// case's output (stdout then stderr); GoogleTest's "[  SKIPPED ] NAME"
-  /// line is a skip_regex.
+  /// case's output (stdout then stderr).
   std::vector<std::string> pass_regex, fail_regex, skip_regex;
   /// ctest's WILL_FAIL: an exit that ctest calls failed passes and the
   /// other way round (a signal still fails: ctest's "Exception").
@@ -47,6 +46,11 @@ struct ToolRules {
   /// "failed", "skipped", "none"); no word there (os._exit, a crash of the
   /// interpreter) is a failure, whatever the exit code.
   bool outcome_file = false;
+  /// GoogleTest: the case's outcome is what the program's own results say
+  /// of it (GTEST_OUTPUT=xml:..., written once every case ran), never lines
+  /// a test can print; no results (the program ended mid-case: exit(),
+  /// abort()) is a failure, whatever the exit code.
+  bool gtest_results = false;
   std::string tool;  ///< "ctest", "pytest", "GoogleTest" for reasons; empty: none
   bool any() const { return !tool.empty(); }
   bool reads_output() const { return !pass_regex.empty() || !fail_regex.empty() || !skip_regex.empty(); }

@@ -2,6 +2,7 @@
 // observation (verdict.cc), the tail of its logs when it did not pass.
 #include "runner/record.h"
 
+#include <pugixml.hpp>
 #include <re2/re2.h>
 
 #include <fstream>
@@ -65,12 +66,40 @@ std::string log_head(const std::string& path, size_t limit) {
   return text;
 }
 
+// What GoogleTest's XML results (a file it writes once its cases ran) say
+// of the case its command selects (--gtest_filter=Suite.Case/1): "failed"
+// (a <failure>), "skipped", "passed"; empty when the file or the case is
+// not there (the program ended before it wrote them). Only the case that
+// ran counts (the filter leaves the others "notrun"): the one named so, or
+// the only one (the XML drops characters it cannot hold from names).
+std::string gtest_said(const std::string& path, const std::vector<std::string>& argv) {
+  std::string name;
+  for (const auto& a : argv)
+    if (a.rfind("--gtest_filter=", 0) == 0) name = a.substr(15);
+  pugi::xml_document doc;
+  if (!doc.load_file(path.c_str())) return "";
+  std::vector<pugi::xml_node> ran;
+  pugi::xml_node named;
+  for (auto c : doc.child("testsuites").children("testsuite"))
+    for (auto t : c.children("testcase"))
+      if (std::string(t.attribute("status").as_string()) == "run") {
+        ran.push_back(t);
+        if (std::string(t.attribute("classname").as_string()) + "." + t.attribute("name").as_string() == name) named = t;
+      }
+  pugi::xml_node t = named ? named : ran.size() == 1 ? ran[0] : pugi::xml_node();
+  if (!t) return "";
+  if (t.child("failure")) return "failed";
+  if (t.child("skipped") || std::string(t.attribute("result").as_string()) == "skipped") return "skipped";
+  return "passed";
+}
+
 // Matches a suite's case's output against its tool's expressions, as ctest
 // matches a test's output (stdout and stderr, here one after the other).
 // RE2: linear in the output, never a stall; an expression RE2 cannot take
 // matches nothing. Byte by byte (Latin-1), as ctest's own expressions
 // match: output and names need not be UTF-8.
 void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) {
+  if (rules.gtest_results && o.ending == Ending::exited) o.tool_said = gtest_said(outcome_path(p), p.test->argv);
   if (rules.outcome_file && o.ending == Ending::exited) {
     std::string said = log_head(outcome_path(p), 16);
     for (const char* word : {"passed", "failed", "skipped", "none"})

@@ -458,6 +458,7 @@ Json to_json(const TestRecord& r) {
       {"limit_reached", k.limit_reached},
       {"limit_at_end_bytes", null_or(k.limit_at_end == UINT64_MAX, k.limit_at_end)},
       {"limit_written", k.limit_written},
+      {"peak_reset", k.peak_reset},
       {"sampled_peak_bytes", o.sampled_peak},
       {"sampled_limit_bytes", null_or(o.sampled_limit == 0, o.sampled_limit)},
       {"sampled_lowest_limit_bytes", null_or(o.sampled_lowest_limit == UINT64_MAX, o.sampled_lowest_limit)},
@@ -593,6 +594,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   k.limit_reached = f.get<bool>("limit_reached");
   k.limit_at_end = f.bytes("limit_at_end_bytes", UINT64_MAX);
   k.limit_written = f.get<bool>("limit_written");
+  k.peak_reset = f.has("peak_reset") && f.get<bool>("peak_reset");  // (reports before the field)
   o.sampled_peak = f.bytes("sampled_peak_bytes");
   o.sampled_limit = f.bytes("sampled_limit_bytes");
   o.sampled_lowest_limit = f.bytes("sampled_lowest_limit_bytes", UINT64_MAX);

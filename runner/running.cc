@@ -135,14 +135,20 @@ bool RunningTest::start_failed(const std::string& why) {
   return false;
 }
 
-// Where the tool writes how the case ended (pytest's plugin). A word left by
-// an earlier run of the case (--repeat) is no answer. Absolute: the case runs
-// in its own folder, and --run-dir may be relative.
+// Where the tool writes how the case ended (pytest's plugin, GoogleTest's
+// XML results). What an earlier run of the case left (--repeat) is no
+// answer. Absolute: the case runs in its own folder, and --run-dir may be
+// relative.
 void RunningTest::ask_for_outcome(const PlannedTest& p, Command& cmd) {
   std::error_code ec;
   std::string outcome = std::filesystem::absolute(outcome_path(p), ec).string();
   ::unlink(outcome.c_str());
-  cmd.env.push_back("MEMRUN_PYTEST_OUTCOME=" + outcome);
+  // GoogleTest takes GTEST_OUTPUT as it takes --gtest_output, and a wrapper
+  // script passes the environment on where it may not pass an argument.
+  // Once (getenv takes the first): the caller's or the suite's goes.
+  std::string key = p.test->rules.gtest_results ? "GTEST_OUTPUT=" : "MEMRUN_PYTEST_OUTCOME=";
+  std::erase_if(cmd.env, [&](const std::string& kv) { return kv.rfind(key, 0) == 0; });
+  cmd.env.push_back(key + (p.test->rules.gtest_results ? "xml:" : "") + outcome);
 }
 
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead, uint64_t serial) {
@@ -155,7 +161,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
-  if (t.rules.outcome_file) ask_for_outcome(p, cmd);
+  if (t.rules.outcome_file || t.rules.gtest_results) ask_for_outcome(p, cmd);
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";

@@ -79,14 +79,24 @@ void read_name(const Source& src, const YAML::Node& v, Fields& f) {
   f.name = name;
 }
 
+// An argument or a variable's value is a C string for exec(2): a NUL in it
+// ("\0" in a double-quoted YAML string) would cut it short unseen.
+const std::string& without_nul(const Source& src, const YAML::Node& v, const std::string& text, const char* what) {
+  if (text.find('\0') != std::string::npos)
+    src.fail(v, std::string(what) + " contains a NUL byte (\\0), which no program argument or environment variable "
+                                    "can hold: remove it");
+  return text;
+}
+
 void read_run(const Source& src, const YAML::Node& v, Fields& f) {
   if (v.IsScalar()) {
+    without_nul(src, v, v.Scalar(), "'run'");
     if (v.Scalar().empty()) src.fail(v, "'run' is empty: give a shell command or an argv list");
     f.argv = std::vector<std::string>{"/bin/sh", "-c", v.Scalar()};
     f.command = v.Scalar();
   } else if (v.IsSequence() && v.size() > 0) {
     std::vector<std::string> argv;
-    for (const auto& a : v) argv.push_back(src.scalar(a, "run", "a string"));
+    for (const auto& a : v) argv.push_back(without_nul(src, a, src.scalar(a, "run", "a string"), "an argument of 'run'"));
     if (argv[0].empty()) src.fail(v, "'run' starts with an empty program name: give the program first, e.g. [python3, x.py]");
     f.argv = argv;
     f.command.clear();
@@ -106,7 +116,7 @@ void read_env(const Source& src, const YAML::Node& v, Fields& f) {
     if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT" || name == "MEMRUN_PYTEST_OUTCOME")
       src.fail(e.first, name + " is set by memrun for every test (its name, its limit in bytes, where a pytest "
                                "case's outcome goes); use another name");
-    f.env[name] = src.scalar(e.second, "env." + name, "a string");
+    f.env[name] = without_nul(src, e.second, src.scalar(e.second, "env." + name, "a string"), ("env." + name).c_str());
   }
 }
 

@@ -85,15 +85,16 @@ Outcome outcome_of(const Observation& o) {
 }
 
 // A case whose tool wrote how it ended (pytest, through memrun's plugin,
-// once its session ended): that word, and an exit code that agrees. No
-// word means the process ended before pytest could say (os._exit in a
-// test, a crash of the interpreter): whatever its exit code, that is no
-// pass and no skip.
+// once its session ended; GoogleTest, in its XML results): that word, and
+// for pytest an exit code that agrees (GoogleTest's program exits 1 for a
+// failure outside every test, which fails no case). No word means the
+// process ended before the tool could say (os._exit or exit() in a test, a
+// crash): whatever its exit code, that is no pass and no skip.
 Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* why) {
   std::string code = "exit " + std::to_string(o.exit_code);
   if (o.tool_said.empty()) {
     *why = rules.tool + " never said how the case ended: its process ended first (" + code +
-           "; os._exit() in the test, or the interpreter crashed)";
+           (rules.gtest_results ? "; exit() or abort() in the test)" : "; os._exit() in the test, or the interpreter crashed)");
     return Outcome::fail;
   }
   if (o.tool_said == "none") {
@@ -104,7 +105,7 @@ Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* 
     *why = rules.tool + " skipped it";
     return Outcome::skipped;
   }
-  if (o.tool_said == "passed" && o.exit_code == 0) return Outcome::pass;
+  if (o.tool_said == "passed" && (o.exit_code == 0 || rules.gtest_results)) return Outcome::pass;
   if (o.tool_said == "passed") *why = rules.tool + " passed it, but its process then ended with " + code;
   return Outcome::fail;
 }
@@ -117,7 +118,7 @@ Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* 
 // round. `why` says what decided, when it was not the exit code alone.
 Outcome tool_outcome(const ToolRules& rules, const Observation& o, std::string* why) {
   if (o.signal) return Outcome::fail;
-  if (rules.outcome_file) return said_outcome(rules, o, why);
+  if (rules.outcome_file || rules.gtest_results) return said_outcome(rules, o, why);
   bool required = !rules.pass_regex.empty();
   if ((rules.skip_exit_code && o.exit_code == *rules.skip_exit_code) || o.skip_matched) {
     *why = rules.tool + " skipped it" +
@@ -330,6 +331,9 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
   else if (kernel.limit_written)
     defeated = "its cgroup's memory limit was written while it ran, and put back before the end: for a while the "
                "limit was not the " + format_size(t.memory) + " memrun set";
+  else if (kernel.peak_reset)
+    defeated = "its cgroup's peak (memory.max_usage_in_bytes) was reset while it ran: the kernel's peak is not "
+               "the test's";
   else if (kernel.escaped > 0)
     defeated = std::to_string(kernel.escaped) + " of its processes had moved out of its memory cgroup" +
                (o.escaped_to.empty() ? "" : " (into " + o.escaped_to + ")");

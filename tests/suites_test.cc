@@ -493,6 +493,19 @@ Verdicts gtest_alone(const Scratch& dir, const std::string& program, size_t* dis
   return out;
 }
 
+TEST_F(Suites, AGoogleTestCaseIsJudgedByTheProgramsResultsNotByLinesItPrints) {
+  // Each case prints one of GoogleTest's result lines about itself: "OK"
+  // then exit(1) (GoogleTest never finished it), "SKIPPED" then a failure,
+  // "FAILED" then a pass.
+  auto run = run_spec(dir, "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) + ", memory: 64MiB}\n");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto& exits = test_named(run, "p/Printing.SaysOkThenExits");
+  EXPECT_EQ(exits["outcome"], "fail") << exits;
+  EXPECT_NE(exits["reason"].get<std::string>().find("GoogleTest never said how the case ended"), std::string::npos) << exits;
+  EXPECT_EQ(test_named(run, "p/Printing.SaysSkippedThenFails")["outcome"], "fail") << run.out;
+  EXPECT_EQ(test_named(run, "p/Printing.SaysFailedThenPasses")["outcome"], "pass") << run.out;
+}
+
 TEST_F(Suites, GoogletestsOwnProgramsGetTheirOwnVerdictsCaseByCase) {
   std::vector<std::string> programs = {"googletest-output-test_", "googletest-filter-unittest_", "gtest_skip_test"};
   for (const auto& p : programs)
@@ -542,11 +555,14 @@ TEST_F(Suites, GoogletestsOwnProgramsGetTheirOwnVerdictsCaseByCase) {
 TEST_F(Suites, ANameThatIsNoTextRunsUnderAnEscapedName) {
   // A "GoogleTest binary" listing names with an ESC and a byte that is no
   // UTF-8: each case runs (under its real name) and is reported as
-  // NAME\xNN; the report and JUnit stay readable.
+  // NAME\xNN; the report and JUnit stay readable. Its results name the one
+  // case that ran as XML can hold it (googletest drops what XML cannot).
   std::string lister = dir.write("odd.sh",
                                  "#!/bin/sh\ncase \"$1\" in\n"
                                  "--gtest_list_tests) printf 'Odd.\\n  Esc\\033Name\\n  Bad\\377Byte\\n  Fine\\n';;\n"
-                                 "--gtest_filter=*) printf '[       OK ] %s (0 ms)\\n' \"${1#--gtest_filter=}\";;\n"
+                                 "--gtest_filter=*) printf '<testsuites><testsuite name=\"Odd\"><testcase "
+                                 "classname=\"Odd\" name=\"X\" status=\"run\"/></testsuite></testsuites>' "
+                                 "> \"${GTEST_OUTPUT#xml:}\";;\n"
                                  "esac\n");
   ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
   auto run = run_spec(dir, "suites:\n  - {name: odd, gtest: odd.sh, memory: 64MiB}\n",

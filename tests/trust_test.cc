@@ -179,6 +179,79 @@ TEST_F(Trust, ALimitRaisedWhileTheTestRanAndPutBackFailsIt) {
   EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit"), std::string::npos) << t.dump();
 }
 
+TEST_F(Trust, APeakResetByTheTestNeverPasses) {
+  // --host-cgroups, no samples: the test touches 56 MiB of its 64, frees
+  // them and writes its group's high-water mark. On v1 a write of 0 resets
+  // it for every reader (the peak would read under 1 MiB, the headroom
+  // asked for met); v2's memory.peak resets only for the descriptor written.
+  std::string name = "spike-then-reset-" + std::to_string(::getpid());
+  std::string script = kFindGroup +
+                       "{W} --touch 56MiB || exit 99; if [ -e $G/memory.max_usage_in_bytes ]; then "
+                       "echo 0 > $G/memory.max_usage_in_bytes || exit 98; "
+                       "[ -e $G/memory.memsw.max_usage_in_bytes ] && echo 0 > $G/memory.memsw.max_usage_in_bytes; "
+                       "else echo reset > $G/memory.peak || exit 97; fi; true";
+  auto run = run_spec(dir,
+                      "tests:\n  - {name: " + name + ", run: " + yaml_quoted(script) +
+                          ", memory: 64MiB, min_headroom: 50%}\n",
+                      {"--host-cgroups", "--sample-interval", "0"});
+  const auto& t = test_named(run, name);
+  EXPECT_EQ(t["exit_code"], 0) << t.dump();
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  if (t["peak_reset"] == true) {
+    EXPECT_NE(t["reason"].get<std::string>().find("the test defeated its memory limit: its cgroup's peak"),
+              std::string::npos) << t.dump();
+  } else {
+    // Nothing reset memrun's peak: the headroom asked for is missed.
+    EXPECT_GE(t["peak_bytes"].get<uint64_t>(), 56u << 20) << t.dump();
+  }
+}
+
+TEST_F(Trust, KillLinesATestWritesToTheKernelLogAreNotBelieved) {
+  if (::geteuid() != 0) GTEST_SKIP() << "/dev/kmsg is root's to write";
+  // A root test gets a child OOM-killed under a sub-limit of its own, then
+  // writes to /dev/kmsg the lines of a kill at memrun's limit (its group,
+  // the same victim): `expect: oom` must still not be met. The kernel's
+  // own records have facility 0; what a process writes there never has.
+  // The kill's own line names the group (task_memcg=GROUP/sub): the forged
+  // one names GROUP itself, at its 64 MiB. Then the test fills its group
+  // near the limit, as a kill there would have.
+  std::string forger = dir.write("forge.py", R"py(import os, re, subprocess, sys
+g = sys.argv[1]
+log = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+os.lseek(log, 0, os.SEEK_END)
+subprocess.run(["sh", "-c", "echo $$ > %s/sub/cgroup.procs && exec %s --touch 64MiB" % (g, sys.argv[2])])
+real = None
+for _ in range(200):
+    try:
+        record = os.read(log, 8192).decode(errors="replace")
+    except BlockingIOError:
+        if real: break
+        subprocess.run(["sleep", "0.01"]); continue
+    if "oom-kill:" in record: real = record.split(";", 1)[1]
+m = re.search(r"task_memcg=(.*)/sub,task=([^,]*),pid=(\d+)", real or "")
+if not m: sys.exit("no kill seen: %r" % real)
+group, task, pid = m.groups()
+out = os.open("/dev/kmsg", os.O_WRONLY)
+for line in ["<6>memory: usage 65536kB, limit 65536kB, failcnt 1",
+             "<6>oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=%s,"
+             "task_memcg=%s,task=%s,pid=%s,uid=0" % (group, group, task, pid),
+             "<3>Memory cgroup out of memory: Killed process %s (%s) total-vm:99999kB, anon-rss:60000kB, "
+             "file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:0kB oom_score_adj:0" % (pid, task)]:
+    os.write(out, (line + "\n").encode())
+)py");
+  std::string forge = kFindGroup +
+                      "mkdir $G/sub || exit 99; "
+                      "if [ $L = memory.max ]; then echo +memory > $G/cgroup.subtree_control || exit 98; fi; "
+                      "echo 4M > $G/sub/$L || exit 97; python3 " + forger + " $G {W} || exit 96; exec {W} --touch 60MiB";
+  auto run = run_spec(dir, "tests:\n  - {name: forges, run: " + yaml_quoted(forge) +
+                               ", memory: 64MiB, expect: oom}\n");
+  const auto& t = test_named(run, "forges");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  EXPECT_NE(t["reason"].get<std::string>().find("under a limit the test set itself"), std::string::npos) << t.dump();
+}
+
 TEST_F(Trust, ASealedTestThatReachesItsHiddenGroupDoesNotPass) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // The same through the host's hierarchy as memrun's root shows it

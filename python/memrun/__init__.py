@@ -72,8 +72,11 @@ class Peak:
     How (`source`):
     - "memory.peak": cgroup v2 from 6.12, where a write to memory.peak resets
       the high-water mark for the writing file descriptor only;
-    - "memory.max_usage_in_bytes": cgroup v1, in a group of the test's own
-      (memrun's test leaf: $MEMRUN_TEST is set), whose mark a write resets;
+    - "memory.max_usage_in_bytes": cgroup v1, in a test's group ($MEMRUN_TEST
+      is set): the block runs in a sub-group of its own, made for it, whose
+      mark starts at the block (usage there starts at 0: the baseline is 0).
+      The test's own mark is never reset: a write there resets it for every
+      reader, memrun's peak of the whole test too (which fails such a test);
     - "sampled every 1 ms": elsewhere (v2 before 6.12, or a group shared with
       others, whose mark is not this block's to reset): a forked process
       reads usage, so a peak shorter than the interval can be missed.
@@ -87,6 +90,7 @@ class Peak:
         self.source = None
         self._fd = None
         self._sampler = None
+        self._sub = None  # v1: the block's own sub-group
 
     # --- reading the group -------------------------------------------------
     def _usage(self):
@@ -108,16 +112,25 @@ class Peak:
             except OSError:
                 pass
         elif os.environ.get("MEMRUN_TEST") is not None:
+            # v1: this process (its threads, what it starts) moves into a
+            # fresh sub-group for the block. Its pages stay charged where
+            # they are (v1 moves no charges unless told to); the sub-group's
+            # are the block's, and go to the test's group when it is removed.
+            sub = os.path.join(self._dir, f"memrun-peak-{os.getpid()}-{id(self):x}")
             try:
-                with open(os.path.join(self._dir, "memory.max_usage_in_bytes"), "w") as f:
-                    f.write("0")  # v1: the mark starts again from usage now
-                self.source = "memory.max_usage_in_bytes"
+                os.mkdir(sub)
+                try:
+                    _write(sub, "cgroup.procs", "0")  # "0": the writer's process
+                except OSError:
+                    os.rmdir(sub)
+                    raise
+                self._sub, self.source = sub, "memory.max_usage_in_bytes"
             except OSError:
                 pass
         if self.source is None:
             self.source = f"sampled every {self.interval * 1000:g} ms"
             self._start_sampler()
-        self.baseline = self._usage()
+        self.baseline = 0 if self._sub else self._usage()
         return self
 
     def _start_sampler(self):
@@ -173,8 +186,17 @@ class Peak:
             high = int(os.read(self._fd, 64))
             os.close(self._fd)
         else:
-            high = _read_int(self._dir, "memory.max_usage_in_bytes")
-        now = self._usage()
+            high = _read_int(self._sub, "memory.max_usage_in_bytes")
+        now = _read_int(self._sub, "memory.usage_in_bytes") if self._sub else self._usage()
+        if self._sub:
+            # Back into the test's group; the sub-group goes unless a process
+            # the block started still runs there (memrun removes it then).
+            _write(self._dir, "cgroup.procs", "0")
+            try:
+                os.rmdir(self._sub)
+            except OSError:
+                pass
+            self._sub = None
         self.high_water = high
         self.peak = max(0, high - self.baseline)
         self.retained = now - self.baseline
@@ -198,6 +220,11 @@ class Peak:
 def _read_int(directory, name):
     with open(os.path.join(directory, name)) as f:
         return int(f.read())
+
+
+def _write(directory, name, text):
+    with open(os.path.join(directory, name), "w") as f:
+        f.write(text)
 
 
 def peak(max=None, retained_max=None):
