@@ -11,6 +11,7 @@ charged where they were (v2 never moves charges; v1 only with
 move_charge_at_immigrate, which memrun leaves off), so the figures are the
 case's own, and pytest starts and collects once for the whole session.
 """
+import ctypes
 import json
 import os
 import pickle
@@ -33,6 +34,7 @@ MARKER = ("memrun(memory=None, memory_high=None, expect=None, min_headroom=None,
 # The case's cgroup holds this shell while the forked case runs: it says its
 # pid, waits for the case's status and exits with it.
 HOLDER = 'echo $$ > ready; read status < done; exit "$status"'
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def pytest_addoption(parser):
@@ -214,7 +216,8 @@ class Session:
         if capman is not None and not reports:
             out, err = capman.read_global_capture()
         judged = self.judge(item, record, reports, out + err)
-        if self.escaped or record.get("outcome") == "skipped":  # the session's report says so too
+        # An escape, pytest's skip or failure: the session's report says so too.
+        if self.escaped or record.get("outcome") in ("skipped", "fail"):
             with open(report_path) as f:
                 whole = json.load(f)
             whole["tests"][0] = record
@@ -226,11 +229,17 @@ class Session:
         """Runs the case in a forked child inside the holder's cgroups; its
         reports come back through a pipe. Returns (reports, status for the holder)."""
         r, w = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child
             os.close(r)
             code = 0
             try:
+                # The case dies with pytest (a SIGTERM to pytest alone): the
+                # holder then reads EOF, and memrun exec removes the group.
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                if os.getppid() != parent:  # pytest died before the prctl
+                    os._exit(1)
                 _cgroup.join(holder)
                 joined = _cgroup.memory_line("self")
                 os.write(w, b"J")  # joined: from here the parent watches for escapes
@@ -348,6 +357,17 @@ class Session:
             call.outcome, call.longrepr = "failed", before + summary
             if hasattr(call, "wasxfail"):
                 del call.wasxfail
+        # pytest's failure (an assertion, a fixture's error, a strict xpass)
+        # is the case's outcome in memrun's report too: a run that did not
+        # end as expected is never compared as a measurement.
+        failed = [rep.when for rep in reports if rep.failed]
+        if passed and failed:
+            passed = False
+            record["passed"] = False
+            record["outcome"] = "fail"
+            record["reason"] = f"pytest: the case failed (in its {', '.join(failed)})"
+            for run in record.get("runs") or []:
+                run["outcome"], run["passed"] = "fail", False
         # pytest's skip and xfail are the case's outcome in memrun's report
         # too, so that no comparison reads such a run as a measurement.
         if passed and any(rep.skipped for rep in reports):

@@ -32,6 +32,12 @@ def test_child_process_over_limit():
 
 
 @pytest.mark.memrun(memory="64MiB")
+def test_an_assertion_fails_within_the_limit():
+    a = np.ones(4 * MiB, dtype=np.uint8)
+    assert a.sum() == 0
+
+
+@pytest.mark.memrun(memory="64MiB")
 @pytest.mark.skip(reason="shows a skip")
 def test_skipped():
     raise AssertionError("never runs")
