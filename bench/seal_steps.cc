@@ -1,11 +1,16 @@
 // Where a sealed test's start-up cost goes: each level adds one of the
 // seal's kernel steps (runner/launch.cc, cgroup/seal.cc), in memrun's
 // order, to the level before, and is timed as N starts of /bin/true. The
+// first step is the cgroups every test gets, sealed or not: a group and
+// its leaf in each hierarchy the seal mounts, made, limited, joined and
+// removed as memrun does, with none of memrun's reads. The
 // levels take turns within a round, so that a load on the machine falls on
 // all of them alike. As root (the steps need CAP_SYS_ADMIN); every mount is
 // made in a namespace that dies with its iteration.
 //   seal-steps N ROUNDS   prints "ROUND LEVEL SECONDS_PER_START" lines
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,12 +26,18 @@
 
 namespace {
 
-enum Level { kBare, kPidNamespace, kMountNamespace, kCgroupNamespace, kShm, kProc, kLevels };
+enum Level { kBare, kGroups, kPidNamespace, kMountNamespace, kCgroupNamespace, kShm, kProc, kLevels };
 
 // The hierarchies the seal mounts again: v1's memory and pids, else cgroup2.
+// `own`: this process's group in it, under which each start's groups go.
 struct Hierarchy {
-  std::string point, fstype, options;
+  std::string point, fstype, options, own;
 };
+
+[[noreturn]] void fail(const char* step) {
+  std::perror(step);
+  _exit(3);
+}
 
 std::vector<Hierarchy> sealed_hierarchies() {
   std::vector<Hierarchy> v1, v2;
@@ -40,17 +51,69 @@ std::vector<Hierarchy> sealed_hierarchies() {
     if (w.size() < 5 || dash + 3 >= w.size()) continue;
     const std::string& fstype = w[dash + 1];
     const std::string& super = w[dash + 3];
-    if (fstype == "cgroup2") v2.push_back({w[4], fstype, ""});
+    if (fstype == "cgroup2") v2.push_back({w[4], fstype, "", ""});
     for (const char* c : {"memory", "pids"})
       if (fstype == "cgroup" && ("," + super + ",").find(std::string(",") + c + ",") != std::string::npos)
-        v1.push_back({w[4], fstype, c});
+        v1.push_back({w[4], fstype, c, ""});
   }
-  return v1.empty() ? v2 : v1;
+  auto& found = v1.empty() ? v2 : v1;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    // "ID:CONTROLLERS:PATH"; cgroup2's has no controllers.
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    for (auto& h : found)
+      if (h.fstype == "cgroup2" ? controllers == ",," : controllers.find("," + h.options + ",") != std::string::npos)
+        h.own = h.point + line.substr(b + 1);
+  }
+  return found;
 }
 
-[[noreturn]] void fail(const char* step) {
-  std::perror(step);
-  _exit(3);
+void write_file(const std::string& path, const char* text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f.flush()) {
+    std::perror(path.c_str());
+    _exit(3);
+  }
+}
+
+// One start's groups: a group and a leaf in each hierarchy, the memory
+// limit on both (memrun sets it on the group and the sealed leaf), the
+// leaves' cgroup.procs held open for the child to join by.
+struct Groups {
+  std::vector<std::string> dirs;  // made, in order
+  std::vector<int> procs;
+};
+
+Groups make_groups(const std::vector<Hierarchy>& hierarchies, int serial) {
+  Groups g;
+  for (const auto& h : hierarchies) {
+    std::string group = h.own + "/seal-steps-" + std::to_string(getpid()) + "-" + std::to_string(serial);
+    for (const std::string& dir : {group, group + "/test"}) {
+      if (mkdir(dir.c_str(), 0755) != 0) fail("mkdir(cgroup)");
+      g.dirs.push_back(dir);
+      if (h.options == "memory") write_file(dir + "/memory.limit_in_bytes", "67108864");
+      if (h.fstype == "cgroup2") write_file(dir + "/memory.max", "67108864");
+    }
+    int fd = open((group + "/test/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail("open(cgroup.procs)");
+    g.procs.push_back(fd);
+  }
+  return g;
+}
+
+void remove_groups(Groups& g) {
+  for (int fd : g.procs) close(fd);
+  for (size_t i = g.dirs.size(); i-- > 0;)
+    if (rmdir(g.dirs[i].c_str()) != 0) fail("rmdir(cgroup)");
+}
+
+// The child joins its leaves as memrun's does: "0" moves the writer.
+void join(const Groups& g) {
+  for (int fd : g.procs)
+    if (write(fd, "0", 1) != 1) fail("join");
 }
 
 // The init of a sealed test, up to `level`: then it starts the command and
@@ -85,21 +148,26 @@ std::vector<Hierarchy> sealed_hierarchies() {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 5);
 }
 
-bool start_once(int level, const std::vector<Hierarchy>& hierarchies) {
+bool start_once(int level, const std::vector<Hierarchy>& hierarchies, int serial) {
   pid_t pid;
-  if (level == kBare) {
+  Groups groups;
+  if (level >= kGroups) groups = make_groups(hierarchies, serial);
+  if (level <= kGroups) {
     pid = fork();
     if (pid == 0) {
+      join(groups);
       execl("/bin/true", "true", static_cast<char*>(nullptr));
       _exit(127);
     }
   } else {
     // clone(2) without a stack: a fork that also makes the pid namespace.
     pid = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-    if (pid == 0) init(level, hierarchies);
+    if (pid == 0) join(groups), init(level, hierarchies);
   }
   int status = 0;
-  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  remove_groups(groups);
+  return ok;
 }
 
 }  // namespace
@@ -119,7 +187,7 @@ int main(int argc, char** argv) {
     for (int level = 0; level < kLevels; ++level) {
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < n; ++i)
-        if (!start_once(level, hierarchies)) {
+        if (!start_once(level, hierarchies, i)) {
           std::fprintf(stderr, "seal-steps: level %d failed (as root?)\n", level);
           return 1;
         }
