@@ -94,8 +94,11 @@ Groups make_groups(const std::vector<Hierarchy>& hierarchies, int serial) {
     for (const std::string& dir : {group, group + "/test"}) {
       if (mkdir(dir.c_str(), 0755) != 0) fail("mkdir(cgroup)");
       g.dirs.push_back(dir);
-      if (h.options == "memory") write_file(dir + "/memory.limit_in_bytes", "67108864");
-      if (h.fstype == "cgroup2") write_file(dir + "/memory.max", "67108864");
+      // v2: memory.max exists only where the parent enables +memory for its
+      // children, which a group holding processes (this one's) cannot do.
+      std::string limit = dir + (h.fstype == "cgroup2" ? "/memory.max" : "/memory.limit_in_bytes");
+      if (h.options == "memory" || (h.fstype == "cgroup2" && access(limit.c_str(), W_OK) == 0))
+        write_file(limit, "67108864");
     }
     int fd = open((group + "/test/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) fail("open(cgroup.procs)");

@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 #include <fnmatch.h>
-#include <re2/re2.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -217,11 +216,12 @@ std::vector<Case> gtest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     // fails on purpose) selects both: the sharding variables pick the k-th
     // of those the filter selects, so each runs alone, the second and
     // later under "NAME#k".
-    // The verdict comes from googletest's per-case lines (below): they are
-    // printed plainly whatever the caller's environment says, since colour
-    // (GTEST_COLOR=yes) or brief output (GTEST_BRIEF=1) would hide them and
-    // inherited sharding variables would run no test at all.
-    c.env = {{"GTEST_COLOR", "no"}, {"GTEST_BRIEF", "0"}, {"GTEST_TOTAL_SHARDS", "1"}, {"GTEST_SHARD_INDEX", "0"}};
+    // The verdict comes from googletest's XML results (GTEST_OUTPUT, set
+    // when the case starts): inherited sharding variables would run no
+    // test at all, and GTEST_REPEAT would leave the last repetition's
+    // results alone. The log reads plainly (no colour, every case line).
+    c.env = {{"GTEST_COLOR", "no"},        {"GTEST_BRIEF", "0"},      {"GTEST_TOTAL_SHARDS", "1"},
+             {"GTEST_SHARD_INDEX", "0"}, {"GTEST_REPEAT", "1"}};
     if (!n.disabled && count[n.name] > 1) {
       int k = seen[n.name]++;
       if (k > 0) c.name += "#" + std::to_string(k + 1);

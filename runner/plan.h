@@ -53,7 +53,8 @@ struct PlannedTest {
 };
 
 /// Where memrun's pytest plugin writes how a case ended
-/// (ToolRules::outcome_file): beside the case's logs.
+/// (ToolRules::outcome_file), or GoogleTest its XML results
+/// (ToolRules::gtest_results): beside the case's logs.
 inline std::string outcome_path(const PlannedTest& p) { return p.stdout_path + ".outcome"; }
 
 /// Everything a run needs to know before it starts.

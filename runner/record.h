@@ -115,8 +115,8 @@ struct Observation {
   /// A suite's case whose tool reads its output (ToolRules): which of the
   /// pass, fail and skip expressions matched it (stdout, then stderr).
   bool pass_matched = false, fail_matched = false, skip_matched = false;
-  /// A case whose tool writes its outcome (ToolRules::outcome_file): what
-  /// it wrote, "" when it wrote nothing.
+  /// A case whose tool writes its outcome (ToolRules::outcome_file,
+  /// gtest_results): what it said, "" when it wrote nothing.
   std::string tool_said;
   /// The last lines of stderr, then of stdout, of a test that did not pass
   /// (so that outputs made elsewhere, `memrun merge`, can show them).

@@ -94,11 +94,21 @@ Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* 
   std::string code = "exit " + std::to_string(o.exit_code);
   if (o.tool_said.empty()) {
     *why = rules.tool + " never said how the case ended: its process ended first (" + code +
-           (rules.gtest_results ? "; exit() or abort() in the test)" : "; os._exit() in the test, or the interpreter crashed)");
+           (rules.gtest_results ? "; exit() in the test, or the program or a wrapper sent its results elsewhere: "
+                                  "--gtest_output, GTEST_OUTPUT, a cleared environment)"
+                                : "; os._exit() in the test, or the interpreter crashed)");
     return Outcome::fail;
   }
+  // GoogleTest lists a case a global environment's SetUp kept from
+  // starting as run (and says PASSED): no measurement of it. Skipped
+  // (GTEST_SKIP() there, exit 0) or failed (a failure there).
+  if (o.tool_said == "none" && rules.gtest_results && o.exit_code == 0) {
+    *why = "GoogleTest never started it: a global environment's SetUp skipped the program";
+    return Outcome::skipped;
+  }
   if (o.tool_said == "none") {
-    *why = rules.tool + " ended before the case ran to its end (" + code + "; pytest.exit()?)";
+    *why = rules.gtest_results ? "GoogleTest never started it (" + code + "; a global environment's SetUp failed)"
+                               : rules.tool + " ended before the case ran to its end (" + code + "; pytest.exit()?)";
     return Outcome::fail;
   }
   if (o.tool_said == "skipped") {

@@ -504,6 +504,14 @@ TEST_F(Suites, AGoogleTestCaseIsJudgedByTheProgramsResultsNotByLinesItPrints) {
   EXPECT_NE(exits["reason"].get<std::string>().find("GoogleTest never said how the case ended"), std::string::npos) << exits;
   EXPECT_EQ(test_named(run, "p/Printing.SaysSkippedThenFails")["outcome"], "fail") << run.out;
   EXPECT_EQ(test_named(run, "p/Printing.SaysFailedThenPasses")["outcome"], "pass") << run.out;
+  // A global environment that skips the program: GoogleTest says PASSED
+  // and lists the case as run, never started (its start time the epoch).
+  auto skipped = run_spec(dir, "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) +
+                                   ", memory: 64MiB, env: {MEMRUN_SKIP_EVERYTHING: '1'}}\n",
+                          {"--filter", "SaysFailedThenPasses"});
+  const auto& never = test_named(skipped, "p/Printing.SaysFailedThenPasses");
+  EXPECT_EQ(never["outcome"], "skipped") << never;
+  EXPECT_NE(never["reason"].get<std::string>().find("GoogleTest never started it"), std::string::npos) << never;
 }
 
 TEST_F(Suites, GoogletestsOwnProgramsGetTheirOwnVerdictsCaseByCase) {

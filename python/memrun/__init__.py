@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import select
+import threading
 
 from . import _cgroup
 
@@ -75,8 +76,13 @@ class Peak:
     - "memory.max_usage_in_bytes": cgroup v1, in a test's group ($MEMRUN_TEST
       is set): the block runs in a sub-group of its own, made for it, whose
       mark starts at the block (usage there starts at 0: the baseline is 0).
-      The test's own mark is never reset: a write there resets it for every
-      reader, memrun's peak of the whole test too (which fails such a test);
+      So on v1 it is the block's own new charges, of this process and what
+      it starts in the block (not of processes started before it), and
+      memory freed in the block that was charged before does not lower it
+      (on v2 it does). The test's own mark is never reset: a write there
+      resets it for every reader, memrun's peak of the whole test too
+      (which fails such a test). One block at a time per process: blocks
+      nest, but two that overlap otherwise (threads) sample instead;
     - "sampled every 1 ms": elsewhere (v2 before 6.12, or a group shared with
       others, whose mark is not this block's to reset): a forked process
       reads usage, so a peak shorter than the interval can be missed.
@@ -117,16 +123,27 @@ class Peak:
             # they are (v1 moves no charges unless told to); the sub-group's
             # are the block's, and go to the test's group when it is removed.
             sub = os.path.join(self._dir, f"memrun-peak-{os.getpid()}-{id(self):x}")
-            try:
-                os.mkdir(sub)
+            with _blocks_lock:
                 try:
-                    _write(sub, "cgroup.procs", "0")  # "0": the writer's process
+                    # A block another thread has open moved the whole
+                    # process: this one samples (blocks of one thread nest).
+                    if any(t != threading.get_ident() for t, _ in _open_blocks):
+                        raise OSError("another thread's block is open")
+                    os.mkdir(sub)
+                    try:
+                        # Sockets are charged only in a group whose TCP
+                        # limit was written (v1): the test's, as memrun did.
+                        tcp = os.path.join(self._dir, "memory.kmem.tcp.limit_in_bytes")
+                        if os.path.exists(tcp):
+                            _write(sub, "memory.kmem.tcp.limit_in_bytes", _read_text(tcp))
+                        _write(sub, "cgroup.procs", "0")  # "0": the writer's process
+                    except OSError:
+                        os.rmdir(sub)
+                        raise
+                    self._sub, self.source = sub, "memory.max_usage_in_bytes"
+                    _open_blocks.append((threading.get_ident(), sub))
                 except OSError:
-                    os.rmdir(sub)
-                    raise
-                self._sub, self.source = sub, "memory.max_usage_in_bytes"
-            except OSError:
-                pass
+                    pass
         if self.source is None:
             self.source = f"sampled every {self.interval * 1000:g} ms"
             self._start_sampler()
@@ -181,22 +198,28 @@ class Peak:
     def __exit__(self, exc_type, exc, tb):
         if self._sampler is not None:
             high = max(self._stop_sampler(), self._usage())
+            now = self._usage()
         elif self._fd is not None:
             os.lseek(self._fd, 0, os.SEEK_SET)
             high = int(os.read(self._fd, 64))
             os.close(self._fd)
+            now = self._usage()
         else:
-            high = _read_int(self._sub, "memory.max_usage_in_bytes")
-        now = _read_int(self._sub, "memory.usage_in_bytes") if self._sub else self._usage()
-        if self._sub:
-            # Back into the test's group; the sub-group goes unless a process
-            # the block started still runs there (memrun removes it then).
-            _write(self._dir, "cgroup.procs", "0")
             try:
-                os.rmdir(self._sub)
-            except OSError:
-                pass
-            self._sub = None
+                high = _read_int(self._sub, "memory.max_usage_in_bytes")
+                now = _read_int(self._sub, "memory.usage_in_bytes")
+            finally:
+                # Back into the test's group, whatever happened; the
+                # sub-group goes unless a process the block started still
+                # runs there (memrun removes it then).
+                with _blocks_lock:
+                    _write(self._dir, "cgroup.procs", "0")
+                    _open_blocks.remove((threading.get_ident(), self._sub))
+                try:
+                    os.rmdir(self._sub)
+                except OSError:
+                    pass
+                self._sub = None
         self.high_water = high
         self.peak = max(0, high - self.baseline)
         self.retained = now - self.baseline
@@ -220,6 +243,16 @@ class Peak:
 def _read_int(directory, name):
     with open(os.path.join(directory, name)) as f:
         return int(f.read())
+
+
+# v1 blocks open in this process, innermost last (see Peak).
+_blocks_lock = threading.Lock()
+_open_blocks = []
+
+
+def _read_text(path):
+    with open(path) as f:
+        return f.read().strip()
 
 
 def _write(directory, name, text):

@@ -237,7 +237,8 @@ class Session:
             try:
                 # The case dies with pytest (a SIGTERM to pytest alone): the
                 # holder then reads EOF, and memrun exec removes the group.
-                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+                    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
                 if os.getppid() != parent:  # pytest died before the prctl
                     os._exit(1)
                 _cgroup.join(holder)
@@ -252,7 +253,9 @@ class Session:
                 # pickle keeps what JSON would not (a skip's longrepr tuple);
                 # both ends are the same interpreter.
                 now = _cgroup.memory_line("self")
-                payload = pickle.dumps({"reports": data, "left_for": None if now == joined else now})
+                # (A group below its own is still the case's: memrun.peak()'s.)
+                inside = now == joined or (now or "").startswith(joined.rstrip("/") + "/")
+                payload = pickle.dumps({"reports": data, "left_for": None if inside else now})
             except BaseException:
                 payload = pickle.dumps({"error": traceback.format_exc()})
                 code = 1

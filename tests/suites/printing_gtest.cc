@@ -24,3 +24,14 @@ TEST(Printing, SaysFailedThenPasses) {
   std::printf("[  FAILED  ] Printing.SaysFailedThenPasses (0 ms)\n");
   SUCCEED();
 }
+
+// With MEMRUN_SKIP_EVERYTHING set, a global environment skips the whole
+// program in its SetUp: no case starts, though the XML lists the one the
+// filter selected as run.
+class SkipEverything : public testing::Environment {
+ public:
+  void SetUp() override {
+    if (std::getenv("MEMRUN_SKIP_EVERYTHING")) GTEST_SKIP() << "skipped by the global environment";
+  }
+};
+testing::Environment* const kSkipEverything = testing::AddGlobalTestEnvironment(new SkipEverything);
