@@ -189,7 +189,7 @@ TEST_F(Trust, APeakResetByTheTestNeverPasses) {
                        "{W} --touch 56MiB || exit 99; if [ -e $G/memory.max_usage_in_bytes ]; then "
                        "echo 0 > $G/memory.max_usage_in_bytes || exit 98; "
                        "[ -e $G/memory.memsw.max_usage_in_bytes ] && echo 0 > $G/memory.memsw.max_usage_in_bytes; "
-                       "else echo reset > $G/memory.peak || exit 97; fi; true";
+                       "else echo reset > $G/memory.peak 2> /dev/null; fi; true";  // (6.12+)
   auto run = run_spec(dir,
                       "tests:\n  - {name: " + name + ", run: " + yaml_quoted(script) +
                           ", memory: 64MiB, min_headroom: 50%}\n",
@@ -209,6 +209,10 @@ TEST_F(Trust, APeakResetByTheTestNeverPasses) {
 
 TEST_F(Trust, KillLinesATestWritesToTheKernelLogAreNotBelieved) {
   if (::geteuid() != 0) GTEST_SKIP() << "/dev/kmsg is root's to write";
+  // v1, where memrun reads the kernel log for every test (v2 counts a
+  // kill below the test's group in its own memory.events).
+  if (!std::filesystem::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+    GTEST_SKIP() << "memory is not on cgroup v1 here";
   // A root test gets a child OOM-killed under a sub-limit of its own, then
   // writes to /dev/kmsg the lines of a kill at memrun's limit (its group,
   // the same victim): `expect: oom` must still not be met. The kernel's
