@@ -48,8 +48,9 @@ struct ToolRules {
   bool outcome_file = false;
   /// GoogleTest: the case's outcome is what the program's own results say
   /// of it (GTEST_OUTPUT=xml:..., written once every case ran), never lines
-  /// a test can print; no results (the program ended mid-case: exit(),
-  /// abort()) is a failure, whatever the exit code.
+  /// a test can print; no results (exit() mid-case, results sent
+  /// elsewhere) is a failure, whatever the exit code; a case listed as run
+  /// but never started (a global environment's SetUp) is no pass.
   bool gtest_results = false;
   std::string tool;  ///< "ctest", "pytest", "GoogleTest" for reasons; empty: none
   bool any() const { return !tool.empty(); }
