@@ -12,6 +12,7 @@
 
 #include "cgroup/cgroup.h"
 #include "runner/launch.h"
+#include "runner/prepared.h"
 #include "runner/worker.h"
 
 namespace memrun {
@@ -34,8 +35,10 @@ class Launcher {
   int fd() const { return worker_.fd(); }
   /// launch(cmd, placement) on the thread; the group whose fds
   /// `placement` holds must stay open until take() returns the start.
-  void post(uint64_t serial, Command cmd, cgroup::Placement placement) {
-    worker_.post({serial, std::move(cmd), std::move(placement)});
+  /// With `prepared` (the run's folder), a pytest case forks from its
+  /// suite's prepared pytest (prepared.h).
+  void post(uint64_t serial, Command cmd, cgroup::Placement placement, std::string prepared = "") {
+    worker_.post({serial, std::move(cmd), std::move(placement), std::move(prepared)});
   }
   /// The starts done since the last call.
   std::vector<Started> take() { return worker_.take(); }
@@ -45,8 +48,9 @@ class Launcher {
     uint64_t serial;
     Command cmd;
     cgroup::Placement placement;
+    std::string prepared;
   };
-  static Started start(Job& job);
+  static Started start(Job& job, PreparedSet& prepared);
   Worker<Job, Started> worker_;
 };
 

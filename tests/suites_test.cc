@@ -244,6 +244,163 @@ TEST_F(Suites, ASuiteWhoseEveryModulePytestSkipsAsItCollectsItIsNoPass) {
   EXPECT_EQ(alone.exit_code, 5) << alone.out << alone.err;
 }
 
+// A pytest case forked from its suite's prepared pytest (runner/prepared.h)
+// is sealed as one started afresh is: its own group is the root of every
+// hierarchy it sees, its pid namespace holds its init and itself, it holds
+// no descriptor of memrun's, of the prepared process's or of another case
+// running at once (their init's pipes, pidfds), and its limit, OOM kill and
+// peak are its own. Its parent is outside its pid namespace (getppid() 0),
+// where a case started afresh is its init's child (1): `prepared: off`.
+TEST_F(Suites, APreparedPytestCaseIsSealedInItsOwnGroupAsAFreshOneIs) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  // What a conftest sets in the environment as it is imported each case
+  // gets, as from its own pytest.
+  dir.write("conftest.py", "import os\nos.environ['FROM_CONFTEST'] = 'yes'\n");
+  dir.write("test_sealed.py", R"(import os, sys, time, pytest
+
+# Opened as the prepared process imports this module, outside any seal:
+# never the case's (its own group is where it must stay).
+HOST_ROOT = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+
+def own_view():
+    cgroups = open("/proc/self/cgroup").read().splitlines()
+    assert all(line.endswith(":/") for line in cgroups), cgroups
+    assert len([p for p in os.listdir("/proc") if p.isdigit()]) == 2, os.listdir("/proc")
+    pipes = set()  # its stdout's and stderr's, which pytest's capture holds copies of
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own
+        assert not target.startswith(("socket:", "anon_inode:[pidfd]")), (fd, target)
+        if target.startswith("pipe:"):
+            pipes.add(target)
+    assert len(pipes) <= 2, pipes
+    assert os.getppid() == int(os.environ["PARENT"]), os.getppid()
+    assert os.environ.get("FROM_CONFTEST") == "yes"
+
+@pytest.mark.parametrize("n", range(4))
+def test_sealed(n):
+    own_view()
+    time.sleep(0.3)  # the others start meanwhile
+
+def test_fails():
+    own_view()
+    assert 1 == 2
+
+@pytest.mark.memrun(memory="48MiB", expect="oom")
+def test_fills_its_limit():
+    held = b"x" * (128 << 20)
+
+@pytest.mark.memrun(memory="48MiB", expect="oom")
+def test_leaves_its_group_through_what_the_module_opened():
+    try:
+        os.fchdir(HOST_ROOT)
+        for hierarchy in ("memory", "unified", ""):
+            try:
+                with open(f"sys/fs/cgroup/{hierarchy}/cgroup.procs".replace("//", "/"), "w") as f:
+                    f.write("0")
+            except OSError:
+                pass
+    except OSError:
+        pass  # closed: the case stays where it is
+    held = b"x" * (128 << 20)
+
+def test_touches_96_mib():
+    held = b"x" * (96 << 20)
+)");
+  for (const char* prepared : {"on", "off"}) {
+    SCOPED_TRACE(std::string("prepared: ") + prepared);
+    auto run = run_spec(dir,
+                        std::string("suites:\n  - name: py\n    pytest: [test_sealed.py]\n    python: ") + kPython +
+                            "\n    env: {TMPDIR: /tmp, PARENT: '" + (prepared == std::string("on") ? "0" : "1") +
+                            "'}\n    memory: 256MiB\n    prepared: " + prepared + "\n",
+                        {"-j", "4"});
+    ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+    if (prepared == std::string("on"))
+      EXPECT_EQ(run.err.find("start pytest afresh"), std::string::npos) << run.err;  // it was prepared
+    auto verdicts = memrun_verdicts(run, "py");
+    for (int n = 0; n < 4; ++n)
+      EXPECT_EQ(verdicts["test_sealed.py::test_sealed[" + std::to_string(n) + "]"], "pass") << run.out;
+    EXPECT_EQ(verdicts["test_sealed.py::test_fails"], "fail") << run.out;
+    const auto& failed = test_named(run, "py/test_sealed.py::test_fails");
+    EXPECT_EQ(failed["tool_said"], "failed") << failed;
+    for (const char* oom : {"test_fills_its_limit", "test_leaves_its_group_through_what_the_module_opened"}) {
+      EXPECT_EQ(verdicts[std::string("test_sealed.py::") + oom], "pass") << run.out;
+      EXPECT_EQ(test_named(run, std::string("py/test_sealed.py::") + oom)["outcome"], "oom") << run.out;
+    }
+
+    const auto& touched = test_named(run, "py/test_sealed.py::test_touches_96_mib");
+    EXPECT_EQ(touched["outcome"], "pass") << touched;
+    EXPECT_GE(touched["peak_bytes"].get<uint64_t>(), 96ull << 20) << touched;
+  }
+}
+
+// What a prepared case's output is: its own. pytest's capture, made once in
+// the prepared process, must not be one file for every fork: the output a
+// case left there (it ended before pytest read it) would be read into the
+// next case's memory, here 200 MiB under a limit of 64.
+TEST_F(Suites, APreparedPytestCaseNeverReadsAnotherCasesOutput) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  dir.write("test_out.py", R"(import os, pytest
+
+@pytest.mark.memrun(memory="512MiB")
+def test_1_writes_and_leaves():
+    for _ in range(200):
+        os.write(1, b"y" * (1 << 20))
+    os._exit(0)
+
+@pytest.mark.memrun(memory="64MiB")
+def test_2_after_it():
+    print("its own")
+    assert 0
+)");
+  auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [test_out.py]\n    python: " + kPython +
+                               "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n    prepared: on\n",
+                      {"-j", "1"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto& after = test_named(run, "py/test_out.py::test_2_after_it");
+  EXPECT_EQ(after["outcome"], "fail") << after;  // its assertion, not an OOM kill
+  EXPECT_EQ(after["tool_said"], "failed") << after;
+  EXPECT_LT(after["peak_bytes"].get<uint64_t>(), 64ull << 20) << after;
+}
+
+// A GoogleTest case writes its results to the run's folder from inside its
+// test, whose /dev/shm is its own: a run folder there is refused at once
+// (exit 2), never a run of cases that all "fail" for want of results.
+TEST_F(Suites, ARunFolderUnderDevShmIsRefusedForCasesThatWriteResults) {
+  std::string runs = "/dev/shm/memrun-suites-test-" + std::to_string(::getpid());
+  std::string spec = dir.write("spec.yaml", "suites:\n  - name: engine\n    gtest: " + kExample + "\n    memory: 128MiB\n");
+  auto run = run_program({MEMRUN_BIN, spec, "--run-dir", runs});
+  EXPECT_FALSE(std::filesystem::exists(runs));  // nothing made, nothing run
+  std::filesystem::remove_all(runs);
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("is under /dev/shm, which each test gets its own empty copy of"), std::string::npos) << run.err;
+}
+
+// pytest that cannot be prepared (here a conftest ends the process that
+// would serve the cases) costs time, never a verdict: memrun says so once
+// and starts each case afresh.
+TEST_F(Suites, ASuiteWhosePytestCannotBePreparedRunsEachCaseAfresh) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  dir.write("conftest.py", "import os, sys\nif 'serve' in sys.argv:\n    os._exit(3)\n");
+  dir.write("test_two.py", "import os\ndef test_a():\n    assert os.getppid() == 1\ndef test_b():\n    assert 0\n");
+  auto run = run_spec(dir, "suites:\n  - name: py\n    pytest: [test_two.py]\n    python: " + kPython +
+                               "\n    env: {TMPDIR: /tmp}\n    memory: 256MiB\n    prepared: on\n",
+                      {"-j", "2"});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  auto verdicts = memrun_verdicts(run, "py");
+  EXPECT_EQ(verdicts["test_two.py::test_a"], "pass") << run.out;
+  EXPECT_EQ(verdicts["test_two.py::test_b"], "fail") << run.out;
+  EXPECT_NE(run.err.find("pytest, prepared once for a suite, ended before it was ready; its cases now start pytest "
+                         "afresh each"),
+            std::string::npos)
+      << run.err;
+}
+
 TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip) {
   if (auto why = pytest_missing(); !why.empty())
     GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
