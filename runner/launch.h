@@ -55,13 +55,6 @@ struct Command {
   /// pid_namespaces_work()). Child::status_fd then gives the command's
   /// wait status.
   bool pid_namespace = false;
-  /// With pid_namespace: the init starts no command and reads the
-  /// command's InitReport from this pipe instead (init::InitArgs::vessel_fd,
-  /// runner/prepared.h). -1: the init starts `path`.
-  int vessel_fd = -1;
-  /// A descriptor the command inherits (its close-on-exec flag cleared in
-  /// the child alone), or -1.
-  int inherit_fd = -1;
 };
 
 /// waitid(2)'s idtype for a pidfd (P_PIDFD, 5.4+): a child is reaped

@@ -12,7 +12,6 @@
 
 #include "cgroup/cgroup.h"
 #include "runner/launch.h"
-#include "runner/prepared.h"
 #include "runner/worker.h"
 
 namespace memrun {
@@ -35,10 +34,8 @@ class Launcher {
   int fd() const { return worker_.fd(); }
   /// launch(cmd, placement) on the thread; the group whose fds
   /// `placement` holds must stay open until take() returns the start.
-  /// With `prepared` (the run's folder), a pytest case forks from its
-  /// suite's prepared pytest (prepared.h).
-  void post(uint64_t serial, Command cmd, cgroup::Placement placement, std::string prepared = "") {
-    worker_.post({serial, std::move(cmd), std::move(placement), std::move(prepared)});
+  void post(uint64_t serial, Command cmd, cgroup::Placement placement) {
+    worker_.post({serial, std::move(cmd), std::move(placement)});
   }
   /// The starts done since the last call.
   std::vector<Started> take() { return worker_.take(); }
@@ -48,9 +45,8 @@ class Launcher {
     uint64_t serial;
     Command cmd;
     cgroup::Placement placement;
-    std::string prepared;
   };
-  static Started start(Job& job, PreparedSet& prepared);
+  static Started start(Job& job);
   Worker<Job, Started> worker_;
 };
 

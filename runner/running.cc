@@ -186,13 +186,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
                         (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
     if (context.launcher) {
-      // A pytest case forks from its suite's prepared pytest where the
-      // seal is whole (root: it enters the init's namespaces, joins its
-      // groups), unless its spec says `prepared: off`.
-      bool prepared = t.prepared && t.rules.tool == "pytest" && cmd.pid_namespace && placement.seal &&
-                      !cmd.user_namespace && ::geteuid() == 0;
-      context.launcher->post(serial, std::move(cmd), placement,
-                             prepared ? std::filesystem::path(p.stdout_path).parent_path().string() : "");
+      context.launcher->post(serial, std::move(cmd), placement);
       phase_ = Phase::starting;
       deadline_ = next_sample_ = clock::time_point::max();  // until launched()
       return true;
@@ -228,9 +222,7 @@ bool RunningTest::launched(const Child& child, std::exception_ptr error) {
   err_->close_writer();
   observed_.placement = child_.placement;
   observed_.ending = Ending::exited;  // unless a timeout or a signal comes first
-  // From its start, not from its turn: a start that waited on the
-  // launcher (a suite's pytest being prepared) is no time of the test's.
-  deadline_ = context_->clock->now() + t.timeout;
+  deadline_ = t0_ + t.timeout;
   // A test that ends before its first interval is never sampled: its cost
   // stays a clone, an exec and a wake-up.
   next_sample_ = interval_.count() > 0 ? t0_ + interval_ : clock::time_point::max();

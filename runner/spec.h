@@ -90,9 +90,6 @@ struct TestSpec {
   /// `thrash: off`: the test is never ended as thrashing (running.cc); it
   /// runs until it ends or its timeout.
   bool thrash = true;
-  /// `prepared: on`: a pytest case forks from one pytest process prepared
-  /// for its suite (runner/prepared.h) instead of starting pytest afresh.
-  bool prepared = false;
   /// `explain:` (explain.h); nullopt: as --explain says (on-failure with
   /// it, never without).
   std::optional<ExplainMode> explain;

@@ -272,13 +272,6 @@ const std::vector<Key> kKeys = {
      },
      nullptr, nullptr},
     {"explain", kTestish, nullptr, nullptr, read_explain, nullptr, nullptr},
-    {"prepared", kTestish, nullptr, nullptr,
-     [](const Source& s, const YAML::Node& v, Fields& f) {
-       f.prepared = boolean(s, v, "'prepared' must be on (a pytest case forks from one pytest process that has "
-                                  "collected its suite: what its modules allocate as they are imported is not the "
-                                  "case's) or off (the default: each case starts pytest afresh), not ");
-     },
-     nullptr, nullptr},
 };
 
 

@@ -92,9 +92,9 @@ void default_signals() {
   sys(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&action), 0, sizeof action.mask);
 }
 
-// Closes every descriptor but the four the init keeps (close_range, 5.9+;
+// Closes every descriptor but the three the init keeps (close_range, 5.9+;
 // before it, one by one up to the open-files limit).
-void close_others(const int keep[4]) {
+void close_others(const int keep[3]) {
   int from = 3;
   auto close_between = [](int lo, int hi) {
     if (lo > hi || sys(SYS_close_range, lo, hi, 0) == 0) return;
@@ -106,9 +106,9 @@ void close_others(const int keep[4]) {
     if (last > (1u << 20)) last = 1u << 20;
     for (unsigned long fd = static_cast<unsigned long>(lo); fd <= last; ++fd) sys(SYS_close, static_cast<long>(fd));
   };
-  int sorted[4] = {keep[0], keep[1], keep[2], keep[3]};
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
+  int sorted[3] = {keep[0], keep[1], keep[2]};
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
       if (sorted[j] < sorted[i]) {
         int t = sorted[i];
         sorted[i] = sorted[j];
@@ -146,21 +146,6 @@ int command_entry(void* p) {
   long r = sys(SYS_execve, reinterpret_cast<long>(a.path), reinterpret_cast<long>(a.argv), reinterpret_cast<long>(a.envp));
   c->failed = true;
   fail(a.report_fd, kExecStage, r);
-}
-
-// A vessel's command is another process's child: its report comes whole (a
-// pipe's write of less than PIPE_BUF is atomic) and goes on to memrun, or
-// none comes. Closes both pipes; returns what the init exits with once
-// nothing is left: 0, or 127 without a report.
-int relay_vessel(int vessel_fd, int status_fd) {
-  InitReport report;
-  long n;
-  do n = sys(SYS_read, vessel_fd, reinterpret_cast<long>(&report), sizeof report);
-  while (n == -EINTR);
-  sys(SYS_close, vessel_fd);
-  if (n == sizeof report) sys(SYS_write, status_fd, reinterpret_cast<long>(&report), sizeof report);
-  sys(SYS_close, status_fd);
-  return n == sizeof report ? 0 : 127;
 }
 
 }  // namespace
@@ -215,20 +200,17 @@ void run(const InitArgs& a) {
   // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
   write_file("/proc/self/oom_score_adj", "-1000");
   default_signals();
-  int keep[4] = {a.status_fd, a.report_fd, a.procs_fd, a.vessel_fd};
+  int keep[3] = {a.status_fd, a.report_fd, a.procs_fd};
   close_others(keep);
   // The pipes and the leaf's file stay the init's: the command's exec
   // closes them.
   for (int fd : keep)
     if (fd >= 0) sys(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  long command = -1;
-  if (a.vessel_fd < 0) {
-    CommandStart c{&a, false};
-    alignas(16) char stack[32 * 1024];
-    command = spawn(command_entry, &c, stack + sizeof stack);
-    if (command < 0) fail(a.report_fd, kInitStage, command);
-    if (c.failed) exit_now(127);
-  }
+  CommandStart c{&a, false};
+  alignas(16) char stack[32 * 1024];
+  long command = spawn(command_entry, &c, stack + sizeof stack);
+  if (command < 0) fail(a.report_fd, kInitStage, command);
+  if (c.failed) exit_now(127);
   for (char* p = a.wipe_from; p && p < a.wipe_to; ++p) *p = '\0';
   // v2, sealed: the init leaves the test's group for its own leaf beside
   // it, under the same limited parent, so that the test may enable
@@ -244,17 +226,13 @@ void run(const InitArgs& a) {
     sys(SYS_close, a.procs_fd);
   }
   sys(SYS_close, a.report_fd);  // memrun reads EOF: the command runs
-  int status_fd = a.status_fd, none_left = 0;
-  if (a.vessel_fd >= 0) {
-    none_left = relay_vessel(a.vessel_fd, status_fd);
-    status_fd = -1;
-  }
+  int status_fd = a.status_fd;
   for (;;) {
     int status = 0;
     rusage usage{};
     long pid = sys(SYS_wait4, -1, reinterpret_cast<long>(&status), 0, reinterpret_cast<long>(&usage));
     if (pid == -EINTR) continue;
-    if (pid < 0) exit_now(none_left);  // ECHILD: nothing of the test is left
+    if (pid < 0) exit_now(0);  // ECHILD: nothing of the test is left
     if (pid == command && status_fd >= 0) {
       InitReport report{status, usage};
       sys(SYS_write, status_fd, reinterpret_cast<long>(&report), sizeof report);
@@ -271,15 +249,14 @@ void main_of(int argc, char** argv, char** envp) {
   InitArgs a;
   a.status_fd = static_cast<int>(number(argv[1]));
   a.report_fd = static_cast<int>(number(argv[2]));
-  if (argc < 9) fail(a.report_fd, kInitStage, -EINVAL);
+  if (argc < 8) fail(a.report_fd, kInitStage, -EINVAL);
   a.procs_fd = static_cast<int>(number(argv[3]));
-  a.vessel_fd = static_cast<int>(number(argv[4]));
-  a.oom_score_adj = argv[5];
-  a.seal_count = static_cast<int>(number(argv[6]));
-  if (a.seal_count < 0 || 8 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);
-  a.seal = argv + 7;
-  a.path = argv[7 + 4 * a.seal_count];
-  a.argv = argv + 8 + 4 * a.seal_count;
+  a.oom_score_adj = argv[4];
+  a.seal_count = static_cast<int>(number(argv[5]));
+  if (a.seal_count < 0 || 7 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);
+  a.seal = argv + 6;
+  a.path = argv[6 + 4 * a.seal_count];
+  a.argv = argv + 7 + 4 * a.seal_count;
   a.envp = envp;
   a.wipe_from = argv[1];
   a.wipe_to = argv[argc - 1] + length(argv[argc - 1]);

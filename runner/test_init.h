@@ -35,12 +35,6 @@ struct InitArgs {
   int report_fd = -1;  ///< ChildFailure's pipe; its EOF says the command runs
   /// v2, sealed: cgroup.procs of the init's own leaf, beside the test's, or -1.
   int procs_fd = -1;
-  /// A pipe the init reads the command's InitReport from, or -1. With it
-  /// the init starts no command: a process memrun's prepared pytest forks
-  /// into the init's namespaces is the test (runner/prepared.h), and the
-  /// fork that waits for it writes its report here. EOF without one (that
-  /// fork never started it): the init exits 127 once nothing is left.
-  int vessel_fd = -1;
   const char* oom_score_adj = "";   ///< for the command; "" leaves it
   /// With procs_fd: the cgroup mounts the command seals itself with, four
   /// strings each (point, fstype, flags in decimal, options) (seal()).
@@ -74,7 +68,7 @@ void next_pid_after(int after);
 long seal(const char* const* mounts, int count);
 
 /// The init program's (MEMRUN_FREESTANDING_INIT): its argv is argv[0],
-/// then status_fd, report_fd, procs_fd, vessel_fd, oom_score_adj, the number of seal
+/// then status_fd, report_fd, procs_fd, oom_score_adj, the number of seal
 /// mounts, their strings, and the command's path and argv; "probe" alone
 /// exits 0 (whether the program can be exec'ed here).
 [[noreturn]] void main_of(int argc, char** argv, char** envp);
