@@ -423,7 +423,9 @@ Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o)
 void check_results_reachable(const Plan& plan, const std::string& runs) {
   std::error_code ec;
   auto dir = std::filesystem::weakly_canonical(std::filesystem::absolute(runs, ec), ec).string();
-  if (dir != "/dev/shm" && dir.rfind("/dev/shm/", 0) != 0) return;
+  auto shm = std::filesystem::weakly_canonical("/dev/shm", ec).string();  // /run/shm on some hosts
+  if (shm.empty()) shm = "/dev/shm";
+  if (dir != shm && dir.rfind(shm + "/", 0) != 0) return;
   for (const auto& p : plan.tests)
     if (p.test->rules.outcome_file || p.test->rules.gtest_results)
       throw Error(Category::usage, "--run-dir " + dir + " is under /dev/shm, which each test gets its own empty "
