@@ -196,7 +196,7 @@ int host_pid() {
 [[noreturn]] void become_init(const ChildArgs& a, int host) {
   init::next_pid_after(host);
   if (a.init_fd < 0) init::run(*a.init);
-  for (int fd : {a.status_fd, a.report_fd, a.placement->init_procs_fd})
+  for (int fd : {a.status_fd, a.report_fd, a.placement->init_procs_fd, a.cmd->results_fd})
     if (fd >= 0) ::fcntl(fd, F_SETFD, 0);
   ::syscall(SYS_execveat, a.init_fd, "", a.init_argv, a.envp, AT_EMPTY_PATH);
   die(a.report_fd, kInitProgramStage);
@@ -263,6 +263,7 @@ int host_pid() {
     become_init(a, host);
   }
   default_signals();
+  if (cmd.results_fd >= 0) ::fcntl(cmd.results_fd, F_SETFD, 0);
   ::execve(cmd.path.c_str(), a.argv, a.envp);
   die(report_fd, kExecStage);
 }
@@ -386,9 +387,10 @@ int init_program_fd() {
 // is kept in `numbers`.
 std::vector<char*> program_argv(const init::InitArgs& init, std::vector<std::string>& numbers) {
   numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd), std::to_string(init.procs_fd),
-             std::to_string(init.seal_count)};
+             std::to_string(init.command_fd), std::to_string(init.seal_count)};
   std::vector<char*> argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
-                             numbers[2].data(), const_cast<char*>(init.oom_score_adj), numbers[3].data()};
+                             numbers[2].data(), numbers[3].data(), const_cast<char*>(init.oom_score_adj),
+                             numbers[4].data()};
   for (int i = 0; i < 4 * init.seal_count; ++i) argv.push_back(const_cast<char*>(init.seal[i]));
   argv.push_back(const_cast<char*>(init.path));
   for (char* const* a = init.argv; *a; ++a) argv.push_back(*a);
@@ -446,6 +448,7 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
   // nothing): as InitArgs, and as the init program's argv.
   init::InitArgs init;
   init.procs_fd = placement.init_procs_fd;
+  init.command_fd = cmd.results_fd;
   init.oom_score_adj = cmd.oom_score_adj.c_str();
   init.seal = args.seal;
   init.seal_count = args.seal_count;

@@ -149,7 +149,15 @@ def main(argv):
         out = os.fdopen(int(os.environ["MEMRUN_PYTEST_FD"]), "w")
         return pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[Plugin(out, args)])
     plugin = Plugin(case=args[0])
-    where = os.environ.get("MEMRUN_PYTEST_OUTCOME")  # before a test can change the environment
+    # Opened before the case runs: it may change the environment or close
+    # the descriptor memrun named (/proc/self/fd/N, a file of the test's own).
+    where = os.environ.get("MEMRUN_PYTEST_OUTCOME")
+    outcome = None
+    if where:
+        try:
+            outcome = open(where, "w")
+        except OSError as e:  # memrun then says pytest never said
+            print(f"memrun's pytest plugin: cannot open {where} for the case's outcome: {e}", file=sys.stderr)
     code = pytest.main(["-q", "-p", "no:cacheprovider", *args[1:]], plugins=[plugin])
     # How the case ended, written only now that pytest's session has: a
     # process that ends before (os._exit in the test) leaves no word, and
@@ -157,11 +165,11 @@ def main(argv):
     said = plugin.outcome or "none"
     if code != 0 and said in ("passed", "skipped"):
         said = "failed"  # the session failed after the case (a teardown, a plugin)
-    if where:
+    if outcome:
         try:
-            with open(where, "w") as f:
-                f.write(said)
-        except OSError as e:  # memrun then says pytest never said
+            with outcome:
+                outcome.write(said)
+        except OSError as e:
             print(f"memrun's pytest plugin: cannot write the case's outcome to {where}: {e}", file=sys.stderr)
     if code == 0 and plugin.outcome == "skipped":
         return SKIPPED

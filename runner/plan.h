@@ -52,11 +52,6 @@ struct PlannedTest {
   std::vector<size_t> after, needs;
 };
 
-/// Where memrun's pytest plugin writes how a case ended
-/// (ToolRules::outcome_file), or GoogleTest its XML results
-/// (ToolRules::gtest_results): beside the case's logs.
-inline std::string outcome_path(const PlannedTest& p) { return p.stdout_path + ".outcome"; }
-
 /// Everything a run needs to know before it starts.
 struct Plan {
   std::string run_dir;  ///< folder for logs (and reports by default)

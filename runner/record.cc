@@ -5,8 +5,6 @@
 #include <pugixml.hpp>
 #include <re2/re2.h>
 
-#include <filesystem>
-#include <fstream>
 
 #include "runner/files.h"
 #include "runner/spec.h"
@@ -56,17 +54,6 @@ TestIdentity identity_of(const PlannedTest& p) {
 
 namespace {
 
-// The first `limit` bytes of a log (none when it was never written).
-std::string log_head(const std::string& path, size_t limit) {
-  std::string text;
-  std::ifstream in(path, std::ios::binary);
-  char chunk[65536];
-  while (text.size() < limit && in.read(chunk, sizeof chunk).gcount() > 0)
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-  if (text.size() > limit) text.resize(limit);
-  return text;
-}
-
 // What GoogleTest's XML results (a file it writes once its cases ran) say
 // of the case its command selects (--gtest_filter=Suite.Case/1): "failed"
 // (a <failure>), "skipped", "passed", "none" (listed as run, but never
@@ -74,16 +61,13 @@ std::string log_head(const std::string& path, size_t limit) {
 // SetUp skipped or failed, 1.10+); empty when the file or the case is not
 // there (the program ended before it wrote them). Only the case that ran
 // counts (the filter leaves the others "notrun"): the one named so, or the
-// only one (the XML drops characters it cannot hold from names). A file
-// past 64 MiB (a case's own messages) is no answer memrun reads.
-std::string gtest_said(const std::string& path, const std::vector<std::string>& argv) {
+// only one (the XML drops characters it cannot hold from names).
+std::string gtest_said(const std::string& xml, const std::vector<std::string>& argv) {
   std::string name;
   for (const auto& a : argv)
     if (a.rfind("--gtest_filter=", 0) == 0) name = a.substr(15);
-  std::error_code ec;
-  if (std::filesystem::file_size(path, ec) > (64u << 20) || ec) return "";
   pugi::xml_document doc;
-  if (!doc.load_file(path.c_str())) return "";
+  if (!doc.load_buffer(xml.data(), xml.size())) return "";
   std::vector<pugi::xml_node> ran;
   pugi::xml_node named;
   for (auto c : doc.child("testsuites").children("testsuite"))
@@ -101,24 +85,21 @@ std::string gtest_said(const std::string& path, const std::vector<std::string>& 
   return "passed";
 }
 
-// Matches a suite's case's output against its tool's expressions, as ctest
-// matches a test's output (stdout and stderr, here one after the other).
+}  // namespace
+
+std::string said_in_results(const ToolRules& rules, const std::string& results, const std::vector<std::string>& argv) {
+  if (rules.gtest_results) return gtest_said(results, argv);
+  if (rules.outcome_file)
+    for (const char* word : {"passed", "failed", "skipped", "none"})
+      if (results == word) return word;
+  return "";
+}
+
 // RE2: linear in the output, never a stall; an expression RE2 cannot take
 // matches nothing. Byte by byte (Latin-1), as ctest's own expressions
 // match: output and names need not be UTF-8.
-void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) {
-  if (rules.gtest_results && o.ending == Ending::exited) o.tool_said = gtest_said(outcome_path(p), p.test->argv);
-  if (rules.outcome_file && o.ending == Ending::exited) {
-    std::string said = log_head(outcome_path(p), 16);
-    for (const char* word : {"passed", "failed", "skipped", "none"})
-      if (said == word) o.tool_said = said;
-  }
+void match_output(const ToolRules& rules, const std::string& text, Observation& o) {
   if (!rules.reads_output() || o.ending != Ending::exited) return;
-  // The logs are capped (--max-log, 64 MiB); this bound only keeps memrun's own
-  // memory flat under a run without a cap.
-  constexpr size_t kMaxMatched = 64u << 20;
-  std::string text = log_head(p.stdout_path, kMaxMatched);
-  text += log_head(p.stderr_path, kMaxMatched);
   RE2::Options options;
   options.set_log_errors(false);
   options.set_encoding(RE2::Options::EncodingLatin1);
@@ -134,10 +115,7 @@ void match_output(const ToolRules& rules, const PlannedTest& p, Observation& o) 
   o.skip_matched = any(rules.skip_regex);
 }
 
-}  // namespace
-
 TestRecord make_record(const PlannedTest& p, Observation observed) {
-  match_output(p.test->rules, p, observed);
   // An OOM kill within one sample interval: the group's figures, read after
   // the kill, no longer hold the victim's memory; the kernel's figures at
   // the kill (its log) do.

@@ -232,6 +232,19 @@ Verdict decide(const TestSpec& test, const Observation& observed);
 /// The identity of a planned test.
 TestIdentity identity_of(const PlannedTest& planned);
 
+/// What a suite's tool said of the case in the results it wrote
+/// (ToolRules::gtest_results: GoogleTest's XML; ToolRules::outcome_file:
+/// memrun's pytest plugin's one word): "passed", "failed", "skipped" or
+/// "none" (listed as run, never started); "" when it said nothing memrun
+/// can read (the program ended first). Observation::tool_said.
+struct ToolRules;
+std::string said_in_results(const ToolRules& rules, const std::string& results, const std::vector<std::string>& argv);
+
+/// Whether `text`, the case's output (stdout, then stderr), matches its
+/// tool's expressions (ToolRules::pass_regex...), as ctest matches a test's
+/// output: Observation::pass_matched, fail_matched, skip_matched.
+void match_output(const ToolRules& rules, const std::string& text, Observation& observed);
+
 /// The record of `planned`'s run: its identity, `observed` and the verdict
 /// decide() gives (a lost log is added to the reason: it changes no verdict).
 TestRecord make_record(const PlannedTest& planned, Observation observed);

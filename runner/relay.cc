@@ -120,9 +120,9 @@ void LogRelay::flush_echo(int wait_ms) {
 
 bool LogRelay::pump() {
   if (read_fd_ < 0) return false;
-  if (echo_fd_ >= 0) {
-    // Shown and kept: read once, written twice (splice would take the
-    // bytes from the pipe for the file alone).
+  if (echo_fd_ >= 0 || copy_limit_) {
+    // Shown or copied, and kept: read once, written twice (splice would
+    // take the bytes from the pipe for the file alone).
     for (;;) {
       char buffer[65536];
       ssize_t n = ::read(read_fd_, buffer, sizeof buffer);
@@ -131,6 +131,7 @@ bool LogRelay::pump() {
       if (n <= 0) return end();
       keep(buffer, static_cast<size_t>(n));
       echo(buffer, static_cast<size_t>(n));
+      copy_.append(buffer, std::min(static_cast<size_t>(n), copy_limit_ - copy_.size()));
     }
   }
   if (file_fd_ < 0 && null_fd_ < 0) {

@@ -39,6 +39,12 @@ class LogRelay {
   /// runs). Never blocks the run: what `fd` cannot take at once waits in
   /// memory (up to 8 MiB, past which it is not shown; the log has it all).
   void echo_to(int fd) { echo_fd_ = fd; }
+  /// Also keeps the first `limit` bytes in memory (copy()): what a verdict
+  /// is read from (a tool's expressions over the output), where no other
+  /// test can rewrite it as it could the file. The bytes then pass through
+  /// memrun (read, not spliced).
+  void copy_up_to(size_t limit) { copy_limit_ = limit; }
+  const std::string& copy() const { return copy_; }
   /// The epoll set that watches reader(): it forgets the pipe before the
   /// relay closes it (see close_reader).
   void watched_by(int epoll) { epoll_ = epoll; }
@@ -66,6 +72,8 @@ class LogRelay {
   int epoll_ = -1;
   std::string echo_pending_;
   uint64_t echo_dropped_ = 0;
+  size_t copy_limit_ = 0;
+  std::string copy_;
 };
 
 }  // namespace memrun

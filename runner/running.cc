@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,6 +67,7 @@ RunningTest::~RunningTest() {
   // makes one attempt, and what is left is the next run's gc's.
   close_watched(child_.pidfd);
   close_watched(child_.status_fd);
+  if (results_fd_ >= 0) ::close(results_fd_);
   kill_escaped();
   for (const auto& [pid, fd] : escaped_) ::close(fd);
 }
@@ -136,19 +138,44 @@ bool RunningTest::start_failed(const std::string& why) {
 }
 
 // Where the tool writes how the case ended (pytest's plugin, GoogleTest's
-// XML results). What an earlier run of the case left (--repeat) is no
-// answer. Absolute: the case runs in its own folder, and --run-dir may be
-// relative.
-void RunningTest::ask_for_outcome(const PlannedTest& p, Command& cmd) {
-  std::error_code ec;
-  std::string outcome = std::filesystem::absolute(outcome_path(p), ec).string();
-  ::unlink(outcome.c_str());
+// XML results): a memory file of the test's own (memfd, 3.17+), which
+// the command inherits and names as /proc/self/fd/N. No path of the run's
+// folder: another test (at -j N, or a root test that mounts the disk
+// again) could write it. Nothing can reach the file but its test (a
+// sealed test sees no /proc but its own) and memrun.
+void RunningTest::ask_for_outcome(Command& cmd) {
+  // Never executable (MFD_NOEXEC_SEAL, 6.3+, where a memory file without
+  // MFD_EXEC or it draws a warning in the kernel's log).
+  constexpr unsigned kNoExecSeal = 0x8;
+  results_fd_ = static_cast<int>(::syscall(SYS_memfd_create, "memrun-results", MFD_CLOEXEC | kNoExecSeal));
+  if (results_fd_ < 0 && errno == EINVAL)
+    results_fd_ = static_cast<int>(::syscall(SYS_memfd_create, "memrun-results", MFD_CLOEXEC));
+  if (results_fd_ < 0) throw_errno(Category::system, "memfd_create (the file a case writes how it ended to)");
+  cmd.results_fd = results_fd_;
   // GoogleTest takes GTEST_OUTPUT as it takes --gtest_output, and a wrapper
   // script passes the environment on where it may not pass an argument.
   // Once (getenv takes the first): the caller's or the suite's goes.
-  std::string key = p.test->rules.gtest_results ? "GTEST_OUTPUT=" : "MEMRUN_PYTEST_OUTCOME=";
+  bool gtest = planned().test->rules.gtest_results;
+  std::string key = gtest ? "GTEST_OUTPUT=" : "MEMRUN_PYTEST_OUTCOME=";
   std::erase_if(cmd.env, [&](const std::string& kv) { return kv.rfind(key, 0) == 0; });
-  cmd.env.push_back(key + (p.test->rules.gtest_results ? "xml:" : "") + outcome);
+  cmd.env.push_back(key + (gtest ? "xml:" : "") + "/proc/self/fd/" + std::to_string(results_fd_));
+}
+
+// What the case's tool wrote to its results file, once nothing of the test
+// runs (a file past 64 MiB, a case's own messages, is no answer).
+void RunningTest::read_results() {
+  if (results_fd_ < 0) return;
+  std::string text;
+  if (observed_.ending == Ending::exited) {
+    constexpr size_t kMax = 64u << 20;
+    char chunk[65536];
+    ssize_t n;
+    while (text.size() <= kMax && (n = ::pread(results_fd_, chunk, sizeof chunk, static_cast<off_t>(text.size()))) > 0)
+      text.append(chunk, static_cast<size_t>(n));
+    if (text.size() <= kMax) observed_.tool_said = said_in_results(planned().test->rules, text, planned().test->argv);
+  }
+  ::close(results_fd_);
+  results_fd_ = -1;
 }
 
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead, uint64_t serial) {
@@ -161,7 +188,14 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
-  if (t.rules.outcome_file || t.rules.gtest_results) ask_for_outcome(p, cmd);
+  if (t.rules.outcome_file || t.rules.gtest_results) {
+    try {
+      ask_for_outcome(cmd);
+    } catch (const Error& e) {
+      observed_.start_error = e.what();
+      return false;
+    }
+  }
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -171,6 +205,14 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
   out_->echo_to(context.echo_stdout);
   err_->echo_to(context.echo_stderr);
+  if (t.rules.reads_output()) {
+    // What the verdict reads: memrun's copy, not the files, which another
+    // test could rewrite. Bounded (the logs' cap is 64 MiB by default) so
+    // that memrun's memory stays flat under a run without a cap.
+    constexpr size_t kMaxMatched = 64u << 20;
+    out_->copy_up_to(kMaxMatched);
+    err_->copy_up_to(kMaxMatched);
+  }
   out_->watched_by(context.epoll);
   err_->watched_by(context.epoll);
   cmd.stdout_fd = out_->writer();
@@ -517,7 +559,10 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // Nothing of the test runs any more: its figures come on the next
       // turn, after the loop may have started the next test (released()
       // says it can, unless shmem is still charged), so that they are read
-      // while that one starts and runs.
+      // while that one starts and runs. Its results file goes first: its
+      // pages are shmem charged to the test, which must not be taken for
+      // what the test left in a shared tmpfs.
+      read_results();
       shm_draining_ = group_->usage().breakdown.shmem > 0;
       phase_ = Phase::reading;
       next_settle_ = now;
@@ -651,7 +696,11 @@ void RunningTest::remove_group() {
   give_up_ = context_->clock->now() + std::chrono::milliseconds(200);
 }
 
-TestRecord RunningTest::record() { return make_record(planned(), std::move(observed_)); }
+TestRecord RunningTest::record() {
+  read_results();
+  if (out_ && err_) match_output(planned().test->rules, out_->copy() + err_->copy(), observed_);
+  return make_record(planned(), std::move(observed_));
+}
 
 TestRecord RunningTest::not_started() {
   observed_.ending = Ending::not_started;

@@ -168,7 +168,8 @@ class RunningTest {
   enum class Phase { starting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
-  static void ask_for_outcome(const PlannedTest& p, Command& cmd);
+  void ask_for_outcome(Command& cmd);
+  void read_results();  // sets observed_.tool_said, closes results_fd_
   /// The kernel's figures, once a private /dev/shm had its time to go;
   /// then the removal.
   void read_once_drained(KernelLog& kernel_log, clock::time_point now);
@@ -195,6 +196,7 @@ class RunningTest {
   const PlannedTest* planned_;
   const RunContext* context_ = nullptr;
   Observation observed_;
+  int results_fd_ = -1;  // Command::results_fd, memrun's copy
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
   clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)

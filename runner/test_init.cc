@@ -92,10 +92,9 @@ void default_signals() {
   sys(SYS_rt_sigaction, SIGPIPE, reinterpret_cast<long>(&action), 0, sizeof action.mask);
 }
 
-// Closes every descriptor but the three the init keeps (close_range, 5.9+;
-// before it, one by one up to the open-files limit).
-void close_others(const int keep[3]) {
-  int from = 3;
+// Closes every descriptor but those of `keep` (-1 for none; close_range,
+// 5.9+; before it, one by one up to the open-files limit).
+void close_others(int keep[4]) {
   auto close_between = [](int lo, int hi) {
     if (lo > hi || sys(SYS_close_range, lo, hi, 0) == 0) return;
     struct {
@@ -106,18 +105,18 @@ void close_others(const int keep[3]) {
     if (last > (1u << 20)) last = 1u << 20;
     for (unsigned long fd = static_cast<unsigned long>(lo); fd <= last; ++fd) sys(SYS_close, static_cast<long>(fd));
   };
-  int sorted[3] = {keep[0], keep[1], keep[2]};
-  for (int i = 0; i < 3; ++i)
-    for (int j = i + 1; j < 3; ++j)
-      if (sorted[j] < sorted[i]) {
-        int t = sorted[i];
-        sorted[i] = sorted[j];
-        sorted[j] = t;
+  for (int i = 0; i < 4; ++i)  // sorted, in place
+    for (int j = i + 1; j < 4; ++j)
+      if (keep[j] < keep[i]) {
+        int t = keep[i];
+        keep[i] = keep[j];
+        keep[j] = t;
       }
-  for (int fd : sorted) {
-    if (fd < from) continue;  // -1, or below 3
-    close_between(from, fd - 1);
-    from = fd + 1;
+  int from = 3;
+  for (int i = 0; i < 4; ++i) {
+    if (keep[i] < from) continue;  // -1, below 3, or a repeat
+    close_between(from, keep[i] - 1);
+    from = keep[i] + 1;
   }
   close_between(from, 0x7fffffff);
 }
@@ -191,7 +190,8 @@ long seal(const char* const* mounts, int count) {
 // once, and the init stays; SIGKILL from memrun's namespace always kills
 // it. It holds none of memrun's descriptors (a root test could reopen them
 // through /proc/1/fd): only the status pipe, whose worst misuse is to
-// report a status the test could have exited with itself.
+// report a status the test could have exited with itself, and the
+// command's own results file.
 void run(const InitArgs& a) {
   sys(SYS_prctl, PR_SET_NAME, reinterpret_cast<long>("memrun-init"));
   // The kernel's OOM killer must pick the test, never its init: -1000
@@ -200,12 +200,14 @@ void run(const InitArgs& a) {
   // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
   write_file("/proc/self/oom_score_adj", "-1000");
   default_signals();
-  int keep[3] = {a.status_fd, a.report_fd, a.procs_fd};
+  int keep[4] = {a.status_fd, a.report_fd, a.procs_fd, a.command_fd};
   close_others(keep);
   // The pipes and the leaf's file stay the init's: the command's exec
-  // closes them.
-  for (int fd : keep)
+  // closes them. The command's own descriptor it keeps.
+  const int own[3] = {a.status_fd, a.report_fd, a.procs_fd};
+  for (int fd : own)
     if (fd >= 0) sys(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
+  if (a.command_fd >= 0) sys(SYS_fcntl, a.command_fd, F_SETFD, 0);
   CommandStart c{&a, false};
   alignas(16) char stack[32 * 1024];
   long command = spawn(command_entry, &c, stack + sizeof stack);
@@ -249,14 +251,15 @@ void main_of(int argc, char** argv, char** envp) {
   InitArgs a;
   a.status_fd = static_cast<int>(number(argv[1]));
   a.report_fd = static_cast<int>(number(argv[2]));
-  if (argc < 8) fail(a.report_fd, kInitStage, -EINVAL);
+  if (argc < 9) fail(a.report_fd, kInitStage, -EINVAL);
   a.procs_fd = static_cast<int>(number(argv[3]));
-  a.oom_score_adj = argv[4];
-  a.seal_count = static_cast<int>(number(argv[5]));
-  if (a.seal_count < 0 || 7 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);
-  a.seal = argv + 6;
-  a.path = argv[6 + 4 * a.seal_count];
-  a.argv = argv + 7 + 4 * a.seal_count;
+  a.command_fd = static_cast<int>(number(argv[4]));
+  a.oom_score_adj = argv[5];
+  a.seal_count = static_cast<int>(number(argv[6]));
+  if (a.seal_count < 0 || 8 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);
+  a.seal = argv + 7;
+  a.path = argv[7 + 4 * a.seal_count];
+  a.argv = argv + 8 + 4 * a.seal_count;
   a.envp = envp;
   a.wipe_from = argv[1];
   a.wipe_to = argv[argc - 1] + length(argv[argc - 1]);

@@ -247,14 +247,76 @@ TEST_F(Suites, ASuiteWhoseEveryModulePytestSkipsAsItCollectsItIsNoPass) {
 // A GoogleTest case writes its results to the run's folder from inside its
 // test, whose /dev/shm is its own: a run folder there is refused at once
 // (exit 2), never a run of cases that all "fail" for want of results.
-TEST_F(Suites, ARunFolderUnderDevShmIsRefusedForCasesThatWriteResults) {
-  std::string runs = "/dev/shm/memrun-suites-test-" + std::to_string(::getpid());
-  std::string spec = dir.write("spec.yaml", "suites:\n  - name: engine\n    gtest: " + kExample + "\n    memory: 128MiB\n");
-  auto run = run_program({MEMRUN_BIN, spec, "--run-dir", runs});
-  EXPECT_FALSE(std::filesystem::exists(runs));  // nothing made, nothing run
-  std::filesystem::remove_all(runs);
-  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
-  EXPECT_NE(run.err.find("is under /dev/shm, which each test gets its own empty copy of"), std::string::npos) << run.err;
+TEST_F(Suites, NoTestCanSayHowAnotherCaseEnded) {
+  if (auto why = pytest_missing(); !why.empty())
+    GTEST_SKIP() << kPython << " has no pytest (./setup.sh test installs python3-pytest): " << why;
+  // Beside the cases (-j 2, listed first), a test rewrites every file it
+  // can find in the run's folder (pytest's word, GoogleTest's XML without
+  // its failures, the logs ctest's expressions read) and every descriptor
+  // named memrun-results in /proc, until the last case has ended: no
+  // case's verdict may change.
+  std::string runs = dir.path() + "/runs";  // run_spec's
+  std::string build = dir.path() + "/rules-build";
+  auto configured = run_program({"cmake", "-S", std::string(SOURCE_DIR) + "/tests/suites/ctest-rules", "-B", build});
+  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  std::string mark = dir.path() + "/last-case-ended";
+  dir.write("forge.py",
+            "import glob, os, re, time\n"
+            "mark, runs, forged, start = os.environ['MARK'], os.environ['RUNS'], 0, time.time()\n"
+            "def forge(path):\n"
+            "    global forged\n"
+            "    try:\n"
+            "        with open(path) as f: text = f.read()\n"
+            "        if '<' in text: text = re.sub(r'<failure.*?</failure>|<failure[^>]*/>', '', text, flags=re.S)\n"
+            "        else: text = 'passed' if path.endswith('.outcome') else 'good\\n'\n"
+            "        with open(path, 'w') as f: f.write(text)\n"
+            "        forged += 1\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "ended = None\n"
+            "while time.time() - start < 60 and (ended is None or time.time() - ended < 2):\n"
+            "    if ended is None and os.path.exists(mark): ended = time.time()\n"
+            "    for path in glob.glob(runs + '/**/*', recursive=True):\n"
+            "        if 'forger' not in path and not path.endswith('.json') and os.path.isfile(path): forge(path)\n"
+            "    for fd in glob.glob('/proc/[0-9]*/fd/*'):\n"
+            "        try:\n"
+            "            if 'memrun-results' in os.readlink(fd): forge(fd)\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "print('forged', forged, 'ended', ended is not None)\n");
+  dir.write("test_victim.py",
+            "import os, time\n"
+            "def test_fails():\n    time.sleep(0.5)\n    assert False\n"
+            "def test_last():\n    open(os.environ['MARK'], 'w').close()\n");
+  auto run = run_spec(dir,
+                      "tests:\n  - name: forger\n    run: [" + kPython + ", forge.py]\n    memory: 128MiB\n"
+                      "    env: {MARK: " + mark + ", RUNS: " + runs + "}\n"
+                      "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) + ", memory: 64MiB}\n"
+                      "  - {name: cm, ctest: " + build + ", memory: 64MiB}\n"
+                      "  - name: py\n    pytest: [test_victim.py]\n    python: " + kPython + "\n"
+                      "    env: {TMPDIR: /tmp, MARK: " + mark + "}\n    memory: 256MiB\n",
+                      {"-j", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const auto& forger = test_named(run, "forger");
+  std::string said = read_text(forger["stdout"].get<std::string>());
+  EXPECT_EQ(forger["outcome"], "pass") << forger;
+  EXPECT_NE(said.find("ended True"), std::string::npos) << said;  // it was there until the last case ended
+  EXPECT_EQ(test_named(run, "p/Printing.SaysOkThenExits")["outcome"], "fail") << run.out;
+  EXPECT_EQ(test_named(run, "p/Printing.SaysSkippedThenFails")["outcome"], "fail") << run.out;
+  EXPECT_EQ(test_named(run, "p/Printing.SaysFailedThenPasses")["outcome"], "pass") << run.out;
+  EXPECT_EQ(test_named(run, "py/test_victim.py::test_fails")["outcome"], "fail") << run.out;
+  for (const char* name : {"cm/pass-re-missing", "cm/fail-re-stdout", "cm/fail-re-stderr"})
+    EXPECT_EQ(test_named(run, name)["outcome"], "fail") << name << "\n" << run.out;
+  EXPECT_EQ(test_named(run, "py/test_victim.py::test_last")["outcome"], "pass") << run.out;
+  // What a case writes there is no memory it left behind.
+  EXPECT_EQ(run.out.find("in files of a shared tmpfs"), std::string::npos) << run.out;
+  // Nor are they files of the run's folder: one under /dev/shm, which each
+  // test has its own of, serves as well.
+  std::string shm = "/dev/shm/memrun-suites-test-" + std::to_string(::getpid());
+  auto in_shm = run_memrun({dir.path() + "/spec.yaml", "--run-dir", shm, "--filter", "SaysFailedThenPasses|test_fails"});
+  std::filesystem::remove_all(shm);
+  EXPECT_EQ(in_shm.exit_code, 1) << in_shm.out << in_shm.err;
+  EXPECT_NE(in_shm.out.find("1 passed, 1 failed"), std::string::npos) << in_shm.out;
 }
 
 TEST_F(Suites, APytestCaseThatEndsItsProcessBeforePytestSaysIsNeverAPassOrASkip) {
