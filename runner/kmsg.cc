@@ -89,8 +89,8 @@ std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, c
   std::vector<OomKill> kills;
   for (const auto& m : messages) {
     unsigned long long kb = 0;
-    if (std::sscanf(m.c_str(), "memory: usage %*llukB, limit %llukB", &kb) == 1 ||
-        std::sscanf(m.c_str(), "memory+swap: usage %*llukB, limit %llukB", &kb) == 1) {
+    if (std::sscanf(m.c_str(), "memory: usage %*ukB, limit %llukB", &kb) == 1 ||
+        std::sscanf(m.c_str(), "memory+swap: usage %*ukB, limit %llukB", &kb) == 1) {
       if (m.rfind("memory: ", 0) == 0 || kb * 1024 < limit) limit = kb * 1024;
       continue;
     }

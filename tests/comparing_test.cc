@@ -204,7 +204,9 @@ TEST_F(Comparing, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
   EXPECT_EQ(c.report["tests"][0]["change"], "failed in both") << c.out;
   std::istringstream lines(c.out);
   for (std::string line; std::getline(lines, line);)
-    if (line.find(" sorts ") != std::string::npos) EXPECT_EQ(line.find("+0 B"), std::string::npos) << c.out;
+    if (line.find(" sorts ") != std::string::npos) {
+      EXPECT_EQ(line.find("+0 B"), std::string::npos) << c.out;
+    }
   // Fixed in head: said, and the gate passes.
   c = compare("head.json", "base.json");
   EXPECT_EQ(c.exit_code, 0) << c.out;

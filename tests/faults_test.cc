@@ -178,8 +178,9 @@ TEST_F(Faults, GcStaysInsideTheCgroupParentOnV1ItsPidsPlaceToo) {
   EXPECT_FALSE(std::filesystem::exists(pids + "/" + run)) << gc.out;
   std::istringstream lines(gc.out);
   for (std::string line; std::getline(lines, line);)
-    if (line.rfind("removed ", 0) == 0)
+    if (line.rfind("removed ", 0) == 0) {
       EXPECT_TRUE(line.find(mem + "/") == 8 || line.find(pids + "/") == 8) << "outside the parent: " << line;
+    }
   // (Another run on this host may collect it meanwhile; never this gc.)
   if (!outside.empty()) ::rmdir(outside.c_str());
   for (auto d = made.rbegin(); d != made.rend(); ++d) ::rmdir(d->c_str());

@@ -110,7 +110,9 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
     // libraries are charged to whichever group touches them first, which
     // differs between runs whatever -j is. Not the tree's: how far its
     // children's 20 MiB overlap is the scheduler's.
-    if (a["name"] != "tree") EXPECT_NEAR(a["peak_bytes"].get<double>(), b["peak_bytes"].get<double>(), 2.0 * MiB);
+    if (a["name"] != "tree") {
+      EXPECT_NEAR(a["peak_bytes"].get<double>(), b["peak_bytes"].get<double>(), 2.0 * MiB);
+    }
   }
 }
 

@@ -199,7 +199,9 @@ TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) 
   EXPECT_NE(open.exit_code, 0) << open.out << open.err;
   if (!open.report.is_null() && open.report.contains("tests"))
     for (const auto& entry : open.report["tests"])
-      if (entry["name"] == "killed") EXPECT_FALSE(entry["passed"]) << entry;
+      if (entry["name"] == "killed") {
+        EXPECT_FALSE(entry["passed"]) << entry;
+      }
   EXPECT_EQ(read_text(xml2).find("failures=\"0\""), std::string::npos);
 }
 

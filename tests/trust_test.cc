@@ -94,16 +94,18 @@ TEST_F(Trust, AnOomUnderALimitTheTestLoweredNeverMeetsExpectOom) {
     EXPECT_FALSE(t["passed"]) << t.dump();
     // Where the kernel refuses the write (a systemd scope's leaf: exit 99)
     // there was nothing to lower; else the reason says whose limit it was.
-    if (t["exit_code"] != 99)
+    if (t["exit_code"] != 99) {
       EXPECT_NE(t["reason"].get<std::string>().find("memrun set"), std::string::npos) << t.dump();
+    }
   }
   // Put back before the end, after a peak near the limit: only the samples
   // saw the lowered limit.
   const auto& near_record = test_named(run, "near");
-  if (near_record["exit_code"] == 0)
+  if (near_record["exit_code"] == 0) {
     EXPECT_NE(near_record["reason"].get<std::string>().find("while it ran, not the 64.0 MiB memrun set: the test lowered"),
               std::string::npos)
         << near_record.dump();
+  }
 }
 
 TEST_F(Trust, AnOomUnderALimitLoweredForAMomentBetweenSamplesNeverMeetsExpectOom) {
