@@ -263,7 +263,6 @@ int host_pid() {
     become_init(a, host);
   }
   default_signals();
-  if (cmd.results_fd >= 0) ::fcntl(cmd.results_fd, F_SETFD, 0);
   ::execve(cmd.path.c_str(), a.argv, a.envp);
   die(report_fd, kExecStage);
 }
@@ -387,7 +386,7 @@ int init_program_fd() {
 // is kept in `numbers`.
 std::vector<char*> program_argv(const init::InitArgs& init, std::vector<std::string>& numbers) {
   numbers = {std::to_string(init.status_fd), std::to_string(init.report_fd), std::to_string(init.procs_fd),
-             std::to_string(init.command_fd), std::to_string(init.seal_count)};
+             std::to_string(init.results_fd), std::to_string(init.seal_count)};
   std::vector<char*> argv = {const_cast<char*>("memrun-init"), numbers[0].data(), numbers[1].data(),
                              numbers[2].data(), numbers[3].data(), const_cast<char*>(init.oom_score_adj),
                              numbers[4].data()};
@@ -437,6 +436,21 @@ void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t fl
   }
 }
 
+// What the init is given, made before the clone (the child allocates
+// nothing); its pipes come later.
+init::InitArgs init_args(const Command& cmd, const cgroup::Placement& placement, const ChildArgs& args) {
+  init::InitArgs init;
+  init.procs_fd = placement.init_procs_fd;
+  init.results_fd = cmd.results_fd;
+  init.oom_score_adj = cmd.oom_score_adj.c_str();
+  init.seal = args.seal;
+  init.seal_count = args.seal_count;
+  init.path = cmd.path.c_str();
+  init.argv = args.argv;
+  init.envp = args.envp;
+  return init;
+}
+
 Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildArgs& args, int report[2]) {
   args.memrun_pidfd = own_pidfd();
   uint64_t flags = CLONE_NEWPID;
@@ -444,17 +458,8 @@ Child launch_init(const Command& cmd, const cgroup::Placement& placement, ChildA
     flags |= CLONE_NEWUSER | CLONE_NEWNS;
     args.born_in_namespaces = true;
   }
-  // What the init is given, made before the clone (the child allocates
-  // nothing): as InitArgs, and as the init program's argv.
-  init::InitArgs init;
-  init.procs_fd = placement.init_procs_fd;
-  init.command_fd = cmd.results_fd;
-  init.oom_score_adj = cmd.oom_score_adj.c_str();
-  init.seal = args.seal;
-  init.seal_count = args.seal_count;
-  init.path = cmd.path.c_str();
-  init.argv = args.argv;
-  init.envp = args.envp;
+  // As InitArgs, and as the init program's argv.
+  init::InitArgs init = init_args(cmd, placement, args);
   args.init = &init;
   args.init_fd = init_program_fd();
   for (;;) {

@@ -20,9 +20,10 @@ struct Command {
   std::vector<std::string> env;   ///< NAME=value, complete
   std::string cwd;
   int stdout_fd = -1, stderr_fd = -1;
-  /// A descriptor the command inherits under its own number, or -1: where
-  /// its tool writes how the case ended (RunningTest::ask_for_outcome).
-  /// memrun's copy is close-on-exec; the command's is not.
+  /// With pid_namespace: a descriptor the test's init keeps open (not the
+  /// command: close-on-exec) under its own number N, for the test to open
+  /// as /proc/1/fd/N: where its tool writes how the case ended
+  /// (RunningTest::ask_for_outcome). -1: none.
   int results_fd = -1;
   /// Written to the child's /proc/self/oom_score_adj before exec, when not
   /// empty (see protect_memrun in process_setup.cc).

@@ -60,23 +60,23 @@ namespace {
 // started: its start time is the epoch, as when a global environment's
 // SetUp skipped or failed, 1.10+); empty when the file or the case is not
 // there (the program ended before it wrote them). Only the case that ran
-// counts (the filter leaves the others "notrun"): the one named so, or the
-// only one (the XML drops characters it cannot hold from names).
+// and is named so counts (the filter leaves the others "notrun"; another
+// process of the test, a helper that runs the program again, may have
+// written results of other cases), its name as GoogleTest writes it: the
+// bytes XML cannot hold dropped (only printable ASCII, tab, CR and LF).
 std::string gtest_said(const std::string& xml, const std::vector<std::string>& argv) {
   std::string name;
   for (const auto& a : argv)
     if (a.rfind("--gtest_filter=", 0) == 0) name = a.substr(15);
+  std::erase_if(name, [](char c) { return !((c >= 0x20 && c <= 0x7e) || c == '\t' || c == '\n' || c == '\r'); });
   pugi::xml_document doc;
   if (!doc.load_buffer(xml.data(), xml.size())) return "";
-  std::vector<pugi::xml_node> ran;
-  pugi::xml_node named;
+  pugi::xml_node t;
   for (auto c : doc.child("testsuites").children("testsuite"))
-    for (auto t : c.children("testcase"))
-      if (std::string(t.attribute("status").as_string()) == "run") {
-        ran.push_back(t);
-        if (std::string(t.attribute("classname").as_string()) + "." + t.attribute("name").as_string() == name) named = t;
-      }
-  pugi::xml_node t = named ? named : ran.size() == 1 ? ran[0] : pugi::xml_node();
+    for (auto k : c.children("testcase"))
+      if (std::string(k.attribute("status").as_string()) == "run" &&
+          std::string(k.attribute("classname").as_string()) + "." + k.attribute("name").as_string() == name)
+        t = k;
   if (!t) return "";
   if (t.child("failure")) return "failed";
   if (t.child("skipped") || std::string(t.attribute("result").as_string()) == "skipped") return "skipped";

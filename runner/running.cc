@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -138,11 +139,13 @@ bool RunningTest::start_failed(const std::string& why) {
 }
 
 // Where the tool writes how the case ended (pytest's plugin, GoogleTest's
-// XML results): a memory file of the test's own (memfd, 3.17+), which
-// the command inherits and names as /proc/self/fd/N. No path of the run's
-// folder: another test (at -j N, or a root test that mounts the disk
-// again) could write it. Nothing can reach the file but its test (a
-// sealed test sees no /proc but its own) and memrun.
+// XML results): a memory file of the test's own (memfd, 3.17+), no path
+// of the run's folder, which another test (at -j N, or a root test that
+// mounts the disk again) could write. Named through a process that keeps
+// it open while anything of the test runs: the test's init, /proc/1/fd/N
+// (a test in a pid namespace sees no other /proc), else memrun. Never the
+// test's own descriptors: GoogleTest opens the name at its end, when the
+// case may have closed them, or opened another file under that number.
 void RunningTest::ask_for_outcome(Command& cmd) {
   // Never executable (MFD_NOEXEC_SEAL, 6.3+, where a memory file without
   // MFD_EXEC or it draws a warning in the kernel's log).
@@ -151,31 +154,62 @@ void RunningTest::ask_for_outcome(Command& cmd) {
   if (results_fd_ < 0 && errno == EINVAL)
     results_fd_ = static_cast<int>(::syscall(SYS_memfd_create, "memrun-results", MFD_CLOEXEC));
   if (results_fd_ < 0) throw_errno(Category::system, "memfd_create (the file a case writes how it ended to)");
-  cmd.results_fd = results_fd_;
   // GoogleTest takes GTEST_OUTPUT as it takes --gtest_output, and a wrapper
   // script passes the environment on where it may not pass an argument.
   // Once (getenv takes the first): the caller's or the suite's goes.
   bool gtest = planned().test->rules.gtest_results;
   std::string key = gtest ? "GTEST_OUTPUT=" : "MEMRUN_PYTEST_OUTCOME=";
   std::erase_if(cmd.env, [&](const std::string& kv) { return kv.rfind(key, 0) == 0; });
-  cmd.env.push_back(key + (gtest ? "xml:" : "") + "/proc/self/fd/" + std::to_string(results_fd_));
+  if (cmd.pid_namespace) cmd.results_fd = results_fd_;
+  std::string name = "/proc/" + (cmd.pid_namespace ? std::string("1") : std::to_string(::getpid())) + "/fd/" +
+                     std::to_string(results_fd_);
+  cmd.env.push_back(key + (gtest ? "xml:" : "") + name);
 }
 
 // What the case's tool wrote to its results file, once nothing of the test
 // runs (a file past 64 MiB, a case's own messages, is no answer).
 void RunningTest::read_results() {
   if (results_fd_ < 0) return;
+  struct stat st {};
+  if (::fstat(results_fd_, &st) == 0) results_bytes_ = static_cast<uint64_t>(st.st_blocks) * 512;
   std::string text;
   if (observed_.ending == Ending::exited) {
     constexpr size_t kMax = 64u << 20;
     char chunk[65536];
     ssize_t n;
-    while (text.size() <= kMax && (n = ::pread(results_fd_, chunk, sizeof chunk, static_cast<off_t>(text.size()))) > 0)
+    while (static_cast<uint64_t>(st.st_size) <= kMax && text.size() <= kMax &&
+           (n = ::pread(results_fd_, chunk, sizeof chunk, static_cast<off_t>(text.size()))) > 0)
       text.append(chunk, static_cast<size_t>(n));
-    if (text.size() <= kMax) observed_.tool_said = said_in_results(planned().test->rules, text, planned().test->argv);
+    if (static_cast<uint64_t>(st.st_size) <= kMax && text.size() <= kMax)
+      observed_.tool_said = said_in_results(planned().test->rules, text, planned().test->argv);
   }
   ::close(results_fd_);
   results_fd_ = -1;
+}
+
+// Shmem the group is still charged with that is no file of the results':
+// its pages were the test's until memrun closed it, and a v1 group's
+// memory.stat says so a while later (its counters are flushed lazily).
+uint64_t RunningTest::shmem_left(uint64_t shmem) const { return shmem > results_bytes_ ? shmem - results_bytes_ : 0; }
+
+// The relays of the test's stdout and stderr into its logs.
+void RunningTest::open_relays(const RunContext& context) {
+  const PlannedTest& p = planned();
+  out_ = std::make_unique<LogRelay>(p.stdout_path, context.max_log);
+  err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
+  out_->echo_to(context.echo_stdout);
+  err_->echo_to(context.echo_stderr);
+  if (p.test->rules.reads_output()) {
+    // What the verdict reads: memrun's copy, not the files, which another
+    // test could rewrite. As much as the log keeps (64 MiB by default),
+    // and never more than that without a cap: memrun's memory stays flat.
+    constexpr uint64_t kMaxMatched = 64u << 20;
+    size_t limit = static_cast<size_t>(context.max_log ? std::min(context.max_log, kMaxMatched) : kMaxMatched);
+    out_->copy_up_to(limit);
+    err_->copy_up_to(limit);
+  }
+  out_->watched_by(context.epoll);
+  err_->watched_by(context.epoll);
 }
 
 bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead, uint64_t serial) {
@@ -188,33 +222,12 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
-  if (t.rules.outcome_file || t.rules.gtest_results) {
-    try {
-      ask_for_outcome(cmd);
-    } catch (const Error& e) {
-      observed_.start_error = e.what();
-      return false;
-    }
-  }
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
     return false;
   }
-  out_ = std::make_unique<LogRelay>(p.stdout_path, context.max_log);
-  err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
-  out_->echo_to(context.echo_stdout);
-  err_->echo_to(context.echo_stderr);
-  if (t.rules.reads_output()) {
-    // What the verdict reads: memrun's copy, not the files, which another
-    // test could rewrite. Bounded (the logs' cap is 64 MiB by default) so
-    // that memrun's memory stays flat under a run without a cap.
-    constexpr size_t kMaxMatched = 64u << 20;
-    out_->copy_up_to(kMaxMatched);
-    err_->copy_up_to(kMaxMatched);
-  }
-  out_->watched_by(context.epoll);
-  err_->watched_by(context.epoll);
+  open_relays(context);
   cmd.stdout_fd = out_->writer();
   cmd.stderr_fd = err_->writer();
   Child child;
@@ -227,6 +240,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     // its own), which mean nothing outside the namespace.
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
                         (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
+    if (t.rules.outcome_file || t.rules.gtest_results) ask_for_outcome(cmd);
     if (context.launcher) {
       context.launcher->post(serial, std::move(cmd), placement);
       phase_ = Phase::starting;
@@ -559,11 +573,9 @@ bool RunningTest::settle(KernelLog& kernel_log) {
       // Nothing of the test runs any more: its figures come on the next
       // turn, after the loop may have started the next test (released()
       // says it can, unless shmem is still charged), so that they are read
-      // while that one starts and runs. Its results file goes first: its
-      // pages are shmem charged to the test, which must not be taken for
-      // what the test left in a shared tmpfs.
+      // while that one starts and runs. Its results file goes first.
       read_results();
-      shm_draining_ = group_->usage().breakdown.shmem > 0;
+      shm_draining_ = shmem_left(group_->usage().breakdown.shmem) > 0;
       phase_ = Phase::reading;
       next_settle_ = now;
       return false;
@@ -601,6 +613,7 @@ void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now
   // out. It gets up to 100 ms before it is reported as left in a shared
   // tmpfs.
   cgroup::Final final = group_->finish();
+  final.breakdown.shmem = shmem_left(final.breakdown.shmem);
   if (final.breakdown.shmem > 0) {
     if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
     if (now < *shm_drain_until_) {

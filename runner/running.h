@@ -168,8 +168,10 @@ class RunningTest {
   enum class Phase { starting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
+  void open_relays(const RunContext& context);
   void ask_for_outcome(Command& cmd);
   void read_results();  // sets observed_.tool_said, closes results_fd_
+  uint64_t shmem_left(uint64_t shmem) const;
   /// The kernel's figures, once a private /dev/shm had its time to go;
   /// then the removal.
   void read_once_drained(KernelLog& kernel_log, clock::time_point now);
@@ -197,6 +199,7 @@ class RunningTest {
   const RunContext* context_ = nullptr;
   Observation observed_;
   int results_fd_ = -1;  // Command::results_fd, memrun's copy
+  uint64_t results_bytes_ = 0;  // what the results file held in pages
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
   clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)

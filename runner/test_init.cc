@@ -190,8 +190,8 @@ long seal(const char* const* mounts, int count) {
 // once, and the init stays; SIGKILL from memrun's namespace always kills
 // it. It holds none of memrun's descriptors (a root test could reopen them
 // through /proc/1/fd): only the status pipe, whose worst misuse is to
-// report a status the test could have exited with itself, and the
-// command's own results file.
+// report a status the test could have exited with itself, and the test's
+// own results file.
 void run(const InitArgs& a) {
   sys(SYS_prctl, PR_SET_NAME, reinterpret_cast<long>("memrun-init"));
   // The kernel's OOM killer must pick the test, never its init: -1000
@@ -200,14 +200,12 @@ void run(const InitArgs& a) {
   // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
   write_file("/proc/self/oom_score_adj", "-1000");
   default_signals();
-  int keep[4] = {a.status_fd, a.report_fd, a.procs_fd, a.command_fd};
+  int keep[4] = {a.status_fd, a.report_fd, a.procs_fd, a.results_fd};
   close_others(keep);
-  // The pipes and the leaf's file stay the init's: the command's exec
-  // closes them. The command's own descriptor it keeps.
-  const int own[3] = {a.status_fd, a.report_fd, a.procs_fd};
-  for (int fd : own)
+  // The pipes, the leaf's file and the results file stay the init's: the
+  // command's exec closes them.
+  for (int fd : keep)
     if (fd >= 0) sys(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  if (a.command_fd >= 0) sys(SYS_fcntl, a.command_fd, F_SETFD, 0);
   CommandStart c{&a, false};
   alignas(16) char stack[32 * 1024];
   long command = spawn(command_entry, &c, stack + sizeof stack);
@@ -253,7 +251,7 @@ void main_of(int argc, char** argv, char** envp) {
   a.report_fd = static_cast<int>(number(argv[2]));
   if (argc < 9) fail(a.report_fd, kInitStage, -EINVAL);
   a.procs_fd = static_cast<int>(number(argv[3]));
-  a.command_fd = static_cast<int>(number(argv[4]));
+  a.results_fd = static_cast<int>(number(argv[4]));
   a.oom_score_adj = argv[5];
   a.seal_count = static_cast<int>(number(argv[6]));
   if (a.seal_count < 0 || 8 + 4 * a.seal_count >= argc) fail(a.report_fd, kInitStage, -EINVAL);

@@ -35,9 +35,9 @@ struct InitArgs {
   int report_fd = -1;  ///< ChildFailure's pipe; its EOF says the command runs
   /// v2, sealed: cgroup.procs of the init's own leaf, beside the test's, or -1.
   int procs_fd = -1;
-  /// A descriptor the command inherits as it is (the init keeps it open
-  /// and not close-on-exec), or -1: Command::results_fd.
-  int command_fd = -1;
+  /// A descriptor the init keeps open for the test (Command::results_fd),
+  /// or -1.
+  int results_fd = -1;
   const char* oom_score_adj = "";   ///< for the command; "" leaves it
   /// With procs_fd: the cgroup mounts the command seals itself with, four
   /// strings each (point, fstype, flags in decimal, options) (seal()).
@@ -71,7 +71,7 @@ void next_pid_after(int after);
 long seal(const char* const* mounts, int count);
 
 /// The init program's (MEMRUN_FREESTANDING_INIT): its argv is argv[0],
-/// then status_fd, report_fd, procs_fd, command_fd, oom_score_adj, the number of seal
+/// then status_fd, report_fd, procs_fd, results_fd, oom_score_adj, the number of seal
 /// mounts, their strings, and the command's path and argv; "probe" alone
 /// exits 0 (whether the program can be exec'ed here).
 [[noreturn]] void main_of(int argc, char** argv, char** envp);

@@ -579,6 +579,22 @@ TEST_F(Suites, AGoogleTestCaseIsJudgedByTheProgramsResultsNotByLinesItPrints) {
   EXPECT_NE(exits["reason"].get<std::string>().find("GoogleTest never said how the case ended"), std::string::npos) << exits;
   EXPECT_EQ(test_named(run, "p/Printing.SaysSkippedThenFails")["outcome"], "fail") << run.out;
   EXPECT_EQ(test_named(run, "p/Printing.SaysFailedThenPasses")["outcome"], "pass") << run.out;
+  // Results another process of the case wrote of another case are not its.
+  EXPECT_EQ(test_named(run, "p/Printing.RunsAnotherCaseThenExits")["outcome"], "fail") << run.out;
+  // Its results reach memrun though the case closed its descriptors and
+  // opened a file read-only where they were, which stays as it was.
+  std::string data = dir.write("data.txt", "the user's data\n");
+  auto closes = run_spec(dir, "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) +
+                                  ", memory: 64MiB, env: {MEMRUN_READ_ONLY: " + data + "}}\n",
+                         {"--filter", "ClosesItsDescriptors"});
+  EXPECT_EQ(closes.exit_code, 0) << closes.out << closes.err;
+  EXPECT_EQ(test_named(closes, "p/Printing.ClosesItsDescriptorsThenPasses")["outcome"], "pass") << closes.out;
+  EXPECT_EQ(read_text(data), "the user's data\n");
+  auto unsealed = run_spec(dir, "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) +
+                                    ", memory: 64MiB, env: {MEMRUN_READ_ONLY: " + data + "}}\n",
+                           {"--filter", "ClosesItsDescriptors", "--host-cgroups"});
+  EXPECT_EQ(unsealed.exit_code, 0) << unsealed.out << unsealed.err;
+  EXPECT_EQ(read_text(data), "the user's data\n");
   // A global environment that skips the program: GoogleTest says PASSED
   // and lists the case as run, never started (its start time the epoch).
   auto skipped = run_spec(dir, "suites:\n  - {name: p, gtest: " + std::string(PRINTING_GTEST) +
@@ -643,8 +659,9 @@ TEST_F(Suites, ANameThatIsNoTextRunsUnderAnEscapedName) {
   std::string lister = dir.write("odd.sh",
                                  "#!/bin/sh\ncase \"$1\" in\n"
                                  "--gtest_list_tests) printf 'Odd.\\n  Esc\\033Name\\n  Bad\\377Byte\\n  Fine\\n';;\n"
-                                 "--gtest_filter=*) printf '<testsuites><testsuite name=\"Odd\"><testcase "
-                                 "classname=\"Odd\" name=\"X\" status=\"run\"/></testsuite></testsuites>' "
+                                 "--gtest_filter=*) n=$(printf '%s' \"${1#--gtest_filter=Odd.}\" | tr -cd '\\11\\12\\15\\40-\\176')\n"
+                                 "  printf '<testsuites><testsuite name=\"Odd\"><testcase "
+                                 "classname=\"Odd\" name=\"%s\" status=\"run\"/></testsuite></testsuites>' \"$n\" "
                                  "> \"${GTEST_OUTPUT#xml:}\";;\n"
                                  "esac\n");
   ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
