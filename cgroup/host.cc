@@ -2,7 +2,6 @@
 
 #include <sys/mount.h>
 
-#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <vector>
@@ -76,6 +75,12 @@ unsigned long mount_flags(const std::string& opts) {
 // the ones a sealed test must not see above its group. Its other
 // hierarchies (cpu, devices, name=systemd, ...) stay as they are: each
 // mount replaced costs a test ~0.1 ms (an RCU grace period per detach).
+bool holds_limits(const std::string& super) {
+  for (const auto& o : split(super, ','))
+    if (o == "memory" || o == "pids" || o == "hugetlb") return true;
+  return false;
+}
+
 // A v1 superblock's options without those a new mount of the same
 // hierarchy must not repeat: rw/ro are the mount's, release_agent may be
 // set from the initial namespace only.
@@ -95,7 +100,6 @@ Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
   Host h;
   Mount v2;
   std::map<std::string, Mount> v1;  // controller -> mount
-  std::vector<std::string> roots;    // each of h.mounts' root in its hierarchy
   std::istringstream lines(mountinfo);
   std::string line;
   while (std::getline(lines, line)) {
@@ -106,11 +110,9 @@ Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
     std::string id, parent, dev, root, point, opts, fstype, src, super;
     head >> id >> parent >> dev >> root >> point >> opts;
     tail >> fstype >> src >> super;
-    if (fstype == "cgroup2" || fstype == "cgroup") {
+    if (fstype == "cgroup2" || (fstype == "cgroup" && holds_limits(super)))
       h.mounts.push_back({prefix + unescape(point), fstype, fstype == "cgroup" ? hierarchy_options(super) : "",
                           mount_flags(opts)});
-      roots.push_back(root);
-    }
     if (fstype == "cgroup2") {
       if (v2.point.empty()) v2 = {root, point};
     } else if (fstype == "cgroup") {
@@ -127,15 +129,6 @@ Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
     auto a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    // The v1 mounts of this hierarchy (those whose options hold each of its
-    // controllers, or its name=) that show its root, where this process is.
-    for (size_t i = 0; i < h.mounts.size() && !ctrls.empty() && path == "/"; ++i) {
-      auto options = split(h.mounts[i].options, ',');
-      bool same = h.mounts[i].fstype == "cgroup" && roots[i] == "/";
-      for (const auto& c : split(ctrls, ','))
-        same = same && std::find(options.begin(), options.end(), c) != options.end();
-      if (same) h.mounts[i].self_at_root = true;
-    }
     if (ctrls.empty()) {
       if (!v2.point.empty()) {
         h.v2_mount = prefix + v2.point;

@@ -31,9 +31,6 @@ struct CgroupMount {
   /// superblock and are set from the initial namespace only.
   std::string options;
   unsigned long flags = 0;  ///< MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC as mounted
-  /// v1: this process is in the hierarchy's root cgroup, and this mount
-  /// shows that root (where the hierarchy's release_agent is).
-  bool self_at_root = false;
 };
 
 /// The cgroup layout as seen from this process.
@@ -50,8 +47,9 @@ struct Host {
   std::map<std::string, std::string> v1_self;
   /// v1 controller name -> where its hierarchy is mounted.
   std::map<std::string, std::string> v1_mount;
-  /// Every cgroup mount (cgroup2, and each v1 hierarchy), in mountinfo's
-  /// order (parents first): what a sealed test gets mounted afresh.
+  /// The mounts of the hierarchies a test's limits live in (every cgroup2
+  /// mount; v1 ones with memory, pids or hugetlb), in mountinfo's order
+  /// (parents first): what a sealed test gets mounted afresh.
   std::vector<CgroupMount> mounts;
   /// True when PID 1 is systemd (its cgroup tree belongs to systemd).
   bool systemd_pid1 = false;

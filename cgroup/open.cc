@@ -207,17 +207,8 @@ Garbage collect_garbage(const OpenOptions& options) {
       for (const auto& child : children_of(scope)) remove(child);
   } else {
     std::vector<std::string> parents = {v.parent};
-    if (v.backend == "v1") {
+    if (v.backend == "v1")
       if (auto p = v1_pids_parent(v.parent, !options.parent.empty()); !p.empty()) parents.push_back(p);
-      // The groups a sealed run has at the roots of other hierarchies
-      // (V1Backend::leave_roots); not when given a parent (options.parent),
-      // which gc never leaves: a later gc without one takes them.
-      for (const auto& m : host().mounts)
-        if (options.parent.empty() && m.fstype == "cgroup" && m.self_at_root &&
-            ("," + m.options + ",").find(",memory,") == std::string::npos &&
-            std::find(parents.begin(), parents.end(), m.point) == parents.end())
-          parents.push_back(m.point);
-    }
     for (const auto& parent : parents)
       for (const auto& dir : dead_runs(parent)) remove(dir);
   }

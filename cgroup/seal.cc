@@ -12,15 +12,12 @@
 //   every hierarchy, the root of its new cgroup namespace: /proc/self/cgroup
 //   shows "/", and a cgroup filesystem mounted from inside is rooted there,
 //   with no way above it ("..": the mount's root).
-// - Mounts inherited from before still show the whole hierarchy, so every
-//   cgroup mount (seal_mounts: each v1 hierarchy, cgroup2) is detached
-//   (MNT_DETACH: lazily, whatever still uses them) and mounted again from
-//   inside. Each detach waits for an RCU grace period (~0.1 ms). Not only
-//   the hierarchies of memrun's limits: a v1 root's release_agent names a
-//   program the kernel runs as root on the host, and a root test may write
-//   it (CAP_SYS_ADMIN in the initial user namespace, 5.17+), so no test's
-//   view of any hierarchy may hold a root: where memrun is at one, its
-//   tests join a group of the run's there (V1Backend::leave_roots).
+// - Mounts inherited from before still show the whole hierarchy, so those
+//   of the hierarchies the backend's limits live in (seal_mounts: v1's
+//   memory and pids, or cgroup2) are detached (MNT_DETACH: lazily, whatever
+//   still uses them) and mounted again from inside. Each detach waits for
+//   an RCU grace period (~0.1 ms a test), which is why the others are left
+//   as they are: the test may see them, and they hold no limit of memrun's.
 //   The mount namespace is the child's own and a slave of the host's
 //   (MS_SLAVE, set by the caller): nothing done there reaches the host.
 // - Inside a non-initial cgroup namespace, a v1 hierarchy can be mounted

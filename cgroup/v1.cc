@@ -61,10 +61,8 @@ class V1Group : public Group {
   ~V1Group() override { last_attempt(); }
 
   /// Opens what placement() hands out: the groups' cgroup.procs, or their
-  /// sealed leaves' (`sealed`), which the test is then sealed in, beside
-  /// `joined`: the run's groups in other hierarchies (V1Backend::leave_roots).
-  void open_fds(bool sealed, const std::vector<int>* joined) {
-    joined_ = joined;
+  /// sealed leaves' (`sealed`), which the test is then sealed in.
+  void open_fds(bool sealed) {
     for (const auto& group : {mem_, pids_}) {
       if (group.empty()) continue;
       std::string dir = sealed ? group + "/" + kSealedLeaf : group;
@@ -120,11 +118,7 @@ class V1Group : public Group {
   // memcg_memory_event() propagates events upwards only on the unified
   // hierarchy: a v1 group's oom_kill counts its own tasks' kills alone.
   bool counts_kills_below() const override { return false; }
-  Placement placement() const override {
-    Placement p{-1, fds_, seal_};
-    if (joined_) p.procs_fds.insert(p.procs_fds.end(), joined_->begin(), joined_->end());
-    return p;
-  }
+  Placement placement() const override { return {-1, fds_, seal_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), "memory"); }
 
   Usage usage() const override {
@@ -297,7 +291,6 @@ class V1Group : public Group {
   std::string stat_ = mem_;
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
-  const std::vector<int>* joined_ = nullptr;  // the backend's
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
   int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
   int oom_event_fd_ = -1, oom_control_fd_ = -1;  // watch_oom()
@@ -328,7 +321,6 @@ class V1Backend : public Backend {
       pids_run_ = pids_parent + "/" + run_name;
       if (::mkdir(pids_run_.c_str(), 0755) != 0) pids_run_.clear();
     }
-    if (seal_) leave_roots(run_name);
   }
   ~V1Backend() override {
     try {
@@ -358,7 +350,7 @@ class V1Backend : public Backend {
       if (!pids_leaf.empty()) make_dir(pids_leaf, Failure::Kind::system);
       write_limits(mem_leaf, pids_leaf, limits);
     }
-    group->open_fds(seal_, &joined_fds_);
+    group->open_fds(seal_);
     return group;
   }
 
@@ -392,39 +384,11 @@ class V1Backend : public Backend {
   void close() override {
     if (closed_) return;
     closed_ = true;
-    for (int fd : joined_fds_) ::close(fd);
-    for (const auto& dir : joined_dirs_) remove_dir(dir);
     if (!pids_run_.empty()) remove_dir(pids_run_);
     remove_dir(run_);
   }
 
  private:
-  // A sealed test's cgroup namespace is rooted where it stands in each
-  // hierarchy (seal.cc). Where that is a v1 hierarchy's root (memrun is
-  // there, and a test would stay there), a root test could write the
-  // root's release_agent: a program the kernel then runs as root in the
-  // host's namespaces, outside every limit (writing it asks CAP_SYS_ADMIN
-  // in the initial user namespace since 5.17, which a root test has). So
-  // the run has a group of its own in each such hierarchy, which its tests
-  // join; memory's and pids' are their own groups already.
-  void leave_roots(const std::string& run_name) {
-    for (const auto& m : host().mounts) {
-      std::string options = "," + m.options + ",";
-      if (m.fstype != "cgroup" || !m.self_at_root || options.find(",memory,") != std::string::npos ||
-          (options.find(",pids,") != std::string::npos && !pids_run_.empty()))
-        continue;
-      std::string dir = m.point + "/" + run_name;
-      make_dir(dir, Failure::Kind::cannot_enforce);
-      joined_dirs_.push_back(dir);
-      // A new cpuset has no cpus and no memory nodes, and takes no process.
-      for (const char* file : {"/cpuset.cpus", "/cpuset.mems"})
-        if (auto value = fs::read_file(m.point + file)) fs::write_file(dir + file, fs::trim(*value));
-      int fd = ::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) fail_errno(Failure::Kind::cannot_enforce, "cannot open " + dir + "/cgroup.procs", dir);
-      joined_fds_.push_back(fd);
-    }
-  }
-
   void write_limits(const std::string& mem, const std::string& pids, const Limits& limits) {
     fs::write_file(mem + "/memory.limit_in_bytes", std::to_string(limits.memory_max));
     // With swap accounting, memsw = memory + swap caps swap at swap_max.
@@ -443,8 +407,6 @@ class V1Backend : public Backend {
   bool tcp_ = false;    // memory.kmem.tcp.limit_in_bytes offered
   bool seal_ = false;   // tests are sealed in a leaf of their groups
   bool closed_ = false;
-  std::vector<std::string> joined_dirs_;  // leave_roots()
-  std::vector<int> joined_fds_;
 };
 
 }  // namespace

@@ -335,6 +335,11 @@ void await_exec(const Command& cmd, Child& c, int report_fd, int* program_refuse
     *program_refused = f.err;
     return;
   }
+  // What the pipe said comes from the child, or from whatever wrote to it
+  // (a test without a pid namespace can reach memrun's descriptors).
+  if (f.stage < 0 || f.stage >= static_cast<int>(std::size(kStages)))
+    throw Error(Category::system, "the test's process reported no stage memrun knows (" + std::to_string(f.stage) +
+                                      ") before its exec: something else wrote to the pipe memrun gave it");
   std::string what = std::string("the test could not ") + kStages[f.stage] + ": " + std::strerror(f.err);
   if (f.stage == kExecStage) what = "cannot run '" + cmd.path + "': " + std::strerror(f.err);
   if (f.stage == kSealStage)

@@ -63,12 +63,12 @@ namespace {
 // and is named so counts (the filter leaves the others "notrun"; another
 // process of the test, a helper that runs the program again, may have
 // written results of other cases), its name as GoogleTest writes it: the
-// bytes XML cannot hold dropped (only printable ASCII, tab, CR and LF).
+// control bytes XML cannot hold dropped (all below 0x20 but tab, CR, LF).
 std::string gtest_said(const std::string& xml, const std::vector<std::string>& argv) {
   std::string name;
   for (const auto& a : argv)
     if (a.rfind("--gtest_filter=", 0) == 0) name = a.substr(15);
-  std::erase_if(name, [](char c) { return !((c >= 0x20 && c <= 0x7e) || c == '\t' || c == '\n' || c == '\r'); });
+  std::erase_if(name, [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r'; });
   pugi::xml_document doc;
   if (!doc.load_buffer(xml.data(), xml.size())) return "";
   pugi::xml_node t;

@@ -9,6 +9,7 @@
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -22,11 +23,15 @@ namespace {
 
 #if MEMRUN_FREESTANDING_INIT
 // A system call: the result, or -errno.
-long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
   long r;
   register long r10 __asm__("r10") = d;
   register long r8 __asm__("r8") = e;
-  __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8) : "rcx", "r11", "memory");
+  register long r9 __asm__("r9") = f;
+  __asm__ volatile("syscall"
+                   : "=a"(r)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
   return r;
 }
 
@@ -37,8 +42,8 @@ long spawn(int (*fn)(void*), void* arg, void* stack_top) {
   return memrun_init_spawn(CLONE_VM | CLONE_VFORK | SIGCHLD, stack_top, fn, arg);
 }
 #else
-long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
-  long r = ::syscall(n, a, b, c, d, e);
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+  long r = ::syscall(n, a, b, c, d, e, f);
   return r == -1 ? -errno : r;
 }
 
@@ -119,6 +124,30 @@ void close_others(int keep[4]) {
     from = keep[i] + 1;
   }
   close_between(from, 0x7fffffff);
+}
+
+// Points `a`'s path and argv at a copy of theirs (an anonymous mapping),
+// and clears the originals. False when no memory could be had.
+bool copy_command(InitArgs& a) {
+  long count = 0, bytes = length(a.path) + 1;
+  for (; a.argv[count]; ++count) bytes += length(a.argv[count]) + 1;
+  long table = (count + 1) * static_cast<long>(sizeof(char*));
+  long mapped = sys(SYS_mmap, 0, table + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped < 0 && mapped > -4096) return false;
+  char** argv = reinterpret_cast<char**>(mapped);
+  char* to = reinterpret_cast<char*>(mapped) + table;
+  auto copy = [&to](char* from) {
+    char* start = to;
+    for (long i = 0, n = length(from); i <= n; ++i) *to++ = from[i];
+    for (long i = 0, n = length(from); i < n; ++i) from[i] = '\0';
+    return start;
+  };
+  const char* path = copy(const_cast<char*>(a.path));
+  for (long i = 0; i < count; ++i) argv[i] = copy(a.argv[i]);
+  argv[count] = nullptr;
+  a.path = path;
+  a.argv = argv;
+  return true;
 }
 
 struct CommandStart {
@@ -206,7 +235,12 @@ void run(const InitArgs& a) {
   // command's exec closes them.
   for (int fd : keep)
     if (fd >= 0) sys(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);
-  CommandStart c{&a, false};
+  // The command's path and argv are the last of the init's own argv, which
+  // /proc/1/cmdline shows: copied out and cleared before the command
+  // starts, so that no `pgrep -f` of it, however soon, finds the init.
+  InitArgs own = a;
+  if (a.wipe_from && !copy_command(own)) fail(a.report_fd, kInitStage, -ENOMEM);
+  CommandStart c{&own, false};
   alignas(16) char stack[32 * 1024];
   long command = spawn(command_entry, &c, stack + sizeof stack);
   if (command < 0) fail(a.report_fd, kInitStage, command);

@@ -31,34 +31,25 @@ TEST(Host, Hybrid) {
   EXPECT_EQ(h.v1_self.at("pids"), "/nonexistent/sys/fs/cgroup/pids");
   EXPECT_EQ(h.v2_self, "/nonexistent/sys/fs/cgroup/unified");
   EXPECT_FALSE(h.v1_self.count("name=systemd"));
-  // What a sealed test mounts again: every hierarchy, parents first, with
-  // their options and own flags; and where this process is in a v1
-  // hierarchy's root (pids, name=systemd; not memory).
-  ASSERT_EQ(h.mounts.size(), 4u);
+  // What a sealed test mounts again: the hierarchies limits live in
+  // (not name=systemd), parents first, with their options and own flags.
+  ASSERT_EQ(h.mounts.size(), 3u);
   EXPECT_EQ(h.mounts[0].fstype, "cgroup2");
   EXPECT_EQ(h.mounts[0].options, "");
-  EXPECT_FALSE(h.mounts[0].self_at_root);
   EXPECT_EQ(h.mounts[1].point, "/nonexistent/sys/fs/cgroup/memory");
   EXPECT_EQ(h.mounts[1].options, "memory");
   EXPECT_EQ(h.mounts[1].flags, static_cast<unsigned long>(MS_NOSUID));
-  EXPECT_FALSE(h.mounts[1].self_at_root);
   EXPECT_EQ(h.mounts[2].options, "pids");
-  EXPECT_TRUE(h.mounts[2].self_at_root);
-  EXPECT_EQ(h.mounts[3].options, "xattr,name=systemd");
-  EXPECT_TRUE(h.mounts[3].self_at_root);
 }
 
 TEST(Host, MountPointsAreUnescapedAndReleaseAgentsDropped) {
   Host h = parse_host("33 25 0:29 / /cg/my\\040mem ro,nodev,noexec - cgroup cgroup rw,memory,pids,release_agent=/x\n"
                       "34 25 0:30 / /cg/cpu rw - cgroup cgroup rw,cpu,cpuacct\n",
-                      "4:memory,pids:/\n3:cpu,cpuacct:/ci\n", "");
-  ASSERT_EQ(h.mounts.size(), 2u);
+                      "4:memory,pids:/\n", "");
+  ASSERT_EQ(h.mounts.size(), 1u);
   EXPECT_EQ(h.mounts[0].point, "/cg/my mem");
   EXPECT_EQ(h.mounts[0].options, "memory,pids");
   EXPECT_EQ(h.mounts[0].flags, static_cast<unsigned long>(MS_RDONLY | MS_NODEV | MS_NOEXEC));
-  EXPECT_TRUE(h.mounts[0].self_at_root);
-  EXPECT_EQ(h.mounts[1].options, "cpu,cpuacct");
-  EXPECT_FALSE(h.mounts[1].self_at_root);  // below it, in /ci
 }
 
 TEST(Host, UnifiedInsideAContainerShowsItsSubtree) {

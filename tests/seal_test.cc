@@ -77,34 +77,6 @@ TEST_F(Seal, AGrandchildThatWritesItselfIntoTheHostsRootThroughParentRootNeverPa
       << "a process of the test outlived memrun: " << processes_with(mark).size();
 }
 
-TEST_F(Seal, NoReleaseAgentIsWithinASealedTestsReach) {
-  if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
-  // A v1 hierarchy's release_agent (its root's file) names a program the
-  // kernel runs as root in the host's namespaces: a root test that could
-  // write it would run anything outside every limit. Looked for (opened,
-  // never written) in the mounts the test has, and in each v1 hierarchy of
-  // its /proc/self/cgroup mounted afresh from inside.
-  std::string probe = dir.write("probe.sh",
-      "found=0\n"
-      "for f in /sys/fs/cgroup/*/release_agent /sys/fs/cgroup/release_agent; do\n"
-      "  [ -e \"$f\" ] && { echo \"reachable: $f\"; found=1; }\n"
-      "done\n"
-      "while IFS=: read -r id ctrls path; do\n"
-      "  [ -z \"$ctrls\" ] && continue\n"
-      "  d=$(mktemp -d)\n"
-      "  if mount -t cgroup -o \"$ctrls\" none \"$d\"; then\n"
-      "    [ -e \"$d/release_agent\" ] && { echo \"reachable: $ctrls mounted from inside\"; found=1; }\n"
-      "    umount \"$d\"\n"
-      "  fi\n"
-      "  rmdir \"$d\"\n"
-      "done < /proc/self/cgroup\n"
-      "exit $found\n");
-  auto run = run_spec(dir, "tests:\n  - {name: probe, memory: 64MiB, run: [sh, " + probe + "]}\n");
-  const auto& t = test_named(run, "probe");
-  EXPECT_TRUE(t["passed"]) << read_text(t["stdout"].get<std::string>()) << run.out << run.err;
-  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-}
-
 TEST_F(Seal, LimitsRaisedThroughParentRootAndPutBackNeverPass) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // No process leaves: the test finds its own group in every hierarchy it

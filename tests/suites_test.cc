@@ -579,6 +579,7 @@ TEST_F(Suites, AGoogleTestCaseIsJudgedByTheProgramsResultsNotByLinesItPrints) {
   EXPECT_NE(exits["reason"].get<std::string>().find("GoogleTest never said how the case ended"), std::string::npos) << exits;
   EXPECT_EQ(test_named(run, "p/Printing.SaysSkippedThenFails")["outcome"], "fail") << run.out;
   EXPECT_EQ(test_named(run, "p/Printing.SaysFailedThenPasses")["outcome"], "pass") << run.out;
+  EXPECT_EQ(test_named(run, "p/Printing.GrößePasst")["outcome"], "pass") << run.out;
   // Results another process of the case wrote of another case are not its.
   EXPECT_EQ(test_named(run, "p/Printing.RunsAnotherCaseThenExits")["outcome"], "fail") << run.out;
   // Its results reach memrun though the case closed its descriptors and
@@ -659,7 +660,7 @@ TEST_F(Suites, ANameThatIsNoTextRunsUnderAnEscapedName) {
   std::string lister = dir.write("odd.sh",
                                  "#!/bin/sh\ncase \"$1\" in\n"
                                  "--gtest_list_tests) printf 'Odd.\\n  Esc\\033Name\\n  Bad\\377Byte\\n  Fine\\n';;\n"
-                                 "--gtest_filter=*) n=$(printf '%s' \"${1#--gtest_filter=Odd.}\" | tr -cd '\\11\\12\\15\\40-\\176')\n"
+                                 "--gtest_filter=*) n=$(printf '%s' \"${1#--gtest_filter=Odd.}\" | tr -d '\\1-\\10\\13\\14\\16-\\37')\n"
                                  "  printf '<testsuites><testsuite name=\"Odd\"><testcase "
                                  "classname=\"Odd\" name=\"%s\" status=\"run\"/></testsuite></testsuites>' \"$n\" "
                                  "> \"${GTEST_OUTPUT#xml:}\";;\n"

@@ -42,6 +42,10 @@ TEST(Printing, RunsAnotherCaseThenExits) {
   std::exit(1);
 }
 
+// A name that is not ASCII (GCC takes UTF-8 identifiers): GoogleTest's
+// results keep it as it is.
+TEST(Printing, GrößePasst) { SUCCEED(); }
+
 // Closes every descriptor but stdio (a daemon's habit), then opens a file
 // read-only many times ($MEMRUN_READ_ONLY, if set): GoogleTest writes its
 // results after the case, and must neither lose them nor write that file.
