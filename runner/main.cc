@@ -1,10 +1,13 @@
 // memrun's command line: CLI11 wired to the commands (runner/cmd_*.cc), and
 // the one place where a result or an error becomes an exit code.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -280,6 +283,11 @@ Result run_guarded(const std::function<Result()>& command, bool skip_unenforceab
 
 int main(int argc, char** argv) {
   using namespace memrun;
+  // Started with stdin, stdout or stderr closed (`memrun SPEC >&-`), memrun
+  // would open its own files under those numbers and then print into them
+  // (the report's spool, a test's log): /dev/null holds each place instead.
+  for (int fd = 0; fd < 3; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd) return 2;
   // A closed stdout (memrun | head) must not kill memrun before it cleans up.
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{

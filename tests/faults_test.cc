@@ -52,6 +52,20 @@ TEST_P(Signals, KillTheRunningTestWriteTheReportAndExit128PlusN) {
 // lost terminal, Ctrl-\, and two that nobody sends by hand.
 INSTANTIATE_TEST_SUITE_P(Catchable, Signals, ::testing::Values(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGALRM));
 
+TEST_F(Faults, ClosedStdioIsNoCrashAndNoCorruptReport) {
+  // Started with stdin, stdout and stderr closed (a daemon's children, a
+  // careless CI step): memrun runs, its report is whole and the test's
+  // output goes to its log, not into a file memrun opened in their place.
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: a, run: 'echo to-the-log', memory: 16MiB}\n");
+  std::string report = dir.path() + "/report.json";
+  auto run = run_program({"sh", "-c", "exec \"$0\" \"$@\" <&- >&- 2>&-", memrun_bin(), spec, "--json", report,
+                          "--run-dir", dir.path() + "/runs"});
+  EXPECT_EQ(run.exit_code, 0);
+  auto json = nlohmann::json::parse(read_text(report));
+  EXPECT_EQ(json["tests"][0]["outcome"], "pass") << json.dump();
+  EXPECT_EQ(read_text(json["tests"][0]["stdout"].get<std::string>()), "to-the-log\n");
+}
+
 TEST_F(Faults, TheFirstSignalAsksTestsToStopASecondKillsAtOnce) {
   // Two tests at once: one cleans up on SIGTERM, one ignores it.
   std::string cleaned = dir.path() + "/cleaned", polite = dir.path() + "/polite.pid",
