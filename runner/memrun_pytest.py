@@ -149,8 +149,8 @@ def main(argv):
         out = os.fdopen(int(os.environ["MEMRUN_PYTEST_FD"]), "w")
         return pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *args], plugins=[Plugin(out, args)])
     plugin = Plugin(case=args[0])
-    # Opened before the case runs: it may change the environment or close
-    # the descriptor memrun named (/proc/self/fd/N, a file of the test's own).
+    # Opened before the case runs, which may change the environment or the
+    # folder (the name is /proc/PID/fd/N, a memory file memrun holds for it).
     where = os.environ.get("MEMRUN_PYTEST_OUTCOME")
     outcome = None
     if where:

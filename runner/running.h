@@ -198,7 +198,7 @@ class RunningTest {
   const PlannedTest* planned_;
   const RunContext* context_ = nullptr;
   Observation observed_;
-  int results_fd_ = -1;  // Command::results_fd, memrun's copy
+  int results_fd_ = -1;  // the case's results file (ask_for_outcome)
   uint64_t results_bytes_ = 0;  // what the results file held in pages
   Phase phase_ = Phase::running;
   clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
