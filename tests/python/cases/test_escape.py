@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-import memrun._cgroup
+import pytest_memrun._cgroup
 
 
 @pytest.mark.memrun(memory="64MiB")
 def test_moves_itself_out_of_its_limit():
-    memrun._cgroup.join(os.getppid())  # back into pytest's own groups
+    pytest_memrun._cgroup.join(os.getppid())  # back into pytest's own groups
     b = b"x" * (100 << 20)
     assert len(b) == 100 << 20

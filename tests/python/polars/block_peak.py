@@ -6,9 +6,9 @@ import sys
 
 import polars as pl
 
-import memrun
+import pytest_memrun
 
-with memrun.peak() as p:
+with pytest_memrun.peak() as p:
     df = pl.read_parquet(sys.argv[1], columns=["c0"])
 assert df.width == 1
 with open(sys.argv[2], "w") as f:

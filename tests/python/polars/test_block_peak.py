@@ -8,7 +8,7 @@ import os
 import polars as pl
 import pytest
 
-import memrun
+import pytest_memrun
 
 FIXTURE = os.environ["MEMRUN_FIXTURE"]
 
@@ -20,18 +20,18 @@ def column_bytes():
 @pytest.mark.memrun(memory="256MiB")
 def test_one_column_costs_one_column():
     one = column_bytes()
-    with memrun.peak() as p:
+    with pytest_memrun.peak() as p:
         df = pl.read_parquet(FIXTURE, columns=["c0"])
     assert df.width == 1
-    print(p, f"column {memrun.format_size(one)}: {p.peak / one:.2f}x")
+    print(p, f"column {pytest_memrun.format_size(one)}: {p.peak / one:.2f}x")
     assert p.peak <= 1.5 * one, p
 
 
 @pytest.mark.memrun(memory="1GiB")
 def test_all_columns_cost_more_than_ten():
     one = column_bytes()
-    with memrun.peak() as p:
+    with pytest_memrun.peak() as p:
         df = pl.read_parquet(FIXTURE)
     assert df.width == 16
-    print(p, f"column {memrun.format_size(one)}: {p.peak / one:.2f}x")
+    print(p, f"column {pytest_memrun.format_size(one)}: {p.peak / one:.2f}x")
     assert p.peak > 10 * one, p

@@ -2,10 +2,10 @@
 
 - `pytest --memrun`: each case marked `@pytest.mark.memrun(memory="64MiB")`
   runs in a cgroup of its own under that limit, judged by memrun (plugin.py).
-- `with memrun.peak(max="24MiB") as p:` the kernel's peak of the block's
+- `with pytest_memrun.peak(max="24MiB") as p:` the kernel's peak of the block's
   memory (the whole cgroup the test is in: native allocations and child
   processes included), and what the block still holds after it.
-- `memrun.binary()`: the path of the memrun program this wheel carries.
+- `pytest_memrun.binary()`: the path of the memrun program this wheel carries.
 """
 import os
 import re
@@ -61,7 +61,7 @@ def format_size(n):
 
 
 class PeakExceeded(AssertionError):
-    """A block's peak or retained memory was above what memrun.peak() allowed."""
+    """A block's peak or retained memory was above what pytest_memrun.peak() allowed."""
 
 
 class Peak:
@@ -105,7 +105,7 @@ class Peak:
     def __enter__(self):
         self._version, self._dir = _cgroup.memory_group()
         if self._version is None:
-            raise RuntimeError("memrun.peak(): this process is in no memory cgroup it can read "
+            raise RuntimeError("pytest_memrun.peak(): this process is in no memory cgroup it can read "
                                "(run it under pytest --memrun or memrun SPEC)")
         if self._version == 2:
             try:
@@ -235,8 +235,8 @@ class Peak:
 
     def __repr__(self):
         if self.peak is None:
-            return "<memrun.Peak (not measured yet)>"
-        return (f"<memrun.Peak peak={format_size(self.peak)} retained={format_size(self.retained)} "
+            return "<pytest_memrun.Peak (not measured yet)>"
+        return (f"<pytest_memrun.Peak peak={format_size(self.peak)} retained={format_size(self.retained)} "
                 f"baseline={format_size(self.baseline)} source={self.source!r}>")
 
 
@@ -261,5 +261,5 @@ def _write(directory, name, text):
 
 
 def peak(max=None, retained_max=None):
-    """`with memrun.peak(max="24MiB", retained_max="2MiB") as p:` — see Peak."""
+    """`with pytest_memrun.peak(max="24MiB", retained_max="2MiB") as p:` — see Peak."""
     return Peak(max=max, retained_max=retained_max)

@@ -253,7 +253,7 @@ class Session:
                 # pickle keeps what JSON would not (a skip's longrepr tuple);
                 # both ends are the same interpreter.
                 now = _cgroup.memory_line("self")
-                # (A group below its own is still the case's: memrun.peak()'s.)
+                # (A group below its own is still the case's: pytest_memrun.peak()'s.)
                 inside = now == joined or (now or "").startswith(joined.rstrip("/") + "/")
                 payload = pickle.dumps({"reports": data, "left_for": None if inside else now})
             except BaseException:
