@@ -253,28 +253,11 @@ Environment this_environment() {
 
 RunInfo run_info(const Options& o, const std::string& run_id, const std::string& run_dir,
                  const cgroup::Backend& backend, const Selection& selection, const RunOptions& ro) {
-  RunInfo info;
-  info.memrun_version = MEMRUN_VERSION;
-  info.environment = this_environment();
-  info.cwd = std::filesystem::current_path().string();
-  info.run_id = run_id;
-  info.run_dir = run_dir;
-  info.backend = backend.name();
-  info.cgroup_mode = cgroup::to_string(cgroup::host().mode);
-  info.cgroup_path = backend.run_path();
-  utsname u{};
-  ::uname(&u);
-  info.kernel = u.release;
-  info.started = std::chrono::system_clock::now();
+  RunInfo info = describe_run(o, run_id, run_dir, backend);
   info.shard_index = selection.shard_index;
   info.shard_count = selection.shard_count;
   info.jobs = ro.jobs;
   if (ro.budget) info.budget = ro.budget->bytes;
-  // What `memrun repro` needs to run a test again the same way.
-  std::error_code ec;
-  info.memrun_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  info.host_cgroups = o.host_cgroups;
-  info.spec_environment = environment_read();
   return info;
 }
 
@@ -414,6 +397,29 @@ void end_run(cgroup::Backend& backend, RunInfo& info, int interrupted_by) {
 }
 
 }  // namespace
+
+RunInfo describe_run(const Options& o, const std::string& run_id, const std::string& run_dir,
+                     const cgroup::Backend& backend) {
+  RunInfo info;
+  info.memrun_version = MEMRUN_VERSION;
+  info.environment = this_environment();
+  info.cwd = std::filesystem::current_path().string();
+  info.run_id = run_id;
+  info.run_dir = run_dir;
+  info.backend = backend.name();
+  info.cgroup_mode = cgroup::to_string(cgroup::host().mode);
+  info.cgroup_path = backend.run_path();
+  utsname u{};
+  ::uname(&u);
+  info.kernel = u.release;
+  info.started = std::chrono::system_clock::now();
+  // What `memrun repro` needs to run a test again the same way.
+  std::error_code ec;
+  info.memrun_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  info.host_cgroups = o.host_cgroups;
+  info.spec_environment = environment_read();
+  return info;
+}
 
 Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
 

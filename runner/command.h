@@ -74,6 +74,11 @@ void shard_selection(const Options& o, Selection* selection);
 /// memrun SPEC...: runs the selected tests and writes the reports.
 Result run_command(const Options& o);
 
+/// What every report of a run says of it (RunInfo): memrun, the host, the
+/// backend, the run's id and folder; a spec run adds its shard and jobs.
+RunInfo describe_run(const Options& o, const std::string& run_id, const std::string& run_dir,
+                     const cgroup::Backend& backend);
+
 /// What `memrun exec` asks of a run beyond what a spec run does.
 struct RunExtras {
   bool echo = false;                       ///< the tests' output shown as it comes (and logged)

@@ -283,9 +283,11 @@ Case pytest_case(const SuiteSource& s, const nlohmann::json& j) {
   // collects only the case.
   Case c{id, {s.python, "-c", pytest_plugin(), "run", id}, j.value("arg", id), "", {}, {}};
   c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
+  // Each value as the JSON the plugin wrote (a string, a number, a list,
+  // a mapping): read_marks reads it as YAML, through the spec's table.
   const nlohmann::json marks = j.value("memrun", nlohmann::json::object());
-  for (const auto& [k, v] : marks.items())
-    if (v.is_string()) c.marks[k] = v.get<std::string>();
+  if (marks.is_object())
+    for (const auto& [k, v] : marks.items()) c.marks[k] = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   c.rules.tool = "pytest";
   c.rules.outcome_file = true;
   // Where the test is (file:line), for an error in its marker's values.

@@ -241,7 +241,9 @@ int host_pid() {
   if (mounts == -2) die(report_fd, kShieldStage);
   // A test memrun was asked to seal never runs unsealed: it would see the
   // host's hierarchies, which as root it could write.
-  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0;  // by the command (init::run)
+  // By the command (init::run), where the init leaves the test's group
+  // for a leaf of its own; a vessel's init stays, and seals itself here.
+  bool seal_later = cmd.pid_namespace && placement.init_procs_fd >= 0 && !cmd.vessel;
   if (placement.seal && mounts != 0) die(report_fd, kSealStage);
   if (placement.seal && !seal_later)
     if (long r = init::seal(a.seal, a.seal_count); r < 0) errno = static_cast<int>(-r), die(report_fd, kSealStage);
@@ -445,8 +447,9 @@ void clone_init(const cgroup::Placement& placement, ChildArgs& args, uint64_t fl
 // nothing); its pipes come later.
 init::InitArgs init_args(const Command& cmd, const cgroup::Placement& placement, const ChildArgs& args) {
   init::InitArgs init;
-  init.procs_fd = placement.init_procs_fd;
+  init.procs_fd = cmd.vessel ? -1 : placement.init_procs_fd;
   init.results_fd = cmd.results_fd;
+  init.vessel = cmd.vessel;
   init.oom_score_adj = cmd.oom_score_adj.c_str();
   init.seal = args.seal;
   init.seal_count = args.seal_count;
@@ -568,7 +571,8 @@ std::string find_executable(const std::string& name, const std::vector<std::stri
 void prepare_init_program() { (void)init_program_fd(); }
 
 Child launch(const Command& cmd, const cgroup::Placement& placement) {
-  auto argv = c_strings(cmd.argv);
+  // A vessel's init is told so by an empty path (init::main_of).
+  auto argv = c_strings(cmd.vessel ? std::vector<std::string>{""} : cmd.argv);
   auto envp = c_strings(cmd.env);
   auto hidden = c_strings(cmd.hidden_sockets);
   const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());

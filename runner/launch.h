@@ -60,6 +60,13 @@ struct Command {
   /// pid_namespaces_work()). Child::status_fd then gives the command's
   /// wait status.
   bool pid_namespace = false;
+  /// With pid_namespace: the init starts no command. A process of another's
+  /// (a case pytest forks, runner/serve.h) is entered into the test's
+  /// namespaces and groups instead; the init reaps what is reparented to
+  /// it until memrun kills it, and never reports a status. It stays in the
+  /// test's group (on v2 too: the namespaces the case enters are rooted
+  /// there), and `path` and `argv` are unused.
+  bool vessel = false;
 };
 
 /// waitid(2)'s idtype for a pidfd (P_PIDFD, 5.4+): a child is reaped

@@ -19,6 +19,7 @@
 #include "runner/command.h"
 #include "runner/doctor.h"
 #include "runner/result.h"
+#include "runner/serve.h"
 
 namespace memrun {
 namespace {
@@ -28,7 +29,7 @@ namespace {
 struct Cli {
   Options o;
   CLI::App *doctor = nullptr, *gc = nullptr, *list = nullptr, *merge = nullptr, *bisect = nullptr, *repro = nullptr,
-           *compare = nullptr, *exec = nullptr, *explain = nullptr;
+           *compare = nullptr, *exec = nullptr, *explain = nullptr, *serve = nullptr;
   std::vector<std::string> list_specs, merge_inputs, bisect_words;
   std::string merge_output, bisect_test, bisect_range, bisect_tolerance;
   int bisect_trials = 1;
@@ -192,6 +193,11 @@ void add_commands(CLI::App& app, Cli& c) {
   explain->add_option("report", c.explain_report, "a JSON report")->required()->check(CLI::ExistingFile);
   explain->add_option("name", c.explain_name, "the test's name")->required();
   explain->add_option("--spec", c.explain_spec, "the test's spec, when specs of the report share the name");
+  // pytest --memrun's own (runner/serve.h): started by the pytest plugin
+  // with a socket on its standard input; not listed.
+  c.serve = app.add_subcommand("serve", "the memrun of a pytest process (pytest --memrun starts it)");
+  c.serve->group("");
+  c.serve->fallthrough();  // --backend, --cgroup-parent, --host-cgroups, --sample-interval
 }
 
 Result dispatch(const Cli& c) {
@@ -206,6 +212,7 @@ Result dispatch(const Cli& c) {
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
   if (*c.exec) return exec_command(c.exec_options, o);
+  if (*c.serve) return serve_command(o);
   if (o.specs.empty()) throw Error(Category::usage, "no spec given. Usage: memrun SPEC.yaml... (see memrun --help)");
   return run_command(o);
 }

@@ -137,7 +137,7 @@ TestRecord make_record(const PlannedTest& p, Observation observed) {
   }
   r.observed = std::move(observed);
   const Verdict& v = r.verdict;
-  r.runs = {{v.peak, v.working_set_peak, v.outcome, v.passed, r.observed.duration_s, v.figures_hold}};
+  r.runs = {{v.peak, v.working_set_peak, v.outcome, v.passed, r.observed.duration_s, v.figures_hold, r.observed.blocks}};
   return r;
 }
 

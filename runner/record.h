@@ -36,6 +36,19 @@ struct Timeline {
   bool operator==(const Timeline&) const = default;
 };
 
+/// A block of a test measured on its own: pytest_memrun's memrun_peak
+/// blocks (`with memrun_peak(name=...) as p:`), as the case measured them
+/// from its own cgroup's files and said through its tool (see
+/// Observation::tool_said, which comes the same way).
+struct BlockFigures {
+  std::string name;
+  /// The kernel's high-water mark over the block less the usage at its
+  /// start; the usage after it less that baseline; the baseline.
+  uint64_t peak = 0, retained = 0, baseline = 0;
+  std::string source;  ///< how: "memory.peak", "memory.max_usage_in_bytes", "sampled every 1 ms"
+  bool operator==(const BlockFigures&) const = default;
+};
+
 /// How a test ended, as the verdict names it.
 enum class Outcome {
   pass,         ///< exited 0
@@ -118,6 +131,9 @@ struct Observation {
   /// A case whose tool writes its outcome (ToolRules::outcome_file,
   /// gtest_results): what it said, "" when it wrote nothing.
   std::string tool_said;
+  /// The blocks the case measured on its own (BlockFigures), as its tool
+  /// said them; empty for most tests.
+  std::vector<BlockFigures> blocks;
   /// The last lines of stderr, then of stdout, of a test that did not pass
   /// (so that outputs made elsewhere, `memrun merge`, can show them).
   std::string log_tail;
@@ -193,6 +209,12 @@ struct TestIdentity {
   std::optional<std::pair<double, uint64_t>> max_increase;  ///< percent, bytes
   std::vector<std::string> inputs;  ///< the spec's `inputs` (evicted before each run)
   double timeout_s = 0;             ///< the spec's `timeout`
+  /// What its figures are of: "process", the test's whole process tree
+  /// from its start (a spec's test, `exec`, a suite's case); "forked_case",
+  /// a case pytest forked (pytest --memrun): without the interpreter's
+  /// start-up and what pytest had loaded before it forked. A comparison
+  /// never takes one for the other.
+  std::string measured = "process";
   bool operator==(const TestIdentity&) const = default;
 };
 
@@ -204,6 +226,7 @@ struct RunFigures {
   bool passed = false;
   double duration_s = 0;
   bool figures_hold = true;  ///< as Verdict::figures_hold, for this run
+  std::vector<BlockFigures> blocks;  ///< as Observation::blocks, for this run
   bool operator==(const RunFigures&) const = default;
 };
 

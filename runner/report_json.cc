@@ -384,12 +384,36 @@ RunInfo head_from(const Fields& f) {
   return info;
 }
 
+Json blocks_json(const std::vector<BlockFigures>& blocks) {
+  Json out = Json::array();
+  for (const auto& b : blocks)
+    out.push_back({{"name", b.name}, {"peak_bytes", b.peak}, {"retained_bytes", b.retained},
+                   {"baseline_bytes", b.baseline}, {"source", b.source}});
+  return out;
+}
+
+std::vector<BlockFigures> blocks_from(const Fields& f) {
+  std::vector<BlockFigures> out;
+  const Json& list = f.raw("blocks");
+  if (list.is_null()) return out;
+  if (!list.is_array()) throw Error(Category::bad_input, f.where() + ": field 'blocks' should be a list");
+  for (size_t i = 0; i < list.size(); ++i) {
+    Fields b(list[i], fmt::format("{}.blocks[{}]", f.where(), i));
+    out.push_back({b.text("name"), b.required_bytes("peak_bytes"), b.bytes("retained_bytes"),
+                   b.bytes("baseline_bytes"), b.get<std::string>("source")});
+  }
+  return out;
+}
+
 Json runs_json(const std::vector<RunFigures>& runs) {
   Json out = Json::array();
-  for (const auto& r : runs)
-    out.push_back({{"peak_bytes", r.peak}, {"working_set_peak_bytes", r.working_set_peak},
-                   {"outcome", to_string(r.outcome)}, {"passed", r.passed}, {"duration_s", r.duration_s},
-                   {"figures_hold", r.figures_hold}});
+  for (const auto& r : runs) {
+    Json run = {{"peak_bytes", r.peak}, {"working_set_peak_bytes", r.working_set_peak},
+                {"outcome", to_string(r.outcome)}, {"passed", r.passed}, {"duration_s", r.duration_s},
+                {"figures_hold", r.figures_hold}};
+    if (!r.blocks.empty()) run["blocks"] = blocks_json(r.blocks);
+    out.push_back(std::move(run));
+  }
   return out;
 }
 
@@ -397,7 +421,8 @@ Json runs_json(const std::vector<RunFigures>& runs) {
 std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Observation& o) {
   const Json& list = t.raw("runs");
   if (!list.is_null() && !list.is_array()) throw Error(Category::bad_input, t.where() + ": field 'runs' should be a list");
-  if (list.is_null() || list.empty()) return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s, v.figures_hold}};
+  if (list.is_null() || list.empty())
+    return {{v.peak, v.working_set_peak, v.outcome, v.passed, o.duration_s, v.figures_hold, o.blocks}};
   std::vector<RunFigures> out;
   for (size_t i = 0; i < list.size(); ++i) {
     Fields r(list[i], fmt::format("{}.runs[{}]", t.where(), i));
@@ -405,7 +430,7 @@ std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Obser
     if (!outcome) throw Error(Category::bad_input, r.where() + ": field 'outcome' is not an outcome memrun writes");
     r.require("passed");
     out.push_back({r.required_bytes("peak_bytes"), r.bytes("working_set_peak_bytes"), *outcome, r.get<bool>("passed"),
-                   r.seconds("duration_s"), r.get<bool>("figures_hold", v.figures_hold)});
+                   r.seconds("duration_s"), r.get<bool>("figures_hold", v.figures_hold), blocks_from(r)});
   }
   return out;
 }
@@ -501,6 +526,8 @@ Json to_json(const TestRecord& r) {
       {"runs", runs_json(r.runs)},
       {"inputs", t.inputs},
       {"timeout_s", t.timeout_s},
+      {"measured", t.measured},
+      {"blocks", blocks_json(o.blocks)},
       // The rest of the observation, so that a record read back is the
       // record written (the CI outputs and --baseline read the spool).
       {"ending", to_string(o.ending)},
@@ -627,9 +654,13 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   Fields increase = f.object("max_increase");
   if (!f.raw("max_increase").is_null())
     t.max_increase = std::pair{increase.real("percent", 0, 1000), increase.bytes("bytes")};  // as specs allow
+  o.blocks = blocks_from(f);  // before the runs: a report with none takes the record's
   r.runs = runs_from(f, v, o);
   t.inputs = f.get<std::vector<std::string>>("inputs");
   t.timeout_s = f.seconds("timeout_s");
+  t.measured = f.get<std::string>("measured", "process");
+  if (t.measured != "process" && t.measured != "forked_case")
+    throw Error(Category::bad_input, f.where() + ": field 'measured' should be \"process\" or \"forked_case\"");
   o.start_error = f.get<std::string>("start_error");
   o.escaped_to = f.get<std::string>("escaped_to");
   o.log_error = f.get<std::string>("log_error");

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,6 +69,7 @@ RunningTest::~RunningTest() {
   // makes one attempt, and what is left is the next run's gc's.
   close_watched(child_.pidfd);
   close_watched(child_.status_fd);
+  close_watched(case_pidfd_);
   if (results_fd_ >= 0) ::close(results_fd_);
   kill_escaped();
   for (const auto& [pid, fd] : escaped_) ::close(fd);
@@ -133,8 +135,8 @@ bool RunningTest::start_failed(const std::string& why) {
     }
     context_->leftovers->add(std::move(group_));
   }
-  out_->finish();
-  err_->finish();
+  if (out_) out_->finish();
+  if (err_) err_->finish();
   return false;
 }
 
@@ -222,6 +224,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
+  if (vessel_) return start_vessel(context, std::move(cmd), std::move(ahead));
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -256,6 +259,70 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   return launched(child, nullptr);
 }
 
+// The vessel's init (Command::vessel), started on the loop's thread: its
+// case's parent waits for it. Its output goes nowhere (it writes none; the
+// case's is its parent's), and no results file is asked for: the case's
+// parent says how it ended (case_ended()).
+bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead) {
+  const TestSpec& t = *planned().test;
+  cmd.vessel = true;
+  cmd.env.clear();  // the init's own: it runs nothing that reads it
+  Child child;
+  try {
+    group_ = ahead ? std::move(ahead) : make_group(planned(), context);
+    const cgroup::Placement placement = group_->placement();
+    // Sealed (root): an init in a pid namespace of its own, in the seal,
+    // whose namespaces the case enters. Otherwise (memrun's caller is not
+    // root, or --host-cgroups) there is nothing for the case to enter: it
+    // is only moved into the group, and no process waits there for it.
+    if (context.pid_namespace && !t.service_manager && placement.seal) {
+      cmd.pid_namespace = true;
+      cmd.stdout_fd = cmd.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      if (cmd.stdout_fd < 0) throw_errno(Category::system, "open /dev/null");
+      try {
+        child = launch(cmd, placement);
+      } catch (...) {
+        ::close(cmd.stdout_fd);
+        throw;
+      }
+      ::close(cmd.stdout_fd);
+    }
+  } catch (const cgroup::Failure& e) {
+    return start_failed(failure_text(e));
+  } catch (const Error& e) {
+    return start_failed(e.what());
+  }
+  return launched(child, nullptr);
+}
+
+void RunningTest::adopt(int pidfd, int pid, int parent) {
+  // Writing a pid to cgroup.procs moves that process, all its threads
+  // (v1 and v2); the kernel checks the writer's rights, not the process's.
+  std::string text = std::to_string(pid);
+  for (int fd : group_->placement().procs_fds)
+    if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      ::close(pidfd);
+      throw_errno(Category::system, "cannot move the case (pid " + text + ") into its cgroup");
+    }
+  case_pidfd_ = pidfd, case_pid_ = pid, case_parent_ = parent;
+  seen_.insert(pid);
+  phase_ = Phase::running;
+  t0_ = context_->clock->now();
+  observed_.started = std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  observed_.ending = Ending::exited;  // unless a timeout or a signal comes first
+  deadline_ = t0_ + planned().test->timeout;
+  next_sample_ = next_point_ = interval_.count() > 0 ? t0_ + interval_ : clock::time_point::max();
+  if (auto grace = std::exchange(interrupt_pending_, std::nullopt)) interrupt(*grace);
+}
+
+void RunningTest::case_ended(int status, const rusage& usage, const std::string& tool_said,
+                             std::vector<BlockFigures> blocks) {
+  if (phase_ != Phase::running) return;  // (a second word, or one after memrun ended it)
+  observed_.tool_said = tool_said;
+  observed_.blocks = std::move(blocks);
+  reaped(status, usage);
+}
+
 bool RunningTest::launched(const Child& child, std::exception_ptr error) {
   const TestSpec& t = *planned().test;
   phase_ = Phase::running;
@@ -263,20 +330,30 @@ bool RunningTest::launched(const Child& child, std::exception_ptr error) {
     if (error) std::rethrow_exception(error);
     child_ = child;
     init_ = child_.status_fd >= 0;
-    seen_.insert(child_.pid);
-    // The command, as memrun's namespace numbers it (the kernel's log does).
-    if (init_)
-      for (int c : child_processes(child_.pid)) seen_.insert(c);
-    group_->started(child_.pid);
+    if (child_.pid > 0) {  // (none for an unsealed vessel)
+      seen_.insert(child_.pid);
+      // The command, as memrun's namespace numbers it (the kernel's log does).
+      if (init_)
+        for (int c : child_processes(child_.pid)) seen_.insert(c);
+      group_->started(child_.pid);
+    }
   } catch (const cgroup::Failure& e) {
     return start_failed(failure_text(e));
   } catch (const Error& e) {
     return start_failed(e.what());
   }
+  observed_.placement = child_.placement;
+  if (vessel_) {
+    // Its init never reports a status: the case's parent does.
+    close_watched(child_.status_fd);
+    observed_.placement = "adopted";
+    phase_ = Phase::waiting;
+    deadline_ = next_sample_ = clock::time_point::max();  // until adopt()
+    return true;
+  }
   // Only the test holds the write ends now: the pipes end with its processes.
   out_->close_writer();
   err_->close_writer();
-  observed_.placement = child_.placement;
   observed_.ending = Ending::exited;  // unless a timeout or a signal comes first
   deadline_ = t0_ + t.timeout;
   // A test that ends before its first interval is never sampled: its cost
@@ -424,7 +501,7 @@ void RunningTest::time_out() {
 
 void RunningTest::interrupt(std::chrono::milliseconds grace) {
   // Its process is not there yet to be stopped: once it is (launched()).
-  if (phase_ == Phase::starting) {
+  if (phase_ == Phase::starting || phase_ == Phase::waiting) {
     interrupt_pending_ = std::min(grace, interrupt_pending_.value_or(grace));
     return;
   }
@@ -438,7 +515,7 @@ void RunningTest::interrupt(std::chrono::milliseconds grace) {
 }
 
 void RunningTest::kill_now() {
-  if (phase_ == Phase::starting) {
+  if (phase_ == Phase::starting || phase_ == Phase::waiting) {
     interrupt_pending_ = std::chrono::milliseconds(0);
     return;
   }
@@ -467,7 +544,11 @@ bool RunningTest::kill_step() {
 // were the test's. (A unit the manager starts itself, a service, is no
 // descendant: not found here.)
 void RunningTest::find_escapes() {
-  std::vector<std::pair<int, int>> todo{{child_.pid, ::getpid()}};  // (pid, its parent)
+  std::vector<std::pair<int, int>> todo;  // (pid, its parent)
+  if (child_.pid > 0) todo.push_back({child_.pid, ::getpid()});
+  // An adopted case is no child of the init (its parent is pytest): its
+  // own tree is walked too.
+  if (case_pid_ > 0 && phase_ == Phase::running) todo.push_back({case_pid_, case_parent_});
   for (size_t walked = 0; !todo.empty() && walked < 4096; ++walked) {
     auto [pid, parent] = todo.back();
     todo.pop_back();
@@ -505,7 +586,9 @@ void RunningTest::child_exited(int status, const rusage& usage) {
 }
 
 void RunningTest::poll_status() {
-  if (!init_ || phase_ != Phase::running) return;
+  // A vessel's case ends when its parent says so (case_ended()); an init
+  // gone before that took the case with it, and the parent says that too.
+  if (!init_ || vessel_ || phase_ != Phase::running) return;
   if (child_.status_fd >= 0) {
     InitReport report;
     ssize_t n = ::read(child_.status_fd, &report, sizeof report);
@@ -560,6 +643,7 @@ bool RunningTest::settle(KernelLog& kernel_log) {
   auto now = context_->clock->now();
   switch (phase_) {
     case Phase::starting:
+    case Phase::waiting:
     case Phase::running: return false;
     case Phase::killing:
       // Whatever the test left running (daemons, setsid'd grandchildren)
@@ -633,13 +717,15 @@ void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now
 
 void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
   Observation& o = observed_;
-  out_->finish();
-  err_->finish();
-  o.stdout_bytes = out_->bytes();
-  o.stderr_bytes = err_->bytes();
-  o.log_discarded_bytes = out_->discarded() + err_->discarded();
-  for (const LogRelay* relay : {out_.get(), err_.get()})
-    if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
+  if (out_ && err_) {
+    out_->finish();
+    err_->finish();
+    o.stdout_bytes = out_->bytes();
+    o.stderr_bytes = err_->bytes();
+    o.log_discarded_bytes = out_->discarded() + err_->discarded();
+    for (const LogRelay* relay : {out_.get(), err_.get()})
+      if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
+  }
   o.kernel = std::move(final);
   o.kernel.escaped += escaped_.size();
   // Where the kernel does not count a kill in a sub-group in the group

@@ -81,6 +81,31 @@ class RunningTest {
   /// The start of a starting() test is done: `child` runs, or `error` says
   /// why it could not start (false: not_started() gives the record).
   bool launched(const Child& child, std::exception_ptr error);
+
+  /// A test whose process is another's (pytest --memrun, runner/serve.h):
+  /// start() makes its group and an init that starts no command
+  /// (Command::vessel) and leaves it waiting(); adopt() then places the
+  /// case, a process memrun did not start, in the test's groups, and the
+  /// test runs from then on; case_ended() says how the case ended, as its
+  /// parent reaped it. Call before start().
+  void as_vessel() { vessel_ = true; }
+  bool waiting() const { return phase_ == Phase::waiting; }
+  /// With a sealed vessel (its init in a pid namespace, the seal made):
+  /// the init's pid, for the namespaces (/proc/PID/ns) a case enters; -1
+  /// otherwise.
+  int vessel_pid() const { return vessel_ && init_ ? child_.pid : -1; }
+  /// Moves process `pid` into the test's groups (the cgroup.procs of its
+  /// placement), and the test runs: its timeout and samples count from
+  /// now. `pidfd` (memrun's, kept until the test ends) holds the process;
+  /// `parent` is its parent's pid, which the escape walk checks. Throws
+  /// Error when the kernel refuses the move.
+  void adopt(int pidfd, int pid, int parent);
+  /// The adopted case's pidfd (readable once it has exited), or -1.
+  int case_pidfd() const { return case_pidfd_; }
+  /// The adopted case ended with `status` and `usage`, as its parent's
+  /// wait gave them; `tool_said` is its tool's word and `blocks` what it
+  /// measured on its own (see Observation).
+  void case_ended(int status, const rusage& usage, const std::string& tool_said, std::vector<BlockFigures> blocks);
   bool starting() const { return phase_ == Phase::starting; }
   /// The group `planned` runs in, with its limits written. Throws
   /// cgroup::Failure when it cannot be made.
@@ -127,7 +152,7 @@ class RunningTest {
   /// With a pid namespace: reads the init's report, if one came, and ends
   /// the test with the command's status. Never waits.
   void poll_status();
-  bool exited() const { return phase_ != Phase::running && phase_ != Phase::starting; }
+  bool exited() const { return phase_ != Phase::running && phase_ != Phase::starting && phase_ != Phase::waiting; }
   /// After exited(), until what the test left running is gone.
   bool killing() const { return phase_ == Phase::killing; }
   /// Whether what the test leaves running becomes memrun's child when its
@@ -165,9 +190,10 @@ class RunningTest {
   void abandon();
 
  private:
-  enum class Phase { starting, running, killing, reading, removing, awaiting_victims, done };
+  enum class Phase { starting, waiting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
+  bool start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead);
   void open_relays(const RunContext& context);
   void ask_for_outcome(Command& cmd);
   void read_results();  // sets observed_.tool_said, closes results_fd_
@@ -225,6 +251,8 @@ class RunningTest {
   std::optional<clock::time_point> shm_drain_until_;  ///< see read_once_drained()
   bool shm_draining_ = false;                         ///< shmem was left when the processes were gone
   Child child_;
+  bool vessel_ = false;  // see as_vessel()
+  int case_pid_ = -1, case_parent_ = -1, case_pidfd_ = -1;  // the adopted case (adopt())
   bool init_ = false;  // child_ is the init of the test's pid namespace
   bool init_gone_ = false;
   int init_status_ = 0;

@@ -66,9 +66,12 @@ void read_marks(const Source& src, const SuiteDraft& suite, const Case& c, Field
   std::string at;  // the test's file:line, from the pytest plugin
   for (const auto& [k, v] : c.marks) {
     if (k == "@where") at = v + ": ";
-    else marks[k] = k == "inputs" ? YAML::Load(v) : YAML::Node(v);  // inputs: a JSON list (memrun_pytest.py)
+    // pytest's: each value as JSON (memrun_pytest.py), which YAML reads;
+    // ctest's: text.
+    else marks[k] = c.rules.outcome_file ? YAML::Load(v) : YAML::Node(v);
   }
   try {
+    check_keys(src, marks, names_at(kRule), "@pytest.mark.memrun");
     read_fields(src, marks, f, kRule);
   } catch (const Error& e) {
     std::string what = e.what();

@@ -176,6 +176,29 @@ int command_entry(void* p) {
   fail(a.report_fd, kExecStage, r);
 }
 
+// A vessel's init (Command::vessel): no command of its own. A process of
+// another's is entered into its namespaces (runner/serve.h); what that
+// process leaves when its parent dies is reparented here and reaped.
+// SIGCHLD stays blocked and is taken with rt_sigtimedwait between reaps:
+// a child that ends while the init reaps leaves the signal pending, so
+// none is missed. The init never exits on its own (ECHILD is only "none
+// yet"): memrun's kill of the group ends it, and the kernel then the rest
+// of its namespace.
+[[noreturn]] void be_vessel(const InitArgs& a) {
+  int keep[4] = {a.report_fd, -1, -1, -1};
+  close_others(keep);
+  for (char* p = a.wipe_from; p && p < a.wipe_to; ++p) *p = '\0';
+  unsigned long child = 1ul << (SIGCHLD - 1);
+  sys(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&child), 0, sizeof child);
+  sys(SYS_close, a.report_fd);  // memrun reads EOF: the vessel is ready
+  for (;;) {
+    int status = 0;
+    while (sys(SYS_wait4, -1, reinterpret_cast<long>(&status), WNOHANG, 0) > 0) {
+    }
+    sys(SYS_rt_sigtimedwait, reinterpret_cast<long>(&child), 0, 0, sizeof child);
+  }
+}
+
 }  // namespace
 
 void next_pid_after(int after) {
@@ -229,6 +252,7 @@ void run(const InitArgs& a) {
   // command gets its own, 500 higher (see protect_memrun in process_setup.cc).
   write_file("/proc/self/oom_score_adj", "-1000");
   default_signals();
+  if (a.vessel) be_vessel(a);
   int keep[4] = {a.status_fd, a.report_fd, a.procs_fd, a.results_fd};
   close_others(keep);
   // The pipes, the leaf's file and the results file stay the init's: the
@@ -292,6 +316,7 @@ void main_of(int argc, char** argv, char** envp) {
   a.seal = argv + 7;
   a.path = argv[7 + 4 * a.seal_count];
   a.argv = argv + 8 + 4 * a.seal_count;
+  a.vessel = a.path[0] == '\0';
   a.envp = envp;
   a.wipe_from = argv[1];
   a.wipe_to = argv[argc - 1] + length(argv[argc - 1]);

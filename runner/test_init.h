@@ -44,6 +44,9 @@ struct InitArgs {
   const char* const* seal = nullptr;
   int seal_count = 0;
   const char* path = nullptr;       ///< the command
+  /// Start no command (Command::vessel): reap until killed. The program
+  /// is told so by an empty path.
+  bool vessel = false;
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   /// The init program's own argv strings past its name, cleared once the

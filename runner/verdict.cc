@@ -117,6 +117,7 @@ Outcome said_outcome(const ToolRules& rules, const Observation& o, std::string* 
   }
   if (o.tool_said == "passed" && (o.exit_code == 0 || rules.gtest_results)) return Outcome::pass;
   if (o.tool_said == "passed") *why = rules.tool + " passed it, but its process then ended with " + code;
+  if (o.tool_said == "failed") *why = rules.tool + " failed it";
   return Outcome::fail;
 }
 

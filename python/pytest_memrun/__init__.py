@@ -15,7 +15,7 @@ import threading
 
 from . import _cgroup
 
-__all__ = ["binary", "peak", "Peak", "PeakExceeded", "parse_size", "format_size"]
+__all__ = ["binary", "peak", "Peak", "PeakExceeded", "parse_size", "format_size", "blocks"]
 __version__ = "0.1.0"
 
 _UNITS = {"": 1, "B": 1, "K": 1024, "KiB": 1024, "kB": 1000, "M": 1024**2, "MiB": 1024**2, "MB": 1000**2,
@@ -88,7 +88,8 @@ class Peak:
       reads usage, so a peak shorter than the interval can be missed.
     """
 
-    def __init__(self, max=None, retained_max=None, interval=0.001):
+    def __init__(self, max=None, retained_max=None, interval=0.001, name=None):
+        self.name = None if name is None else str(name)
         self.max = None if max is None else parse_size(max)
         self.retained_max = None if retained_max is None else parse_size(retained_max)
         self.interval = interval
@@ -103,6 +104,15 @@ class Peak:
         return _read_int(self._dir, "memory.current" if self._version == 2 else "memory.usage_in_bytes")
 
     def __enter__(self):
+        # Every block of a case, in order: under pytest --memrun its figures
+        # go into memrun's record, by name ("block", "block 2", ... unless named).
+        names = {b.name for b in blocks}
+        base = self.name or "block"
+        self.name, n = base, 1
+        while self.name in names:  # each name once: a comparison pairs blocks by it
+            n += 1
+            self.name = f"{base} {n}"
+        blocks.append(self)
         self._version, self._dir = _cgroup.memory_group()
         if self._version is None:
             raise RuntimeError("pytest_memrun.peak(): this process is in no memory cgroup it can read "
@@ -196,6 +206,7 @@ class Peak:
         return int(data) if data else 0
 
     def __exit__(self, exc_type, exc, tb):
+        __tracebackhide__ = True  # a max missed shows the test's `with`, not this
         if self._sampler is not None:
             high = max(self._stop_sampler(), self._usage())
             now = self._usage()
@@ -260,6 +271,11 @@ def _write(directory, name, text):
         f.write(text)
 
 
-def peak(max=None, retained_max=None):
-    """`with pytest_memrun.peak(max="24MiB", retained_max="2MiB") as p:` — see Peak."""
-    return Peak(max=max, retained_max=retained_max)
+# The blocks measured in this process so far (a case's fork starts with
+# its parent's list and the plugin reads what the case added).
+blocks = []
+
+
+def peak(max=None, retained_max=None, name=None):
+    """`with pytest_memrun.peak(name="read", max="24MiB", retained_max="2MiB") as p:` — see Peak."""
+    return Peak(max=max, retained_max=retained_max, name=name)

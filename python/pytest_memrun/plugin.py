@@ -1,52 +1,184 @@
 """pytest --memrun: each case marked @pytest.mark.memrun(memory=...) runs in a
-cgroup of its own under that limit and is judged by memrun, in plain pytest.
+cgroup of its own under that limit, and memrun judges it.
 
-How a case runs: `memrun exec` makes the case's cgroup and starts a tiny
-shell in it, which says its pid and waits. pytest forks; the child moves
-itself into that shell's cgroups (cgroup.procs), runs the case's setup, call
-and teardown, sends the reports back and exits; then the shell exits with
-the child's status and memrun judges the group as it judges any test (OOM
-kills, peak, limit, headroom, escapes). Pages the child inherited stay
-charged where they were (v2 never moves charges; v1 only with
-move_charge_at_immigrate, which memrun leaves off), so the figures are the
-case's own, and pytest starts and collects once for the whole session.
+How a case runs. One memrun process per pytest process (`memrun serve`, one
+per pytest-xdist worker) speaks to this plugin over a socket pair only the
+two of them hold. For each case memrun makes the case's group and, as root,
+a sealed test's init (PID 1 of a pid namespace of its own, in a mount and
+cgroup namespace where the case's group is the root); pytest forks the
+case into that pid namespace and hands memrun the fork's pidfd; memrun
+moves the fork into the case's group; the fork enters the init's mount and
+cgroup namespaces and runs the case's setup, call and teardown; pytest
+tells memrun how it ended, and memrun's verdict comes back to be shown.
+The plugin never judges: it says pytest's outcome and shows memrun's.
+
+The fork's first steps run in an at-fork hook this module registers when
+pytest loads it, before the suite's conftests and modules: no hook of theirs
+runs before the case is in its group and sealed, and none of them sees the
+socket to memrun (it is closed there first).
 """
 import ctypes
 import json
 import os
-import pickle
 import select
-import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 
 import pytest
 
-from . import _cgroup, binary, format_size, parse_size, peak
+from . import binary, format_size, parse_size, peak
+from . import blocks as _blocks
 
-KEYS = ("memory", "memory_high", "expect", "min_headroom", "timeout")
-MARKER = ("memrun(memory=None, memory_high=None, expect=None, min_headroom=None, timeout=None): "
-          "the memory limit (and expectation) memrun runs this test under")
-# The case's cgroup holds this shell while the forked case runs: it says its
-# pid, waits for the case's status and exits with it.
-HOLDER = 'echo $$ > ready; read status < done; exit "$status"'
-PR_SET_PDEATHSIG = 1  # prctl(2)
+# memrun's spec keys a marker takes (the spec's table, runner/spec_keys.cc:
+# the keys a rule of a suite's `cases:` takes); memrun checks every value
+# with the spec's own reader and messages.
+MARKER = ("memrun(memory=SIZE, **keys): the hard memory limit memrun runs this case under, in a cgroup of "
+          "its own; any other key of a memrun spec's test too (expect=oom, min_headroom=\"20%\", timeout=\"30s\", ...)")
+
+_MAX_MESSAGE = 256 * 1024      # runner/serve.h kMaxServeMessage
+_MAX_REPORTS = 64 << 20        # what a case may send back of its reports
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_THP_DISABLE = 1, 4, 41
+_CLONE_NEWNS, _CLONE_NEWCGROUP, _CLONE_NEWPID = 0x00020000, 0x02000000, 0x20000000
 
 
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _setns(fd, kind, what):
+    _check(_libc.setns(fd, kind), f"setns({what})")
+
+
+# --- the fork's first steps ---------------------------------------------------
+class _Entry:
+    """What a case's fork does before anything else runs in it: drop the
+    parent's descriptors, wait until memrun has moved it into its group,
+    enter its init's namespaces, and take the case's environment."""
+
+    def __init__(self, thread, close, go, report, namespaces, cwd, env, unset, hugepages_off):
+        self.thread, self.close, self.go, self.report = thread, close, go, report
+        self.namespaces, self.cwd, self.env, self.unset = namespaces, cwd, env, unset
+        self.hugepages_off = hugepages_off
+
+    def enter(self):
+        try:
+            for fd in self.close:
+                os.close(fd)
+            _close_ways_out(keep=(self.go, self.report, *self.namespaces))
+            # Dies with pytest; before the wait, so that pytest gone after it
+            # kills it, and gone before it leaves the pipe at EOF.
+            _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+            word = os.read(self.go, 1)
+            os.close(self.go)
+            if word != b"G":  # pytest abandoned it, or died
+                os._exit(1)
+            if self.namespaces:
+                mnt, cgroup = self.namespaces
+                _setns(mnt, _CLONE_NEWNS, "the case's mount namespace")
+                _setns(cgroup, _CLONE_NEWCGROUP, "the case's cgroup namespace")
+                os.close(mnt)
+                os.close(cgroup)
+                os.chdir(self.cwd)  # entering a mount namespace leaves the folder at its root
+            if self.hugepages_off:
+                _check(_libc.prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0), "prctl(PR_SET_THP_DISABLE)")
+            for name in self.unset:
+                os.environ.pop(name, None)
+            os.environ.update(self.env)
+        except BaseException:
+            _send_back(self.report, {"error": "the case could not be started in its cgroup:\n" + traceback.format_exc()})
+            os._exit(1)
+
+
+_entry = None  # set by the parent for one fork
+
+# Filesystems whose files reach past a case's seal (statfs(2)'s f_type):
+# /proc (another process's root, fds and namespaces), sysfs, cgroup v1 and
+# v2 (a cgroup.procs or tasks file), nsfs (a namespace to setns into),
+# pidfs (6.9+: pidfds), bpf.
+_WAYS_OUT = {0x9FA0, 0x62656572, 0x27E0EB, 0x63677270, 0x6E736673, 0x50494446, 0xCAFE4A11}
+_O_PATH = 0o10000000
+
+
+def _close_ways_out(keep):
+    """Closes what the case inherited from pytest's process that could take
+    it out of its seal: descriptors a module or conftest opened in pytest's
+    own namespaces as it was imported. A directory or an O_PATH descriptor
+    is a way into pytest's mount namespace (openat(fd, "sys/fs/cgroup/...")),
+    a cgroup file one into another group, a /proc or namespace file or a
+    pidfd one into another process's namespaces. Files, pipes and sockets
+    stay open, as they are in plain pytest."""
+    import fcntl
+    import stat
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type comes first
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 2 or fd in keep:
+            continue
+        try:
+            st = os.fstat(fd)
+            way_out = stat.S_ISDIR(st.st_mode) or bool(fcntl.fcntl(fd, fcntl.F_GETFL) & _O_PATH)
+            if not way_out and _libc.fstatfs(fd, buf) == 0:
+                way_out = ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF in _WAYS_OUT
+            if not way_out:
+                way_out = os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[pidfd]"
+        except OSError:
+            continue  # the listing's own descriptor, gone by now
+        if way_out:
+            os.close(fd)
+
+
+def _after_fork_in_child():
+    global _entry
+    entry, _entry = _entry, None
+    # Only the fork the plugin made, from its own thread: another thread's
+    # fork at that moment is no case.
+    if entry is not None and entry.thread == threading.get_ident():
+        entry.enter()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _send_back(fd, payload):
+    data = json.dumps(payload, default=str).encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+# --- options and the marker ---------------------------------------------------
 def pytest_addoption(parser):
-    group = parser.getgroup("memrun", "memory limits with the kernel as the judge")
+    group = parser.getgroup("memrun", "memory limits with the kernel as the judge (memrun)")
     group.addoption("--memrun", action="store_true", default=False,
                     help="run each case marked memrun(memory=...) in a cgroup of its own under its limit")
     group.addoption("--memrun-default-memory", metavar="SIZE", default=None,
                     help="with --memrun: the limit of cases without a memrun marker (default: they run as usual)")
     group.addoption("--memrun-json", metavar="FILE", default=None,
-                    help="with --memrun: write a memrun report of the session (schema memrun-report/1)")
+                    help="with --memrun: write memrun's report of the session (schema memrun-report/1), for "
+                         "memrun compare")
+    group.addoption("--memrun-repeat", metavar="N", type=int, default=1,
+                    help="with --memrun: run each marked case N times, each in a fresh cgroup; the report keeps "
+                         "every run, and memrun compare reads their spread as the noise")
+    group.addoption("--memrun-unenforceable", choices=("fail", "skip"), default="fail",
+                    help="where memory limits cannot be enforced (no root, no sudo): fail (the default: the run "
+                         "stops with memrun's reason) or skip the marked cases")
+    group.addoption("--memrun-cgroup-parent", metavar="PATH", default=None,
+                    help="make the cases' cgroups below this cgroup (default: memrun's own)")
+    group.addoption("--memrun-sudo", choices=("auto", "never"), default="auto",
+                    help="auto (default): when pytest is not root, memrun runs through passwordless sudo where "
+                         "`sudo -n` allows it (as on GitHub's hosted runners); never: not")
     group.addoption("--memrun-binary", metavar="PATH", default=None,
-                    help="the memrun program (default: the one in this package)")
+                    help="the memrun program (default: the one in this package, else $MEMRUN, else memrun on PATH)")
 
 
 def pytest_configure(config):
@@ -57,34 +189,119 @@ def pytest_configure(config):
 
 @pytest.fixture
 def memrun_peak(request):
-    """`with memrun_peak(max="24MiB") as p:` the kernel's peak of a block
-    (memrun.peak); each block's figures go into the case's report."""
-    def make(max=None, retained_max=None):
-        p = peak(max=max, retained_max=retained_max)
-        request.node._memrun_blocks.append(p)
-        return p
-    request.node._memrun_blocks = []
+    """`with memrun_peak(name="read", max="24MiB") as p:` the kernel's peak of
+    a block (pytest_memrun.peak); under pytest --memrun each block's figures
+    go into memrun's record of the case, by its name."""
+    first = len(_blocks)
+
+    def make(name=None, max=None, retained_max=None):
+        return peak(max=max, retained_max=retained_max, name=name)
     yield make
-    for i, p in enumerate(request.node._memrun_blocks):
+    for p in _blocks[first:]:
         if p.peak is not None:
-            suffix = "" if i == 0 else f"_{i + 1}"
-            request.node.user_properties.append((f"memrun_block_peak_bytes{suffix}", p.peak))
-            request.node.user_properties.append((f"memrun_block_retained_bytes{suffix}", p.retained))
+            request.node.user_properties.append((f"memrun_block_peak_bytes[{p.name}]", p.peak))
+            request.node.user_properties.append((f"memrun_block_retained_bytes[{p.name}]", p.retained))
 
 
-def marker_of(item):
+def marks_of(item):
     """The case's memrun keywords, the closest marker winning (function over
-    class over module); raises UsageError for a marker memrun cannot use."""
+    class over module), as they were written: memrun reads them."""
     marks = {}
     for mark in reversed(list(item.iter_markers("memrun"))):
         if mark.args:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.memrun takes keywords only, e.g. memrun(memory=\"64MiB\")")
-        for key, value in mark.kwargs.items():
-            if key not in KEYS:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.memrun has no keyword '{key}' "
-                                        f"(it takes {', '.join(KEYS)})")
-            marks[key] = str(value)
+            raise ValueError("@pytest.mark.memrun takes keywords only, e.g. memrun(memory=\"64MiB\")")
+        marks.update(mark.kwargs)
     return marks
+
+
+def _json_value(value):
+    # A marker's value as memrun's spec reader takes it: text, numbers,
+    # booleans, lists and mappings; anything else as its text.
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return str(value)
+
+
+def outcome_word(reports):
+    """pytest's outcome of a case from its reports, as memrun's pytest plugin
+    says it in a spec run: the worst phase wins; a skip or xfail is
+    "skipped"; "none" when the call never reported (the process ended)."""
+    word = None
+    for rep in reports:
+        if rep.failed:
+            return "failed"
+        if rep.skipped:
+            word = "skipped"
+        elif rep.passed and rep.when == "call" and word is None:
+            word = "passed"
+    if word == "passed" and not any(r.when == "teardown" for r in reports):
+        return "none"
+    return word or "none"
+
+
+# --- the session's memrun -----------------------------------------------------
+class Memrun:
+    """One `memrun serve` and the socket to it."""
+
+    def __init__(self, config, argv, sudo):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = mine
+        self.sudo = sudo
+        try:
+            # In a session of its own: Ctrl-C is pytest's to handle; memrun
+            # ends when this socket closes, and takes the case under way
+            # with it.
+            self.proc = subprocess.Popen((["sudo", "-n"] if sudo else []) + argv, stdin=theirs,
+                                         stdout=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            theirs.close()
+        self.mine_fd = mine.fileno()
+        self.inbox = {}
+
+    def send(self, body, fds=()):
+        data = json.dumps(body).encode()
+        if len(data) > _MAX_MESSAGE:
+            raise pytest.UsageError("memrun: a case's name or marker is too long to hand to memrun")
+        socket.send_fds(self.sock, [data], list(fds)) if fds else self.sock.send(data)
+
+    def receive(self, key, cid=None):
+        """The answer `key` (or an error) to request `cid` (None: the next
+        one), with the descriptors that came with it. Answers to other
+        requests (a case made ahead) wait in the inbox."""
+        while True:
+            for k in (key, "error"):
+                if (k, cid) in self.inbox:
+                    body, fds = self.inbox.pop((k, cid))
+                    return k, body, fds
+            data, fds, _, _ = socket.recv_fds(self.sock, _MAX_MESSAGE + 1, 4)
+            if not data:
+                code = self.proc.wait()
+                raise MemrunGone(f"memrun serve ended (exit {code})")
+            body = json.loads(data)
+            k = next(iter(body))
+            inner = body[k]
+            self.inbox[(k, inner.get("id") if isinstance(inner, dict) else None)] = (inner, fds)
+
+    def close(self):
+        for _, fds in self.inbox.values():  # cases made ahead and never run
+            for fd in fds:
+                os.close(fd)
+        self.inbox.clear()
+        try:
+            self.sock.close()
+        finally:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class MemrunGone(Exception):
+    pass
 
 
 class Session:
@@ -96,350 +313,401 @@ class Session:
                 parse_size(self.default_memory)
             except ValueError as e:
                 raise pytest.UsageError(f"--memrun-default-memory: {e}")
+        self.repeat = config.getoption("memrun_repeat")
+        if self.repeat < 1 or self.repeat > 100:
+            raise pytest.UsageError("--memrun-repeat: give 1 to 100 runs")
         path = config.getoption("memrun_binary")
         try:
-            self.binary = path or binary()
+            self.binary = os.path.abspath(path) if path else binary()
         except FileNotFoundError as e:
             raise pytest.UsageError(str(e))
-        self.json = config.getoption("memrun_json")
         self.worker = getattr(config, "workerinput", None)
-        # Each case's memrun report lands in `parts`: one folder for the
-        # session (xdist's workers get the controller's through the env).
-        parts = os.environ.get("MEMRUN_PYTEST_PARTS")
-        self.own_parts = parts is None
-        self.parts = parts or tempfile.mkdtemp(prefix="memrun-pytest-")
-        os.environ["MEMRUN_PYTEST_PARTS"] = self.parts
-        self.count = 0
+        self.json = config.getoption("memrun_json")
+        self.memrun = None
+        self.unenforceable = None  # memrun's reason, where limits cannot be enforced
+        self.sealed = False
+        self.ids = 0
+        self.reports = []  # memrun's reports of the session: this process's, and each xdist worker's
+        self.prepared = {}  # (node id, run) -> the id of its request, made ahead
+        self.own_pidns = None
 
-    # --- the session's report ---------------------------------------------
-    def pytest_sessionfinish(self, session):
-        if self.worker is not None or not self.own_parts:
-            return
+    # --- memrun's start and end ---------------------------------------------
+    def _argv(self):
+        argv = [self.binary]
+        parent = self.config.getoption("memrun_cgroup_parent")
+        if parent:
+            argv += ["--cgroup-parent", parent]
+        return argv + ["serve"]
+
+    def _sudo(self):
+        if os.geteuid() == 0 or self.config.getoption("memrun_sudo") == "never" or not shutil.which("sudo"):
+            return False
+        return subprocess.run(["sudo", "-n", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+
+    def start(self):
+        """Starts this process's memrun (once); False where limits cannot be
+        enforced (self.unenforceable says why)."""
+        if self.memrun is not None or self.unenforceable is not None:
+            return self.unenforceable is None
+        sudo = self._sudo()
         try:
-            if self.json:
-                write_session_report(self.binary, self.parts, self.json)
-        finally:
-            shutil.rmtree(self.parts, ignore_errors=True)
+            self.memrun = Memrun(self.config, self._argv(), sudo)
+            self.memrun.send({"hello": {"cwd": os.getcwd()}})
+            key, body, _ = self.memrun.receive("hello")
+        except (OSError, MemrunGone) as e:
+            raise pytest.UsageError(f"memrun: could not start {self.binary} serve: {e}")
+        if key == "error":
+            self.memrun.close()
+            self.memrun = None
+            how = "" if sudo or os.geteuid() == 0 else (
+                " pytest runs as a user without root: run it as root, or where `sudo -n` works (passwordless "
+                "sudo, as on GitHub's hosted runners), or")
+            self.unenforceable = (f"memrun cannot enforce memory limits here: {body['message']}\n"
+                                  f"To fix it:{how} see `{self.binary} doctor`; to skip the marked cases instead of "
+                                  "failing the run: --memrun-unenforceable=skip")
+            return False
+        self.sealed = body["sealed"]
+        if self.sealed:
+            # Where the cases' pid namespaces are entered from, and left.
+            self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        # No case of another user may read or ptrace pytest's process (a
+        # case gets its own back as it starts: _Entry.enter).
+        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        self.header = (f"memrun {body['memrun']}: {body['backend']} backend ({body['cgroup_mode']} cgroups), "
+                       f"kernel {body['kernel']}; each marked case in a cgroup of its own"
+                       + (", sealed" if self.sealed else ", unsealed (pytest is not root)")
+                       + (" (memrun through sudo)" if sudo else ""))
+        return True
 
     def pytest_report_header(self, config):
         return f"memrun: {self.binary} (each marked case in a cgroup of its own)"
 
-    # --- one case ------------------------------------------------------------
+    def pytest_collection_finish(self, session):
+        # One message per run where memrun cannot enforce, before any case
+        # runs (the controller's check for its workers too).
+        if not any(self.wanted(item) for item in session.items):
+            return
+        if not self.start() and self.config.getoption("memrun_unenforceable") == "fail":
+            raise pytest.UsageError(self.unenforceable)
+        if self.unenforceable:
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None and self.worker is None:
+                tr.write_line(f"memrun: {self.unenforceable.splitlines()[0]}; its cases are skipped "
+                              "(--memrun-unenforceable=skip)", yellow=True)
+        elif self.worker is None and hasattr(self, "header"):
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                tr.write_line(self.header)
+
+    def pytest_testnodedown(self, node, error):
+        report = getattr(node, "workeroutput", {}).get("memrun_report")
+        if report:
+            self.reports.append(report)
+
+    def pytest_sessionfinish(self, session):
+        if self.memrun is not None:
+            report = self._finish()
+            if report:
+                if self.worker is not None:
+                    self.config.workeroutput["memrun_report"] = report
+                else:
+                    self.reports.append(report)
+        if self.worker is None and self.reports:
+            self._outputs()
+
+    def _finish(self):
+        """The session's report from this process's memrun, which then ends."""
+        fd = os.memfd_create("memrun-report", os.MFD_CLOEXEC)
+        try:
+            self.memrun.send({"finish": {}}, [fd])
+            self.memrun.receive("finished")
+            os.lseek(fd, 0, os.SEEK_SET)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read().decode()
+        except (OSError, MemrunGone) as e:
+            sys.stderr.write(f"memrun: the session's report was lost: {e}\n")
+            return None
+        finally:
+            os.close(fd)
+            self.memrun.close()
+            self.memrun = None
+
+    def _outputs(self):
+        """--memrun-json, and under GitHub Actions one step summary and an
+        annotation per failed case: memrun merge of the processes' reports
+        (memrun renders and escapes every one of them)."""
+        if not self.json and os.environ.get("GITHUB_ACTIONS") != "true":
+            return
+        # Written now, with every case ended: no case's process is left to
+        # reach them (memrun killed what each left).
+        folder = tempfile.mkdtemp(prefix="memrun-reports-")
+        try:
+            parts = []
+            for i, text in enumerate(self.reports):
+                parts.append(os.path.join(folder, f"{i}.json"))
+                with open(parts[-1], "w") as f:
+                    f.write(text)
+            argv = [self.binary, "merge", *parts, "-o", self.json or os.path.join(folder, "session.json")]
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            for line in done.stdout.splitlines():
+                if line.startswith("::") and tr is not None:
+                    tr.write_line(line)
+            if done.returncode not in (0, 1):
+                raise pytest.UsageError(f"--memrun-json {self.json}: memrun merge failed: {done.stderr.strip()}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # --- one case -------------------------------------------------------------
+    def wanted(self, item):
+        return self.default_memory is not None or any(True for _ in item.iter_markers("memrun"))
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        problem = None
-        try:
-            marks = marker_of(item)
-        except pytest.UsageError as e:
-            marks, problem = {"memory": "-"}, str(e)
-        if not marks.get("memory"):
-            if self.default_memory is None:
-                if not marks:
-                    return None
-                problem = f"{item.nodeid}: @pytest.mark.memrun needs memory=, e.g. memory=\"64MiB\""
-            marks["memory"] = self.default_memory
-        if "memory_high" in marks:
-            problem = (f"{item.nodeid}: memrun(memory_high=...) is for memrun SPEC only (suites: pytest); "
-                       "pytest --memrun takes memory, expect, min_headroom and timeout")
+        if not self.wanted(item):
+            return None
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        # A marker memrun cannot use errors its case alone, as pytest errors
-        # a case whose fixture is wrong.
-        for report in (self.error_reports(item, problem) if problem else self.run(item, marks)):
+        for report in self.run(item, nextitem):
             item.ihook.pytest_runtest_logreport(report=report)
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
-    def run(self, item, marks):
-        config = self.config
-        # What the parent set up for earlier cases goes first: the child sets
-        # up and tears down everything it needs, so no fixture is finalised
-        # twice (once in the child, once here).
+    def run(self, item, nextitem):
+        try:
+            marks = self.marks(item)
+        except ValueError as e:
+            return self.error_reports(item, f"{_where(item)}: {e}")
+        if not self.start():
+            return self.skip_reports(item, self.unenforceable.splitlines()[0])
+        # What the parent set up for earlier cases goes first: the fork sets
+        # up and tears down all it needs, so that no fixture is finalised
+        # twice (once in the fork, once here).
         item.session._setupstate.teardown_exact(None)
-        capman = config.pluginmanager.getplugin("capturemanager")
+        capman = self.config.pluginmanager.getplugin("capturemanager")
         if capman is not None:
             capman.read_global_capture()  # output before the case is not the case's
-        self.count += 1
-        tag = (self.worker or {}).get("workerid", "main")
-        case_dir = tempfile.mkdtemp(prefix=f"{tag}-{self.count:05d}-", dir=self.parts)
-        ready, done = os.path.join(case_dir, "ready"), os.path.join(case_dir, "done")
-        os.mkfifo(ready)
-        os.mkfifo(done)
-        # O_RDWR: opening a FIFO so never blocks, and the holder's opens
-        # return at once whatever happens on this side.
-        ready_fd = os.open(ready, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
-        done_fd = os.open(done, os.O_RDWR | os.O_CLOEXEC)
-        report_path = os.path.join(case_dir, "report.json")
-        # --host-cgroups: the holder's pid must be the one this process sees
-        # (a sealed test runs in a pid namespace of its own, where it would
-        # be another's), and the forked case is not sealed in any case.
-        argv = [self.binary, "--host-cgroups", "exec", "--memory", marks["memory"], "--name", item.nodeid,
-                "--json", report_path, "--run-dir", os.path.join(case_dir, "run")]
-        for key in ("expect", "timeout", "min_headroom"):
-            if key in marks:
-                argv += ["--" + key.replace("_", "-"), marks[key]]
-        argv += ["--", "/bin/sh", "-c", HOLDER]
-        console = os.path.join(case_dir, "console.txt")
-        with open(console, "wb") as out:
-            proc = subprocess.Popen(argv, cwd=case_dir, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        holder, buf = None, b""
-        while holder is None:
-            r, _, _ = select.select([ready_fd], [], [], 0.05)
-            if r:
-                buf += os.read(ready_fd, 64)
-                if buf.endswith(b"\n"):
-                    holder = buf.strip().decode()
-            elif proc.poll() is not None:
-                break
-        os.close(ready_fd)
-        # Whatever made the pid wrong, the case never joins another process's
-        # groups: the holder's command line must be the holder's.
-        try:
-            with open(f"/proc/{holder}/cmdline", "rb") as f:
-                if holder is not None and HOLDER.encode() not in f.read():
-                    holder = None
-        except (OSError, TypeError):
-            holder = None
-        if holder is None:
-            os.close(done_fd)
-            return self.error_reports(item, f"could not start the case (exit {proc.returncode}):\n"
-                                            + _tail(console))
-        reports, status = self.fork_case(item, holder, marks)
-        os.write(done_fd, f"{status}\n".encode())
-        os.close(done_fd)
-        proc.wait()
-        try:
-            with open(report_path) as f:
-                record = json.load(f)["tests"][0]
-        except (OSError, ValueError, KeyError, IndexError):
-            return self.error_reports(item, f"ended (exit {proc.returncode}) without a report:\n" + _tail(console))
-        out = err = ""
-        if capman is not None and not reports:
-            out, err = capman.read_global_capture()
-        judged = self.judge(item, record, reports, out + err)
-        # An escape, pytest's skip or failure: the session's report says so too.
-        if self.escaped or record.get("outcome") in ("skipped", "fail"):
-            with open(report_path) as f:
-                whole = json.load(f)
-            whole["tests"][0] = record
-            with open(report_path, "w") as f:
-                json.dump(whole, f)
-        return judged
+        shown = None
+        for run in range(1, self.repeat + 1):
+            # What memrun makes ready while this run goes: the next run, or
+            # the next case.
+            following = (item, run + 1) if run < self.repeat else (nextitem, 1)
+            try:
+                reports, verdict = self.run_once(item, marks, run, following)
+            except MemrunGone as e:
+                return self.error_reports(item, f"memrun serve ended before the case did: {e}")
+            if "error" in verdict:
+                return self.error_reports(item, verdict["error"])
+            # The run that says most: the first that did not pass, else the last.
+            if shown is None or shown[1]["run"]["passed"]:
+                shown = (reports, verdict)
+        reports, verdict = shown
+        return self.show(item, reports, verdict.get("final", verdict["run"]), capman)
 
-    def fork_case(self, item, holder, marks):
-        """Runs the case in a forked child inside the holder's cgroups; its
-        reports come back through a pipe. Returns (reports, status for the holder)."""
-        r, w = os.pipe()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child
-            os.close(r)
-            code = 0
-            try:
-                # The case dies with pytest (a SIGTERM to pytest alone): the
-                # holder then reads EOF, and memrun exec removes the group.
-                if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-                if os.getppid() != parent:  # pytest died before the prctl
-                    os._exit(1)
-                _cgroup.join(holder)
-                joined = _cgroup.memory_line("self")
-                os.write(w, b"J")  # joined: from here the parent watches for escapes
-                os.environ["MEMRUN_TEST"] = item.nodeid
-                os.environ["MEMRUN_MEMORY_LIMIT"] = str(parse_size(marks["memory"]))
-                from _pytest.runner import runtestprotocol
-                reports = runtestprotocol(item, log=False, nextitem=None)
-                data = [self.config.hook.pytest_report_to_serializable(config=self.config, report=rep)
-                        for rep in reports]
-                # pickle keeps what JSON would not (a skip's longrepr tuple);
-                # both ends are the same interpreter.
-                now = _cgroup.memory_line("self")
-                # (A group below its own is still the case's: pytest_memrun.peak()'s.)
-                inside = now == joined or (now or "").startswith(joined.rstrip("/") + "/")
-                payload = pickle.dumps({"reports": data, "left_for": None if inside else now})
-            except BaseException:
-                payload = pickle.dumps({"error": traceback.format_exc()})
-                code = 1
-            try:
-                with os.fdopen(w, "wb") as f:
-                    f.write(payload)
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-        os.close(w)
-        chunks, self.escaped = [], {}
-        group = _cgroup.memory_line(holder)
-        while True:
-            if select.select([r], [], [], 0.05)[0]:
-                chunk = os.read(r, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            if group is not None and chunks and chunks[0].startswith(b"J"):
-                self.watch(pid, group)
-        os.close(r)
-        _, wstatus = os.waitpid(pid, 0)
-        if chunks and chunks[0].startswith(b"J"):
-            chunks[0] = chunks[0][1:]
-        status = os.waitstatus_to_exitcode(wstatus)
-        status = 128 - status if status < 0 else status  # as a shell says a signal
-        self.crash = None
-        try:
-            data = pickle.loads(b"".join(chunks)) if chunks else {}
-        except Exception:
-            data = {}
-        if data.get("left_for"):
-            self.escaped[pid] = ("the case's own process", data["left_for"])
-        if "error" in data:
-            self.crash = "the case's process failed before its test ran:\n" + data["error"]
-        elif "reports" not in data:
-            self.crash = (f"the case's process was killed by signal {-os.waitstatus_to_exitcode(wstatus)}"
-                          if os.WIFSIGNALED(wstatus) else f"the case's process exited {status} before reporting")
-        reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d)
-                   for d in data.get("reports", [])]
-        return reports, status
+    def marks(self, item):
+        return {k: _json_value(v) for k, v in marks_of(item).items()}
 
-    def watch(self, pid, group):
-        """memrun's escape walk cannot see the forked case (it is no child of
-        the holder): the parent walks the case's tree itself. A process of
-        it found outside the case's memory cgroup (or a group below it) is
-        killed through a pidfd, and the case fails, as memrun fails a test
-        whose process escapes."""
-        for p in _cgroup.descendants(pid):
-            where = _cgroup.memory_line(p)
-            if where is None or where == group or where.startswith(group.rstrip("/") + "/") or _cgroup.exiting(p):
-                continue
+    def request(self, item, marks, run):
+        """Asks memrun to make the case's group (and init) ready; its id."""
+        self.ids += 1
+        path, line, _ = item.location
+        absolute = os.path.join(str(self.config.rootpath), path)
+        base = os.environ.get("GITHUB_WORKSPACE") or str(self.config.rootpath)
+        self.memrun.send({"case": {"id": self.ids, "nodeid": item.nodeid, "marks": marks, "where": _where(item),
+                                   "file": os.path.relpath(absolute, base), "line": (line or 0) + 1,
+                                   "cwd": os.getcwd(), "run": run, "runs": self.repeat,
+                                   "default_memory": self.default_memory}})
+        return self.ids
+
+    def ahead(self, following):
+        """Asks for the following case (or run) now, so that memrun makes it
+        ready while this one runs."""
+        item, run = following
+        if item is None or not self.wanted(item) or (item.nodeid, run) in self.prepared:
+            return
+        try:
+            marks = self.marks(item)
+        except ValueError:
+            return  # its own turn says why
+        self.prepared[(item.nodeid, run)] = self.request(item, marks, run)
+
+    def run_once(self, item, marks, run, following):
+        """One run of the case in a fork memrun takes in; (pytest's reports,
+        memrun's verdict)."""
+        m = self.memrun
+        cid = self.prepared.pop((item.nodeid, run), None) or self.request(item, marks, run)
+        key, ready, fds = m.receive("ready", cid)
+        if key == "error":
+            return [], {"error": ready["message"]}
+        pidns, namespaces = (fds[0], fds[1:3]) if ready["sealed"] else (None, [])
+        r_report, w_report = os.pipe2(os.O_CLOEXEC)
+        r_go, w_go = os.pipe2(os.O_CLOEXEC)
+        global _entry
+        parents = [m.mine_fd, r_report, w_go] + [fd for fd in (pidns, self.own_pidns) if fd is not None]
+        _entry = _Entry(threading.get_ident(), parents, r_go, w_report, namespaces, os.getcwd(), ready["env"],
+                        ready["unset"], ready["hugepages_off"])
+        pid = None
+        try:
+            # setns(CLONE_NEWPID) changes where this process's next child is
+            # born, not this process: the fork is the first process of the
+            # case's pid namespace after its init; pytest stays where it is.
+            if pidns is not None:
+                _setns(pidns, _CLONE_NEWPID, "the case's pid namespace, for its fork")
             try:
-                fd = os.pidfd_open(p)
-            except OSError:
-                continue
-            try:
-                # Still below the case (not a reused pid) once the pidfd holds it.
-                if p in _cgroup.descendants(pid) and not _cgroup.exiting(p):
-                    with open(f"/proc/{p}/comm") as f:
-                        self.escaped[p] = (f.read().strip(), where)
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-            except OSError:
-                pass
+                pid = os.fork()
             finally:
+                if pid != 0 and pidns is not None:
+                    _setns(self.own_pidns, _CLONE_NEWPID, "pytest's own pid namespace")
+        except OSError as e:
+            _entry = None
+            for fd in fds + [r_report, w_report, r_go, w_go]:
                 os.close(fd)
+            m.send({"abandon": {"id": cid, "why": str(e)}})
+            m.receive("verdict", cid)
+            return [], {"error": f"pytest could not fork the case: {e}"}
+        if pid == 0:
+            self.child(item, w_report)  # never returns
+        _entry = None
+        for fd in fds + [r_go, w_report]:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        try:
+            m.send({"take": {"id": cid}}, [pidfd])
+            key, taken, _ = m.receive("taken", cid)
+            os.write(w_go, b"G" if key == "taken" else b"X")
+            os.close(w_go)
+            if key == "taken":
+                self.ahead(following)
+            data = _read_until_exit(r_report, pidfd, _MAX_REPORTS)
+        finally:
+            os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        try:
+            said = json.loads(data) if data else {}
+        except ValueError:
+            said = {}
+        reports = []
+        for d in said.get("reports", []):
+            # JSON has no tuples: a skip's (path, line, reason) comes back a list.
+            if isinstance(d, dict) and isinstance(d.get("longrepr"), list) and len(d["longrepr"]) == 3:
+                d["longrepr"] = tuple(d["longrepr"])
+            reports.append(self.config.hook.pytest_report_from_serializable(config=self.config, data=d))
+        if key != "taken":
+            return [], {"error": taken["message"]}
+        m.send({"ended": {"id": cid, "status": status, "outcome": outcome_word(reports) if reports else "none",
+                          "blocks": said.get("blocks", [])}})
+        _, verdict, _ = m.receive("verdict", cid)
+        if said.get("error") and not reports:
+            verdict["crash"] = said["error"]
+        return reports, verdict
 
-    # --- memrun's verdict as pytest's outcome -------------------------------
-    def judge(self, item, record, reports, captured):
+    def child(self, item, w_report):
+        """The fork: the case's protocol, its reports back to pytest's
+        process, and its end. Never returns."""
+        code = 0
+        try:
+            from _pytest.runner import runtestprotocol
+            _blocks.clear()  # the case's own, named from its first
+            first = 0
+            reports = runtestprotocol(item, log=False, nextitem=None)
+            data = [self.config.hook.pytest_report_to_serializable(config=self.config, report=r) for r in reports]
+            blocks = [{"name": p.name, "peak_bytes": p.peak, "retained_bytes": max(0, p.retained),
+                       "baseline_bytes": p.baseline, "source": p.source}
+                      for p in _blocks[first:] if p.peak is not None]
+            payload = {"reports": data, "blocks": blocks}
+        except BaseException:
+            payload = {"error": traceback.format_exc()}
+            code = 1
+        try:
+            _send_back(w_report, payload)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+    # --- memrun's verdict, shown as pytest shows a case ---------------------
+    def show(self, item, reports, verdict, capman):
         from _pytest.reports import TestReport
-        if self.escaped:
-            record["passed"] = False
-            record["outcome"] = "fail"
-            for run in record.get("runs") or []:
-                run["outcome"], run["passed"] = "fail", False
-            record["escaped_processes"] = record.get("escaped_processes", 0) + len(self.escaped)
-            record["reason"] = "; ".join(f"{name} (pid {p}) left the case's cgroup for {where}: killed"
-                                         for p, (name, where) in self.escaped.items())
-        passed = bool(record.get("passed"))
-        props = [("memrun_outcome", record.get("outcome")),
-                 ("memrun_peak_bytes", record.get("peak_bytes")),
-                 ("memrun_limit_bytes", record.get("limit_bytes")),
-                 ("memrun_headroom_bytes", record.get("headroom_bytes")),
-                 ("memrun_headroom_pct", record.get("headroom_pct"))]
-        summary = verdict_text(record)
-        if not reports:
-            # The case's process never reported: killed (an OOM kill, a
-            # timeout) or crashed. memrun's verdict decides.
-            reports = [TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "passed", None, when, [], 0.0)
-                       for when in ("setup", "call", "teardown")]
-            if not passed or record.get("outcome") != "oom":
-                why = f"{self.crash}\n{summary}" if self.crash else summary
-                if captured.strip():
-                    why += "\n--- the case's output (last lines) ---\n" + "\n".join(captured.splitlines()[-20:])
-                reports[1].outcome, reports[1].longrepr = "failed", why
-        elif not passed:
-            call = next((rep for rep in reports if rep.when == "call"), None)
-            if call is None or call.skipped:
-                call = reports[0]
-            before = str(call.longrepr) + "\n" if call.failed and call.longrepr else ""
-            call.outcome, call.longrepr = "failed", before + summary
+        props = [("memrun_outcome", verdict["outcome"]), ("memrun_peak_bytes", verdict["peak_bytes"]),
+                 ("memrun_limit_bytes", verdict["limit_bytes"]), ("memrun_headroom_bytes", verdict["headroom_bytes"]),
+                 ("memrun_headroom_pct", round(verdict["headroom_pct"], 1))]
+        text = verdict["text"]
+        keywords = {k: 1 for k in item.keywords}
+        have = {rep.when for rep in reports}
+        # The phases the case's process never reported, where it ended
+        # before its teardown did (an OOM kill, a timeout, a crash): memrun's
+        # verdict stands for them.
+        if "teardown" not in have:
+            for when in ("setup", "call", "teardown"):
+                if when not in have:
+                    reports.append(TestReport(item.nodeid, item.location, keywords, "passed", None, when, [], 0.0))
+        reports.sort(key=lambda r: ("setup", "call", "teardown").index(r.when))
+        pytest_failed = any(rep.failed for rep in reports if rep.when in have)
+        if not verdict["passed"] and not (pytest_failed and verdict["outcome"] == "fail"):
+            # memrun's failure (memory, a timeout, a case that ended before
+            # pytest could say): the case fails with memrun's words first.
+            call = next((r for r in reports if r.when == "call"), None)
+            setup = next(r for r in reports if r.when == "setup")
+            if call is None or setup.failed or setup.skipped:
+                call = setup
+            before = f"\n\n{call.longreprtext}" if call.failed and call.longrepr else ""
+            output = ""
+            if not have and capman is not None:
+                out, err = capman.read_global_capture()
+                tail = "\n".join((out + err).splitlines()[-20:])
+                if tail.strip():
+                    output = "\n--- the case's output (last lines) ---\n" + tail
+            call.outcome, call.longrepr = "failed", text + before + output
             if hasattr(call, "wasxfail"):
                 del call.wasxfail
-        # pytest's failure (an assertion, a fixture's error, a strict xpass)
-        # is the case's outcome in memrun's report too: a run that did not
-        # end as expected is never compared as a measurement.
-        failed = [rep.when for rep in reports if rep.failed]
-        if passed and failed:
-            passed = False
-            record["passed"] = False
-            record["outcome"] = "fail"
-            record["reason"] = f"pytest: the case failed (in its {', '.join(failed)})"
-            for run in record.get("runs") or []:
-                run["outcome"], run["passed"] = "fail", False
-        # pytest's skip and xfail are the case's outcome in memrun's report
-        # too, so that no comparison reads such a run as a measurement.
-        if passed and any(rep.skipped for rep in reports):
-            record["outcome"] = "skipped"
-            for run in record.get("runs") or []:
-                run["outcome"] = "skipped"
         for rep in reports:
             rep.user_properties = list(rep.user_properties) + props
-            if rep.when == "call" and passed:
-                rep.sections.append(("memrun", summary))
+            if rep.when == "call":
+                rep.sections.append(("memrun", text))
         return reports
 
     def error_reports(self, item, why):
         from _pytest.reports import TestReport
-        reports = [TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed", f"memrun: {why}", "setup", [], 0.0)]
-        reports.append(TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, "passed", None, "teardown", [], 0.0))
-        return reports
+        keywords = {k: 1 for k in item.keywords}
+        return [TestReport(item.nodeid, item.location, keywords, "failed", f"memrun: {why}", "setup", [], 0.0),
+                TestReport(item.nodeid, item.location, keywords, "passed", None, "teardown", [], 0.0)]
+
+    def skip_reports(self, item, why):
+        from _pytest.reports import TestReport
+        keywords = {k: 1 for k in item.keywords}
+        path, line, _ = item.location
+        return [TestReport(item.nodeid, item.location, keywords, "skipped", (path, (line or 0) + 1, f"Skipped: {why}"),
+                           "setup", [], 0.0),
+                TestReport(item.nodeid, item.location, keywords, "passed", None, "teardown", [], 0.0)]
 
 
-def verdict_text(t):
-    """memrun's verdict of a case in a few lines, as its console says it."""
-    size = lambda n: "?" if n is None else format_size(n)  # noqa: E731
-    head = (f"memrun: {t.get('outcome')} (expected {t.get('expected')}), "
-            f"peak {size(t.get('peak_bytes'))} of limit {size(t.get('limit_bytes'))}, "
-            f"headroom {size(t.get('headroom_bytes'))} ({t.get('headroom_pct', 0):.0f}%)")
-    lines = [head]
-    if t.get("reason"):
-        lines.append(f"memrun: {t['reason']}")
-    if t.get("oom_kills"):
-        lines.append(f"memrun: {t['oom_kills']} OOM kill(s) in the case's cgroup")
-    for v in t.get("oom_victims") or []:
-        lines.append(f"memrun: the kernel killed {v.get('name')} (pid {v.get('pid')}, "
-                     f"anon-rss {size(v.get('anon_rss_bytes'))}, file-rss {size(v.get('file_rss_bytes'))})")
-    if not t.get("passed"):
-        b = t.get("breakdown_at_peak") or {}
-        if b:
-            lines.append("memrun: at the highest sample: " + ", ".join(f"{k} {size(v)}" for k, v in b.items()))
-    return "\n".join(lines)
+def _where(item):
+    path, line, _ = item.location
+    return f"{path}:{(line or 0) + 1}"
 
 
-def _tail(path, lines=20):
+def _read_until_exit(fd, pidfd, limit):
+    """What the case's process wrote back, read until it exits (what it left
+    running may hold the pipe open long after): its own bytes, bounded."""
+    chunks, size = [], 0
+    os.set_blocking(fd, False)
     try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def write_session_report(memrun, parts, path):
-    """One memrun-report/1 of the session from each case's report (memrun
-    merge: the same schema and summary as a spec run's)."""
-    reports = sorted(os.path.join(d, "report.json") for d in (os.path.join(parts, n) for n in os.listdir(parts))
-                     if os.path.exists(os.path.join(d, "report.json")))
-    if not reports:
-        raise pytest.UsageError(f"--memrun-json {path}: no case ran under memrun (mark one with memrun(memory=...))")
-    # merge exits 1 when a case failed: the report is written all the same.
-    done = subprocess.run([memrun, "merge", "-o", path, *reports], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    if done.returncode not in (0, 1) or not os.path.exists(path):
-        raise pytest.UsageError(f"--memrun-json {path}: memrun merge failed: {done.stderr.strip()}")
-    # Each case ran as the holder shell; its command in the report is the
-    # one that reruns it (a FILE like /dev/stdout is left as merge wrote it).
-    if not os.path.isfile(path):
-        return
-    with open(path) as f:
-        report = json.load(f)
-    for t in report.get("tests", []):
-        t["command"] = shlex.join(["python", "-m", "pytest", "--memrun", t["name"]])
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(tmp, path)
+        while True:
+            ready, _, _ = select.select([fd, pidfd], [], [])
+            gone = pidfd in ready
+            while True:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    gone = True
+                    break
+                size += len(chunk)
+                if size > limit:
+                    return b""
+                chunks.append(chunk)
+            if gone:
+                return b"".join(chunks)
+    finally:
+        os.close(fd)
