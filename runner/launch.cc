@@ -224,8 +224,9 @@ int host_pid() {
     ::_exit(127);  // memrun died before prctl
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0
-  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd, 1) < 0 ||
-      ::dup2(cmd.stderr_fd, 2) < 0)
+  // (No output fds: /dev/null, as for a vessel's init, which writes none.)
+  if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd >= 0 ? cmd.stdout_fd : devnull, 1) < 0 ||
+      ::dup2(cmd.stderr_fd >= 0 ? cmd.stderr_fd : devnull, 2) < 0)
     die(report_fd, init::kStdioStage);
   if (::chdir(cmd.cwd.c_str()) != 0) die(report_fd, init::kCwdStage);
   if (!cmd.oom_score_adj.empty() && !cmd.pid_namespace)
@@ -571,8 +572,10 @@ std::string find_executable(const std::string& name, const std::vector<std::stri
 void prepare_init_program() { (void)init_program_fd(); }
 
 Child launch(const Command& cmd, const cgroup::Placement& placement) {
-  // A vessel's init is told so by an empty path (init::main_of).
-  auto argv = c_strings(cmd.vessel ? std::vector<std::string>{""} : cmd.argv);
+  // A vessel's init is told so by an empty path (init::main_of). (Named:
+  // the pointers below point into it until the exec.)
+  static const std::vector<std::string> vessel_argv{""};
+  auto argv = c_strings(cmd.vessel ? vessel_argv : cmd.argv);
   auto envp = c_strings(cmd.env);
   auto hidden = c_strings(cmd.hidden_sockets);
   const std::string uid_map = id_map(::geteuid()), gid_map = id_map(::getegid());

@@ -224,7 +224,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   observed_.timeline.interval_s = interval_.count() / 1e3;
 
   Command cmd = command_of(t, context);
-  if (vessel_) return start_vessel(context, std::move(cmd), std::move(ahead));
+  if (vessel_) return start_vessel(context, std::move(cmd), std::move(ahead), serial);
   cmd.path = find_executable(t.argv[0], cmd.env);
   if (cmd.path.empty()) {
     observed_.start_error = "command not found: '" + t.argv[0] + "' is not in the test's PATH";
@@ -263,7 +263,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
 // case's parent waits for it. Its output goes nowhere (it writes none; the
 // case's is its parent's), and no results file is asked for: the case's
 // parent says how it ended (case_ended()).
-bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead) {
+bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead,
+                               uint64_t serial) {
   const TestSpec& t = *planned().test;
   cmd.vessel = true;
   cmd.env.clear();  // the init's own: it runs nothing that reads it
@@ -277,15 +278,13 @@ bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::uniq
     // is only moved into the group, and no process waits there for it.
     if (context.pid_namespace && !t.service_manager && placement.seal) {
       cmd.pid_namespace = true;
-      cmd.stdout_fd = cmd.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-      if (cmd.stdout_fd < 0) throw_errno(Category::system, "open /dev/null");
-      try {
-        child = launch(cmd, placement);
-      } catch (...) {
-        ::close(cmd.stdout_fd);
-        throw;
+      if (context.launcher) {  // its seal's steps, on the launcher's thread
+        context.launcher->post(serial, std::move(cmd), placement);
+        phase_ = Phase::starting;
+        deadline_ = next_sample_ = clock::time_point::max();  // until adopt()
+        return true;
       }
-      ::close(cmd.stdout_fd);
+      child = launch(cmd, placement);
     }
   } catch (const cgroup::Failure& e) {
     return start_failed(failure_text(e));

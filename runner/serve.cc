@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,9 +25,11 @@
 #include "runner/clock.h"
 #include "runner/enforce.h"
 #include "runner/error.h"
+#include "runner/explaining.h"
 #include "runner/files.h"
 #include "runner/inputs.h"
 #include "runner/kmsg.h"
+#include "runner/launcher.h"
 #include "runner/plan.h"
 #include "runner/process_setup.h"
 #include "runner/report.h"
@@ -207,6 +212,7 @@ struct Case {
   Spec spec;  // owns the case's TestSpec (tests[0]); the planned test points into it
   PlannedTest planned;
   int run = 1, runs = 1;
+  std::string arg;  // the case as pytest takes it from its folder (for explain's run)
   uint64_t serial = 0;  // in the RunningSet while its test runs
   bool taken = false;
 };
@@ -237,15 +243,26 @@ std::string verdict_text(const TestRecord& r) {
   return text;
 }
 
+// An explanation (--memrun-explain) as the console shows it.
+std::string explanation_text(const TestRecord& r) {
+  if (!r.explanation) return "";
+  std::string text = "memrun explain: where its memory went";
+  for (const auto& line : explanation_lines(*r.explanation, 5)) text += "\n      " + printable(line);
+  return text;
+}
+
 // What the plugin shows of a record: memrun's words and figures, named
 // as the report names them (its JUnit properties).
 Json verdict_of(const TestRecord& r) {
   const Verdict& v = r.verdict;
+  std::string text = verdict_text(r);
+  if (r.explanation) text += "\n" + explanation_text(r);
   return {{"outcome", to_string(v.outcome)}, {"passed", v.passed}, {"expected", r.test.expected},
           {"reason", v.reason}, {"limit_bytes", v.limit}, {"peak_bytes", v.peak},
           {"headroom_bytes", v.headroom}, {"headroom_pct", v.headroom_pct},
-          {"oom_kills", r.observed.kernel.oom_kills}, {"text", verdict_text(r)}};
+          {"oom_kills", r.observed.kernel.oom_kills}, {"text", text}};
 }
+
 
 class Server {
  public:
@@ -256,6 +273,7 @@ class Server {
     watch(socket_, kSocket);
     watch(signals_.fd(), kSignals);
     watch(timer_, kTimer);
+    watch(launcher_.fd(), kLauncher);
     ucred peer{};
     socklen_t length = sizeof peer;
     if (::getsockopt(socket_, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0)
@@ -281,6 +299,7 @@ class Server {
           (void)!::read(timer_, &expirations, sizeof expirations);
         }
         if (events[i].data.u64 == kSignals) on_signals();
+        if (events[i].data.u64 == kLauncher) on_launched();
       }
       ended_.clear();
       if (int sig = interrupted_by_) return stop(sig);
@@ -296,7 +315,7 @@ class Server {
   }
 
  private:
-  enum : uint64_t { kSocket = 1, kSignals = 2, kTimer = 3 };
+  enum : uint64_t { kSocket = 1, kSignals = 2, kTimer = 3, kLauncher = 4 };
 
   void watch(int fd, uint64_t what) {
     epoll_event ev{};
@@ -312,15 +331,34 @@ class Server {
   // The plugin went (EOF) or a signal came: the case under way is killed,
   // its group removed, and memrun ends.
   Result stop(int sig) {
-    running_.abandon();
     close_backend();
     return sig ? Result::interrupted(sig) : Result::passed();
   }
 
+  // An init no case waits for, through its pidfd.
+  static void kill_started(const Child& child) {
+    if (child.pidfd >= 0) ::syscall(SYS_pidfd_send_signal, child.pidfd, SIGKILL, nullptr, 0);
+    for (int fd : {child.pidfd, child.status_fd})
+      if (fd >= 0) ::close(fd);
+  }
+
   void close_backend() {
     if (!backend_) return;
-    // Groups a case left busy: retried for a moment, then gc's.
+    // A start under way uses its case's group until its exec: waited for
+    // (bounded), then its init killed with the rest.
     auto bound = steady_clock().now() + std::chrono::seconds(2);
+    while (running_.starting() && steady_clock().now() < bound) {
+      pollfd p{launcher_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      for (auto& started : launcher_.take()) {
+        if (RunningTest* test = running_.find(started.serial)) test->launched(started.child, started.error);
+        else kill_started(started.child);
+      }
+    }
+    // Cases made ahead and never run, or under way when the plugin went.
+    running_.abandon();
+    // Groups a case left busy: retried for a moment, then gc's.
+    bound = steady_clock().now() + std::chrono::seconds(2);
     while (!leftovers_.empty() && steady_clock().now() < bound) {
       ::usleep(10000);
       leftovers_.retry(steady_clock().now());
@@ -389,7 +427,20 @@ class Server {
     context_.sample_interval = ro.sample_interval;
     context_.pid_namespace = sealed_;
     context_.epoll = epoll_;
+    context_.launcher = &launcher_;
     std::string cwd = h.is_object() && h.contains("cwd") ? string_of(h, "cwd") : "";
+    // --memrun-explain: a case that failed on memory runs once more, as a
+    // pytest process of its own under memray (explain_test, as `memrun
+    // explain` reruns a suite's case), with pytest's interpreter and
+    // environment.
+    if (h.is_object() && h.contains("explain") && h.at("explain").is_object()) {
+      const Json& x = h.at("explain");
+      explain_python_ = string_of(x, "python", 4096);
+      if (x.contains("env") && x.at("env").is_object() && x.at("env").size() <= 4096)
+        for (const auto& [name, value] : x.at("env").items())
+          if (value.is_string() && name.rfind("MEMRUN_", 0) != 0 && name.size() < 1024 && value.get<std::string>().size() < 65536)
+            explain_env_[name] = value.get<std::string>();
+    }
     info_ = describe_run(o_, run_id_, "", *backend_);
     if (!cwd.empty()) info_.cwd = cwd;
     report_.emplace(std::filesystem::temp_directory_path().string());
@@ -408,6 +459,7 @@ class Server {
     k->runs = static_cast<int>(std::min<uint64_t>(number_of(c, "runs"), 1000));
     std::string nodeid = string_of(c, "nodeid"), where = string_of(c, "where", 4096);
     std::string file = string_of(c, "file", 4096), cwd = string_of(c, "cwd", 4096);
+    k->arg = c.contains("arg") ? string_of(c, "arg") : nodeid;
     const Json& marks = c.at("marks");
     if (!marks.is_object()) protocol_error("marks that are no object");
     spec::Source src;
@@ -450,23 +502,59 @@ class Server {
     k->planned.runs = k->runs;
     auto test = std::make_unique<RunningTest>(k->planned);
     test->as_vessel();
-    if (!test->start(context_)) {
+    k->serial = next_serial_++;
+    if (!test->start(context_, nullptr, k->serial)) {
       TestRecord r = test->not_started();
       send(socket_, {{"error", {{"id", id}, {"message", "memrun could not start the case: " + r.verdict.reason}}}});
+      r.test.measured = "forked_case";
+      tally_.add(r.verdict);
+      report_->add_test(tests_++, r);
       return;
     }
+    bool starting = test->starting();
+    admission_.started(k->planned.test->memory);
+    running_.add(k->serial, k->serial, std::move(test));  // its index is its serial
+    index_of_[k->serial] = id;
+    Case& made = *(cases_[id] = std::move(k));
+    if (!starting) ready(made);  // else once the launcher has started its init
+  }
+
+  // The starts the launcher finished: each case's init runs (its ready
+  // goes out), or could not start (its error, and its record).
+  void on_launched() {
+    for (auto& started : launcher_.take()) {
+      RunningTest* test = running_.find(started.serial);
+      auto id = index_of_.find(started.serial);
+      if (!test || id == index_of_.end()) {  // (never: a case is starting until launched())
+        kill_started(started.child);
+        continue;
+      }
+      Case& k = *cases_.at(id->second);
+      if (test->launched(started.child, started.error)) {
+        ready(k);
+        continue;
+      }
+      std::string why = "memrun could not start the case: " + test->not_started().verdict.reason;
+      drop(k, why);
+      send(socket_, {{"error", {{"id", id->second}, {"message", why}}}});
+    }
+  }
+
+  // The case is ready to be forked: what its fork needs, with the init's
+  // namespaces where it is sealed.
+  void ready(Case& k) {
+    RunningTest& test = test_of(k);
     std::vector<int> fds;
-    if (int init = test->vessel_pid(); init > 0)
+    if (int init = test.vessel_pid(); init > 0)
       for (const char* kind : {"pid", "mnt", "cgroup"}) {
         int fd = ::open(("/proc/" + std::to_string(init) + "/ns/" + kind).c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
           for (int f : fds) ::close(f);
-          test->abandon();
           throw_errno(Category::system, std::string("cannot open the case's ") + kind + " namespace");
         }
         fds.push_back(fd);
       }
-    const TestSpec& t = *k->planned.test;
+    const TestSpec& t = *k.planned.test;
     Json env = Json::object();
     for (const auto& [name, value] : t.env) env[name] = value;
     env["MEMRUN_TEST"] = t.name;
@@ -474,14 +562,9 @@ class Server {
     Json unset = Json::array({"MEMRUN_PYTEST_OUTCOME"});
     if (!t.service_manager)
       for (const char* name : {"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"}) unset.push_back(name);
-    Json ready = {{"id", id},           {"sealed", !fds.empty()},   {"env", env},
+    Json ready = {{"id", k.id},         {"sealed", !fds.empty()},   {"env", env},
                   {"unset", unset},     {"limit_bytes", t.memory},  {"hugepages_off", t.hugepages_off},
                   {"timeout_s", t.timeout.count() / 1e3}};
-    k->serial = next_serial_++;
-    admission_.started(t.memory);
-    running_.add(k->serial, k->serial, std::move(test));  // its index is its serial
-    index_of_[k->serial] = id;
-    cases_[id] = std::move(k);
     try {
       send(socket_, {{"ready", ready}}, fds);
     } catch (...) {
@@ -532,7 +615,10 @@ class Server {
     }
     if (pidfd >= 0) ::close(pidfd);
     if (!why.empty()) {
-      send(socket_, {{"error", {{"id", k.id}, {"message", "memrun could not take the case in: " + why}}}});
+      // Refused for good: the case is not run, and its record says why.
+      uint64_t id = k.id;
+      drop(k, "memrun could not take the case in: " + why);
+      send(socket_, {{"error", {{"id", id}, {"message", "memrun could not take the case in: " + why}}}});
       return;
     }
     send(socket_, {{"taken", {{"id", k.id}}}});
@@ -577,22 +663,18 @@ class Server {
   // it goes, and its record says why.
   void on_abandon(const Json& body) {
     Case& k = case_named(body);
-    std::string why = string_of(body, "why");
-    size_t index = 0;
-    auto test = running_.remove(k.serial, &index);
-    if (!test) protocol_error("a case that has ended");
-    test->abandon();
-    admission_.ended(k.planned.test->memory);
-    Observation o;
-    o.ending = Ending::not_started;
-    o.start_error = "pytest could not run the case: " + why;
-    judged(k.serial, make_record(k.planned, o));
+    send(socket_, {{"verdict", drop(k, "pytest could not run the case: " + string_of(body, "why"))}});
   }
 
   // A case's run was judged: its record (with --memrun-repeat, all runs'
   // as one, once the last came) goes to the report, its verdict to the
   // plugin.
-  void judged(size_t serial, TestRecord r) {
+  void judged(size_t serial, TestRecord r) { send(socket_, {{"verdict", keep(serial, std::move(r))}}); }
+
+  // A case's run was judged: its record (with --memrun-repeat, all runs'
+  // as one, once the last came) goes to the report; what the plugin is
+  // told of it is returned.
+  Json keep(uint64_t serial, TestRecord r) {
     uint64_t id = index_of_.at(serial);
     index_of_.erase(serial);
     auto it = cases_.find(id);
@@ -605,13 +687,57 @@ class Server {
     if (k->run >= k->runs) {
       TestRecord whole = combine_runs(std::move(runs));
       pending_runs_.erase(whole.test.name);
+      if (!explain_python_.empty()) explain(*k, whole);
       reply["final"] = verdict_of(whole);
       tally_.add(whole.verdict);
       report_->add_test(tests_++, whole);
     }
     // Its test may still point into it until the loop's turn ends.
     ended_.push_back(std::move(k));
-    send(socket_, {{"verdict", reply}});
+    return reply;
+  }
+
+  // --memrun-explain: where the memory of a case that failed on memory went
+  // (explain.h), from a second run of it under memray, with room to reach
+  // its peak. The verdict stays the first run's.
+  void explain(const Case& k, TestRecord& whole) {
+    std::string why = explain_why(ExplainMode::on_failure, whole);
+    if (why.empty()) return;
+    const TestSpec& t = *k.planned.test;
+    TestSpec profiled = t;
+    profiled.argv = {explain_python_, "-m", "pytest", "-p", "no:cacheprovider", "-q", k.arg};
+    profiled.command = explain_python_ + " -m pytest -p no:cacheprovider -q " + shell_quote(k.arg);
+    profiled.env = explain_env_;
+    for (const auto& [name, value] : t.env) profiled.env[name] = value;
+    PlannedTest planned = k.planned;
+    planned.test = &profiled;
+    if (explain_dir_.empty()) {
+      std::string dir = (std::filesystem::temp_directory_path() / "memrun-explain-XXXXXX").string();
+      if (!::mkdtemp(dir.data())) throw_errno(Category::system, "mkdtemp for explain's files");
+      explain_dir_ = dir;
+    }
+    RunOptions ro;
+    ro.pid_namespace = context_.pid_namespace;
+    ro.sample_interval = context_.sample_interval;
+    ro.oom_score_adj = context_.oom_score_adj;
+    ro.open_files = context_.open_files;
+    int interrupted = 0;
+    whole.explanation = explain_test(planned, whole, why, *backend_, ro, explain_dir_, interrupted);
+    if (interrupted) interrupted_by_ = interrupted;
+  }
+
+  // A case that will not run: what was made for it goes, and its record
+  // says why.
+  Json drop(Case& k, const std::string& why) {
+    size_t index = 0;
+    auto test = running_.remove(k.serial, &index);
+    if (!test) protocol_error("a case that has ended");
+    test->abandon();
+    admission_.ended(k.planned.test->memory);
+    Observation o;
+    o.ending = Ending::not_started;
+    o.start_error = why;
+    return keep(k.serial, make_record(k.planned, o));
   }
 
   // The session's report, into the file the plugin opened for it (it
@@ -642,6 +768,8 @@ class Server {
   int socket_;
   ucred peer_{};
   SignalGuard signals_;
+  // Before the cases: its thread ends after them (their PR_SET_PDEATHSIG).
+  Launcher launcher_{true};
   int epoll_ = -1, timer_ = -1;
   int interrupted_by_ = 0;
   bool finished_ = false, sealed_ = false;
@@ -661,6 +789,8 @@ class Server {
   std::map<uint64_t, uint64_t> index_of_;                // serial -> id
   std::map<std::string, std::vector<TestRecord>> pending_runs_;  // a case's runs so far
   std::vector<std::unique_ptr<Case>> ended_;  // judged: gone on the next turn
+  std::string explain_python_, explain_dir_;    // --memrun-explain's
+  std::map<std::string, std::string> explain_env_;
 };
 
 }  // namespace

@@ -169,6 +169,10 @@ def pytest_addoption(parser):
     group.addoption("--memrun-repeat", metavar="N", type=int, default=1,
                     help="with --memrun: run each marked case N times, each in a fresh cgroup; the report keeps "
                          "every run, and memrun compare reads their spread as the noise")
+    group.addoption("--memrun-explain", action="store_true", default=False,
+                    help="with --memrun: run a case that failed on memory (OOM-killed, thrashing, below its "
+                         "min_headroom) once more under memray (which this Python must have: pip install memray), "
+                         "and name the lines that allocated what it held at its peak")
     group.addoption("--memrun-unenforceable", choices=("fail", "skip"), default="fail",
                     help="where memory limits cannot be enforced (no root, no sudo): fail (the default: the run "
                          "stops with memrun's reason) or skip the marked cases")
@@ -353,7 +357,10 @@ class Session:
         sudo = self._sudo()
         try:
             self.memrun = Memrun(self.config, self._argv(), sudo)
-            self.memrun.send({"hello": {"cwd": os.getcwd()}})
+            hello = {"cwd": os.getcwd()}
+            if self.config.getoption("memrun_explain"):
+                hello["explain"] = {"python": sys.executable, "env": dict(os.environ)}
+            self.memrun.send({"hello": hello})
             key, body, _ = self.memrun.receive("hello")
         except (OSError, MemrunGone) as e:
             raise pytest.UsageError(f"memrun: could not start {self.binary} serve: {e}")
@@ -513,9 +520,11 @@ class Session:
         path, line, _ = item.location
         absolute = os.path.join(str(self.config.rootpath), path)
         base = os.environ.get("GITHUB_WORKSPACE") or str(self.config.rootpath)
-        self.memrun.send({"case": {"id": self.ids, "nodeid": item.nodeid, "marks": marks, "where": _where(item),
-                                   "file": os.path.relpath(absolute, base), "line": (line or 0) + 1,
-                                   "cwd": os.getcwd(), "run": run, "runs": self.repeat,
+        nodepath, sep, rest = item.nodeid.partition("::")
+        arg = os.path.relpath(os.path.join(str(self.config.rootpath), nodepath), os.getcwd()) + sep + rest
+        self.memrun.send({"case": {"id": self.ids, "nodeid": item.nodeid, "arg": arg, "marks": marks,
+                                   "where": _where(item), "file": os.path.relpath(absolute, base),
+                                   "line": (line or 0) + 1, "cwd": os.getcwd(), "run": run, "runs": self.repeat,
                                    "default_memory": self.default_memory}})
         return self.ids
 
@@ -662,7 +671,7 @@ class Session:
                 del call.wasxfail
         for rep in reports:
             rep.user_properties = list(rep.user_properties) + props
-            if rep.when == "call":
+            if rep.when == "call" and not rep.failed:  # (a failure says it first)
                 rep.sections.append(("memrun", text))
         return reports
 
