@@ -320,6 +320,8 @@ void RunningTest::case_ended(int status, const rusage& usage, const std::string&
   observed_.tool_said = tool_said;
   observed_.blocks = std::move(blocks);
   reaped(status, usage);
+  // Its init (and what the case left) dies now, while the loop turns.
+  kill_step();
 }
 
 bool RunningTest::launched(const Child& child, std::exception_ptr error) {
@@ -712,6 +714,15 @@ void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now
   // The removal comes on the next turn too: rmdir and the record run
   // while the next test does, not before it.
   next_settle_ = now;
+  // A vessel's case waits for its verdict in pytest, and the next case
+  // after it: its group goes to the leftovers, removed on the loop's timer
+  // (what cannot be is said when the run closes, as for any leftover).
+  if (vessel_) {
+    context_->leftovers->add(std::move(group_));
+    bool wait_for_victims = observed_.kernel.oom_kills > 0 && observed_.oom_victims.empty();
+    phase_ = wait_for_victims ? Phase::awaiting_victims : Phase::done;
+    give_up_ = now + std::chrono::milliseconds(200);
+  }
 }
 
 void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {

@@ -18,6 +18,7 @@ runs before the case is in its group and sealed, and none of them sees the
 socket to memrun (it is closed there first).
 """
 import ctypes
+import gc
 import json
 import os
 import select
@@ -562,6 +563,9 @@ class Session:
             # case's pid namespace after its init; pytest stays where it is.
             if pidns is not None:
                 _setns(pidns, _CLONE_NEWPID, "the case's pid namespace, for its fork")
+            # What pytest holds now is never collected in the fork: its
+            # pages stay shared (a collection would write to every object).
+            gc.freeze()
             try:
                 pid = os.fork()
             finally:
