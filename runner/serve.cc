@@ -545,12 +545,16 @@ class Server {
   void ready(Case& k) {
     RunningTest& test = test_of(k);
     std::vector<int> fds;
+    // The init's pid, mount and cgroup namespaces, and its root: entering
+    // a mount namespace sets the root to the namespace's, which is not the
+    // system's where that was made with chroot (an initramfs's switch_root).
     if (int init = test.vessel_pid(); init > 0)
-      for (const char* kind : {"pid", "mnt", "cgroup"}) {
-        int fd = ::open(("/proc/" + std::to_string(init) + "/ns/" + kind).c_str(), O_RDONLY | O_CLOEXEC);
+      for (const char* what : {"ns/pid", "ns/mnt", "ns/cgroup", "root"}) {
+        int fd = ::open(("/proc/" + std::to_string(init) + "/" + what).c_str(),
+                        (std::string(what) == "root" ? O_PATH | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
         if (fd < 0) {
           for (int f : fds) ::close(f);
-          throw_errno(Category::system, std::string("cannot open the case's ") + kind + " namespace");
+          throw_errno(Category::system, std::string("cannot open the case's ") + what);
         }
         fds.push_back(fd);
       }

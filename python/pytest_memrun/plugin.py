@@ -84,12 +84,19 @@ class _Entry:
             if word != b"G":  # pytest abandoned it, or died
                 os._exit(1)
             if self.namespaces:
-                mnt, cgroup = self.namespaces
+                mnt, cgroup, root = self.namespaces
                 _setns(mnt, _CLONE_NEWNS, "the case's mount namespace")
                 _setns(cgroup, _CLONE_NEWCGROUP, "the case's cgroup namespace")
-                os.close(mnt)
-                os.close(cgroup)
-                os.chdir(self.cwd)  # entering a mount namespace leaves the folder at its root
+                # Entering a mount namespace leaves the root and the folder
+                # at the namespace's root, which is not the system's root
+                # where that was made with chroot (switch_root, as an
+                # initramfs does): the init's own root (/proc/INIT/root,
+                # opened by memrun) is the case's.
+                os.fchdir(root)
+                os.chroot(".")
+                for fd in (mnt, cgroup, root):
+                    os.close(fd)
+                os.chdir(self.cwd)
             if self.hugepages_off:
                 _check(_libc.prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0), "prctl(PR_SET_THP_DISABLE)")
             for name in self.unset:
@@ -549,7 +556,7 @@ class Session:
         key, ready, fds = m.receive("ready", cid)
         if key == "error":
             return [], {"error": ready["message"]}
-        pidns, namespaces = (fds[0], fds[1:3]) if ready["sealed"] else (None, [])
+        pidns, namespaces = (fds[0], fds[1:4]) if ready["sealed"] else (None, [])
         r_report, w_report = os.pipe2(os.O_CLOEXEC)
         r_go, w_go = os.pipe2(os.O_CLOEXEC)
         global _entry
