@@ -173,6 +173,36 @@ struct Final {
   bool operator==(const Final&) const = default;
 };
 
+/// A part of a test measured on its own (a caller's "peak of this block"),
+/// from Group::open_block() to close(): what the process that opened it,
+/// and what that process starts meanwhile, are charged.
+class Block {
+ public:
+  virtual ~Block() = default;
+  /// How it is measured: "memory.max_usage_in_bytes" (v1: a group of its
+  /// own below the test's, its high-water mark), "memory.peak" (v2 from
+  /// 6.12: a reset of the group's mark for a descriptor of its own), or
+  /// "sampled every 1 ms" (elsewhere, or a block while another is open).
+  const std::string& source() const { return source_; }
+  /// The usage the block's peak counts from (0 for a group of its own).
+  uint64_t baseline() const { return baseline_; }
+  /// Whether the caller must call sample() every kSampleEvery while it is open.
+  bool sampled() const { return sampled_; }
+  static constexpr int kSampleEveryUs = 1000;
+  virtual void sample() {}
+  /// Ends the block: its high-water mark (the peak is it less the
+  /// baseline) and its usage now. Throws Failure.
+  struct Figures {
+    uint64_t high = 0, now = 0;
+  };
+  virtual Figures close() = 0;
+
+ protected:
+  std::string source_;
+  uint64_t baseline_ = 0;
+  bool sampled_ = false;
+};
+
 /// One test's cgroup. Removed by remove_step() (a loop retries it on a
 /// timer) or destroy_blocking(); the destructor, as a last resort, makes
 /// one attempt (kill, rmdir) and never waits: what is still busy then is
@@ -209,6 +239,11 @@ class Group {
   /// sub-groups' included; nullopt where the kernel keeps no per-group
   /// pressure (v1, kernels without PSI). One small read.
   virtual std::optional<uint64_t> stalled_us() const { return std::nullopt; }
+  /// Opens a block for process `pid`, a process of the test (see Block).
+  /// `alone`: no other block of the test is open, so the process may be
+  /// moved into a group of the block's own (v1); otherwise it is sampled.
+  /// Throws Failure when the kernel refuses.
+  virtual std::unique_ptr<Block> open_block(int pid, bool alone) = 0;
   /// The test's first process started in the group (its pid): a backend
   /// may keep it for diagnostics; the cgroupfs backends need nothing.
   virtual void started(int pid) { (void)pid; }
@@ -321,6 +356,8 @@ std::unique_ptr<Backend> open_systemd(const std::string& run_name, bool seal);
 
 /// The name of the child group a sealed test runs in, below its group.
 constexpr const char* kSealedLeaf = "test";
+/// The groups Group::open_block makes on v1 are named this, then a number.
+constexpr const char* kBlockGroup = "memrun-block-";
 /// The leaf beside it that holds the test's init (Placement::init_procs_fd).
 constexpr const char* kInitLeaf = "init";
 

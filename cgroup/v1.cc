@@ -28,6 +28,7 @@
 #include <tuple>
 #include <utility>
 
+#include "cgroup/block.h"
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 #include "cgroup/fs.h"
@@ -105,6 +106,16 @@ class V1Group : public Group {
   }
 
   const std::string& path() const override { return mem_; }
+  // A group of the block's own below the one the test's processes are in
+  // (the sealed leaf, or the group), with the test's TCP limit written
+  // first; where another block is open, samples.
+  std::unique_ptr<Block> open_block(int pid, bool alone) override {
+    if (!alone) return sampled_block(stat_ + "/memory.usage_in_bytes");
+    uint64_t tcp = fs::read_u64(stat_ + "/memory.kmem.tcp.limit_in_bytes").value_or(0);
+    std::string name = kBlockGroup + std::to_string(++blocks_);
+    own_blocks_.push_back(name);
+    return sub_group_block(stat_, name, pid, tcp);
+  }
   std::string kernel_path() const override {
     auto mount = host().v1_mount.find("memory");
     return mount != host().v1_mount.end() && mem_.rfind(mount->second, 0) == 0 ? mem_.substr(mount->second.size())
@@ -289,6 +300,8 @@ class V1Group : public Group {
   // the group they happen in has enough pending: the parent of a sealed
   // test's leaf read stale figures for a whole 100 MiB burst (measured).
   std::string stat_ = mem_;
+  int blocks_ = 0;                        // open_block()'s groups so far
+  std::vector<std::string> own_blocks_;   // their names: memrun's, not the test's
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes

@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cgroup/block.h"
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 #include "cgroup/fs.h"
@@ -130,6 +131,11 @@ class V2Group : public Group {
   }
 
   const std::string& path() const override { return path_; }
+  // memory.peak reset for a descriptor of the block's own (6.12+), where
+  // the test's processes are; else sampled.
+  std::unique_ptr<Block> open_block(int, bool alone) override {
+    return alone ? peak_reset_block(stat_) : sampled_block(stat_ + "/memory.current");
+  }
   std::string kernel_path() const override {
     const std::string& mount = host().v2_mount;
     return path_.rfind(mount, 0) == 0 ? path_.substr(mount.size()) : path_;

@@ -314,14 +314,35 @@ void RunningTest::adopt(int pidfd, int pid, int parent) {
   if (auto grace = std::exchange(interrupt_pending_, std::nullopt)) interrupt(*grace);
 }
 
-void RunningTest::case_ended(int status, const rusage& usage, const std::string& tool_said,
-                             std::vector<BlockFigures> blocks) {
+void RunningTest::case_ended(int status, const rusage& usage, const std::string& tool_said) {
   if (phase_ != Phase::running) return;  // (a second word, or one after memrun ended it)
   observed_.tool_said = tool_said;
-  observed_.blocks = std::move(blocks);
+  blocks_.clear();  // a block the case never closed measures nothing
   reaped(status, usage);
   // Its init (and what the case left) dies now, while the loop turns.
   kill_step();
+}
+
+std::pair<std::string, uint64_t> RunningTest::open_block(const std::string& name) {
+  if (phase_ != Phase::running || case_pid_ <= 0) throw Error(Category::usage, "the case is not running");
+  if (blocks_.count(name)) throw Error(Category::usage, "a block named '" + name + "' is open already");
+  auto block = group_->open_block(case_pid_, blocks_.empty());
+  std::pair<std::string, uint64_t> said{block->source(), block->baseline()};
+  if (block->sampled()) next_sample_ = std::min(next_sample_, context_->clock->now());
+  blocks_[name] = std::move(block);
+  return said;
+}
+
+BlockFigures RunningTest::close_block(const std::string& name) {
+  auto it = blocks_.find(name);
+  if (it == blocks_.end()) throw Error(Category::usage, "no block named '" + name + "' is open");
+  auto block = std::move(it->second);
+  blocks_.erase(it);
+  auto f = block->close();
+  BlockFigures b{name, f.high - std::min(f.high, block->baseline()), f.now - std::min(f.now, block->baseline()),
+                 block->baseline(), block->source()};
+  observed_.blocks.push_back(b);
+  return b;
 }
 
 bool RunningTest::launched(const Child& child, std::exception_ptr error) {
@@ -403,9 +424,21 @@ void RunningTest::sample() {
   count_refaults(u);
   if (planned().test->thrash && thrashing(u, now, limit)) return;
   bool near_limit = u.current >= limit / 10 * 9 && u.reclaimable_file >= limit / 20;
-  auto interval = near_limit ? std::min(interval_, std::chrono::milliseconds(2)) : interval_;
+  auto interval = std::chrono::duration_cast<std::chrono::microseconds>(
+      near_limit ? std::min(interval_, std::chrono::milliseconds(2)) : interval_);
+  // A block measured by samples (Group::open_block) is sampled every
+  // millisecond while it is open.
+  for (auto& [name, block] : blocks_)
+    if (block->sampled()) {
+      block->sample();
+      interval = std::min(interval, std::chrono::microseconds(cgroup::Block::kSampleEveryUs));
+    }
   // Keep the cadence; after a stall (memrun busy elsewhere) start afresh
   // rather than firing a burst of catch-up samples.
+  if (interval.count() == 0) {  // sampling is off (--sample-interval 0), and no block samples
+    next_sample_ = clock::time_point::max();
+    return;
+  }
   next_sample_ += interval;
   if (next_sample_ <= now) next_sample_ = now + interval;
 }

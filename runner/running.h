@@ -105,7 +105,15 @@ class RunningTest {
   /// The adopted case ended with `status` and `usage`, as its parent's
   /// wait gave them; `tool_said` is its tool's word and `blocks` what it
   /// measured on its own (see Observation).
-  void case_ended(int status, const rusage& usage, const std::string& tool_said, std::vector<BlockFigures> blocks);
+  void case_ended(int status, const rusage& usage, const std::string& tool_said);
+  /// The adopted case opens a block named `name` (pytest_memrun's
+  /// memrun_peak): measured by the kernel from now on (Group::open_block),
+  /// of the case's process and what it starts. Returns how it is measured
+  /// and its baseline. Throws cgroup::Failure, or Error when the case is
+  /// not running or the block is open already.
+  std::pair<std::string, uint64_t> open_block(const std::string& name);
+  /// Closes it: its figures, kept in the record (Observation::blocks).
+  BlockFigures close_block(const std::string& name);
   bool starting() const { return phase_ == Phase::starting; }
   /// The group `planned` runs in, with its limits written. Throws
   /// cgroup::Failure when it cannot be made.
@@ -252,6 +260,7 @@ class RunningTest {
   bool shm_draining_ = false;                         ///< shmem was left when the processes were gone
   Child child_;
   bool vessel_ = false;  // see as_vessel()
+  std::map<std::string, std::unique_ptr<cgroup::Block>> blocks_;  // open, by name (open_block())
   int case_pid_ = -1, case_parent_ = -1, case_pidfd_ = -1;  // the adopted case (adopt())
   bool init_ = false;  // child_ is the init of the test's pid namespace
   bool init_gone_ = false;

@@ -213,6 +213,7 @@ struct Case {
   PlannedTest planned;
   int run = 1, runs = 1;
   std::string arg;  // the case as pytest takes it from its folder (for explain's run)
+  size_t blocks = 0;  // opened so far
   uint64_t serial = 0;  // in the RunningSet while its test runs
   bool taken = false;
 };
@@ -390,6 +391,7 @@ class Server {
     if (b.contains("case")) return on_case(b.at("case"));
     if (b.contains("take")) return on_take(b.at("take"), m);
     if (b.contains("ended")) return on_ended(b.at("ended"));
+    if (b.contains("block")) return on_block(b.at("block"));
     if (b.contains("abandon")) return on_abandon(b.at("abandon"));
     if (b.contains("finish")) return on_finish(m);
     protocol_error("a request memrun does not know: " + b.begin().key());
@@ -647,20 +649,40 @@ class Server {
     };
     seconds("user_s", usage.ru_utime);
     seconds("system_s", usage.ru_stime);
-    test.case_ended(status, usage, outcome == "none" ? "" : outcome, blocks_of(body));
+    test.case_ended(status, usage, outcome == "none" ? "" : outcome);
   }
 
-  std::vector<BlockFigures> blocks_of(const Json& body) {
-    std::vector<BlockFigures> out;
-    if (!body.contains("blocks")) return out;
-    const Json& list = body.at("blocks");
-    if (!list.is_array() || list.size() > kMaxBlocks) protocol_error("blocks that are no list of at most 1000");
-    for (const Json& b : list) {
-      if (!b.is_object()) protocol_error("a block that is no object");
-      out.push_back({escape_controls(string_of(b, "name", 200)), number_of(b, "peak_bytes"),
-                     number_of(b, "retained_bytes"), number_of(b, "baseline_bytes"), string_of(b, "source", 64)});
+  // A block of the case (pytest_memrun's memrun_peak) opens or closes:
+  // memrun measures it, and its figures go into the case's record.
+  void on_block(const Json& body) {
+    Case& k = case_named(body);
+    RunningTest& test = test_of(k);
+    std::string op = string_of(body, "op", 16), name = string_of(body, "name", 200);
+    Json answer = {{"id", k.id}};
+    try {
+      if (op == "begin") {
+        if (k.blocks >= kMaxBlocks) throw Error(Category::usage, "a case may measure at most 1000 blocks");
+        ++k.blocks;
+        auto [source, baseline] = test.open_block(name);
+        answer["source"] = source;
+        answer["baseline_bytes"] = baseline;
+      } else if (op == "end") {
+        BlockFigures b = test.close_block(name);
+        answer["source"] = b.source;
+        answer["baseline_bytes"] = b.baseline;
+        answer["high_bytes"] = b.peak + b.baseline;
+        answer["now_bytes"] = b.retained + b.baseline;
+      } else {
+        protocol_error("a block's op that is neither begin nor end");
+      }
+    } catch (const Error& e) {
+      send(socket_, {{"error", {{"id", k.id}, {"message", e.what()}}}});
+      return;
+    } catch (const cgroup::Failure& e) {
+      send(socket_, {{"error", {{"id", k.id}, {"message", std::string(e.what())}}}});
+      return;
     }
-    return out;
+    send(socket_, {{"block", answer}});
   }
 
   // The plugin could not run the case (its fork failed): what was made for

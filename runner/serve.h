@@ -20,7 +20,9 @@
 //                                       [+ the init's pid, mount and cgroup
 //                                       namespaces when sealed], or error {id, message}
 //   take {id} [+ the fork's pidfd]   -> taken {id}, or error {id, message}
-//   ended {id, status, outcome, blocks, user_s, system_s}
+//   block {id, op: begin|end, name}  -> block {id, source, baseline_bytes[, high_bytes, now_bytes]}
+//                                       (a memrun_peak block of the running case, measured by memrun)
+//   ended {id, status, outcome, user_s, system_s}
 //                                    -> verdict {id, record, final, text}
 //   abandon {id, why}                -> verdict {id, ...} (outcome error)
 //   finish {} [+ a file for the report]

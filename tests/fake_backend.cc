@@ -74,6 +74,9 @@ class FakeGroup : public cgroup::Group {
     if (f.limit_at_end == UINT64_MAX) f.limit_at_end = limits_.memory_max;
     return f;
   }
+  std::unique_ptr<cgroup::Block> open_block(int, bool) override {
+    throw cgroup::Failure(cgroup::Failure::Kind::system, "the fake backend measures no blocks");
+  }
   void started(int pid) override {
     pid_ = pid;
     backend_.started.insert(pid);

@@ -95,6 +95,7 @@ class Peak:
         self.interval = interval
         self.peak = self.retained = self.baseline = self.high_water = None
         self.source = None
+        self._served = False
         self._fd = None
         self._sampler = None
         self._sub = None  # v1: the block's own sub-group
@@ -113,6 +114,12 @@ class Peak:
             n += 1
             self.name = f"{base} {n}"
         blocks.append(self)
+        if _service is not None:
+            # pytest --memrun: memrun measures the block (the plugin asks it).
+            reply = _service({"op": "begin", "name": self.name})
+            self.source, self.baseline = reply["source"], reply["baseline_bytes"]
+            self._served = True
+            return self
         self._version, self._dir = _cgroup.memory_group()
         if self._version is None:
             raise RuntimeError("pytest_memrun.peak(): this process is in no memory cgroup it can read "
@@ -127,7 +134,9 @@ class Peak:
                     os.close(fd)
             except OSError:
                 pass
-        elif os.environ.get("MEMRUN_TEST") is not None:
+        elif os.environ.get("MEMRUN_SUB_GROUPS") == "1":
+            # (A test may make memory sub-groups on v1 only where its spec
+            # says sub_groups: true: memrun then sets MEMRUN_SUB_GROUPS.)
             # v1: this process (its threads, what it starts) moves into a
             # fresh sub-group for the block. Its pages stay charged where
             # they are (v1 moves no charges unless told to); the sub-group's
@@ -207,7 +216,11 @@ class Peak:
 
     def __exit__(self, exc_type, exc, tb):
         __tracebackhide__ = True  # a max missed shows the test's `with`, not this
-        if self._sampler is not None:
+        if self._served:
+            reply = _service({"op": "end", "name": self.name})
+            self.source, self.baseline = reply["source"], reply["baseline_bytes"]
+            high, now = reply["high_bytes"], reply["now_bytes"]
+        elif self._sampler is not None:
             high = max(self._stop_sampler(), self._usage())
             now = self._usage()
         elif self._fd is not None:
@@ -274,6 +287,11 @@ def _write(directory, name, text):
 # The blocks measured in this process so far (a case's fork starts with
 # its parent's list and the plugin reads what the case added).
 blocks = []
+# Under pytest --memrun, in a case's fork: asks memrun (through the
+# plugin) to open or close a block, and returns its answer. memrun then
+# measures it: a sub-group it made for the block (v1), a reset of
+# memory.peak for a descriptor of its own (v2, 6.12+), else its samples.
+_service = None
 
 
 def peak(max=None, retained_max=None, name=None):

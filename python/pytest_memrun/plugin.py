@@ -80,7 +80,6 @@ class _Entry:
             # kills it, and gone before it leaves the pipe at EOF.
             _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
             word = os.read(self.go, 1)
-            os.close(self.go)
             if word != b"G":  # pytest abandoned it, or died
                 os._exit(1)
             if self.namespaces:
@@ -102,6 +101,9 @@ class _Entry:
             for name in self.unset:
                 os.environ.pop(name, None)
             os.environ.update(self.env)
+            # Blocks (memrun_peak) are measured by memrun, asked through pytest.
+            import pytest_memrun
+            pytest_memrun._service = _Blocks(self.report, self.go)
         except BaseException:
             _send_back(self.report, {"error": "the case could not be started in its cgroup:\n" + traceback.format_exc()})
             os._exit(1)
@@ -158,10 +160,43 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _send_back(fd, payload):
+    """One message of the case's to pytest's process: its length, then its JSON."""
     data = json.dumps(payload, default=str).encode()
-    view = memoryview(data)
+    view = memoryview(len(data).to_bytes(4, "big") + data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _read_message(fd):
+    """The next message written with _send_back on `fd` (blocking), or None at its end."""
+    def exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = os.read(fd, n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+    head = exactly(4)
+    body = exactly(int.from_bytes(head, "big")) if head else None
+    return None if body is None else json.loads(body)
+
+
+class _Blocks:
+    """In a case's fork: pytest_memrun.peak()'s way to memrun. A block
+    opens and closes by asking pytest's process, which asks memrun."""
+
+    def __init__(self, out, answers):
+        self.out, self.answers, self.lock = out, answers, threading.Lock()
+
+    def __call__(self, request):
+        with self.lock:
+            _send_back(self.out, {"block": request})
+            answer = _read_message(self.answers)
+        if answer is None or "error" in answer:
+            raise RuntimeError("pytest_memrun.peak(): memrun could not measure the block: "
+                               + (answer or {}).get("error", "pytest's process is gone"))
+        return answer
 
 
 # --- options and the marker ---------------------------------------------------
@@ -595,17 +630,13 @@ class Session:
             m.send({"take": {"id": cid}}, [pidfd])
             key, taken, _ = m.receive("taken", cid)
             os.write(w_go, b"G" if key == "taken" else b"X")
-            os.close(w_go)
             if key == "taken":
                 self.ahead(following)
-            data = _read_until_exit(r_report, pidfd, _MAX_REPORTS)
+            said = self.serve_case(cid, r_report, w_go, pidfd)
         finally:
             os.close(pidfd)
+            os.close(w_go)
         _, status = os.waitpid(pid, 0)
-        try:
-            said = json.loads(data) if data else {}
-        except ValueError:
-            said = {}
         reports = []
         for d in said.get("reports", []):
             # JSON has no tuples: a skip's (path, line, reason) comes back a list.
@@ -614,12 +645,51 @@ class Session:
             reports.append(self.config.hook.pytest_report_from_serializable(config=self.config, data=d))
         if key != "taken":
             return [], {"error": taken["message"]}
-        m.send({"ended": {"id": cid, "status": status, "outcome": outcome_word(reports) if reports else "none",
-                          "blocks": said.get("blocks", [])}})
+        m.send({"ended": {"id": cid, "status": status, "outcome": outcome_word(reports) if reports else "none"}})
         _, verdict, _ = m.receive("verdict", cid)
         if said.get("error") and not reports:
             verdict["crash"] = said["error"]
         return reports, verdict
+
+    def serve_case(self, cid, r_report, w_go, pidfd):
+        """What the case's process says while it runs (its blocks, which
+        memrun measures) and at its end (its reports), read until it exits
+        (what it left running may hold the pipe open long after). Its own
+        bytes: bounded."""
+        said, buffer = {}, b""
+        os.set_blocking(r_report, False)
+        try:
+            while True:
+                ready, _, _ = select.select([r_report, pidfd], [], [])
+                gone = pidfd in ready
+                while True:
+                    try:
+                        chunk = os.read(r_report, 1 << 16)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        gone = True
+                        break
+                    buffer += chunk
+                    if len(buffer) > _MAX_REPORTS:
+                        return {}
+                while len(buffer) >= 4 and len(buffer) >= 4 + int.from_bytes(buffer[:4], "big"):
+                    n = int.from_bytes(buffer[:4], "big")
+                    try:
+                        message = json.loads(buffer[4:4 + n])
+                    except ValueError:
+                        message = {}
+                    buffer = buffer[4 + n:]
+                    if isinstance(message, dict) and isinstance(message.get("block"), dict):
+                        self.memrun.send({"block": dict(message["block"], id=cid)})
+                        key, answer, _ = self.memrun.receive("block", cid)
+                        _send_back(w_go, answer if key == "block" else {"error": answer.get("message", "")})
+                    elif isinstance(message, dict):
+                        said = message
+                if gone:
+                    return said
+        finally:
+            os.close(r_report)
 
     def child(self, item, w_report):
         """The fork: the case's protocol, its reports back to pytest's
@@ -628,13 +698,9 @@ class Session:
         try:
             from _pytest.runner import runtestprotocol
             _blocks.clear()  # the case's own, named from its first
-            first = 0
             reports = runtestprotocol(item, log=False, nextitem=None)
             data = [self.config.hook.pytest_report_to_serializable(config=self.config, report=r) for r in reports]
-            blocks = [{"name": p.name, "peak_bytes": p.peak, "retained_bytes": max(0, p.retained),
-                       "baseline_bytes": p.baseline, "source": p.source}
-                      for p in _blocks[first:] if p.peak is not None]
-            payload = {"reports": data, "blocks": blocks}
+            payload = {"reports": data}
         except BaseException:
             payload = {"error": traceback.format_exc()}
             code = 1
@@ -704,30 +770,3 @@ class Session:
 def _where(item):
     path, line, _ = item.location
     return f"{path}:{(line or 0) + 1}"
-
-
-def _read_until_exit(fd, pidfd, limit):
-    """What the case's process wrote back, read until it exits (what it left
-    running may hold the pipe open long after): its own bytes, bounded."""
-    chunks, size = [], 0
-    os.set_blocking(fd, False)
-    try:
-        while True:
-            ready, _, _ = select.select([fd, pidfd], [], [])
-            gone = pidfd in ready
-            while True:
-                try:
-                    chunk = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    break
-                if not chunk:
-                    gone = True
-                    break
-                size += len(chunk)
-                if size > limit:
-                    return b""
-                chunks.append(chunk)
-            if gone:
-                return b"".join(chunks)
-    finally:
-        os.close(fd)

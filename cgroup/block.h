@@ -1,0 +1,27 @@
+// The ways a Block is measured (cgroup.h), for the backends: internal to
+// cgroup/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cgroup/cgroup.h"
+
+namespace memrun::cgroup {
+
+/// Samples `usage_file` (memory.current, memory.usage_in_bytes) while open.
+std::unique_ptr<Block> sampled_block(const std::string& usage_file);
+
+/// v2: a reset of `group`'s memory.peak for a descriptor of the block's
+/// own (6.12+, where a write resets the mark for the writer's descriptor
+/// only); where the kernel refuses it, sampled.
+std::unique_ptr<Block> peak_reset_block(const std::string& group);
+
+/// v1: `pid` (every thread of it) moved into `group`/`name`, made for the
+/// block, and back into `group` at close(); `tcp_limit` is written to the
+/// new group's memory.kmem.tcp.limit_in_bytes first (0: not offered), so
+/// that its sockets are charged as the test's are.
+std::unique_ptr<Block> sub_group_block(const std::string& group, const std::string& name, int pid,
+                                       uint64_t tcp_limit);
+
+}  // namespace memrun::cgroup
