@@ -12,7 +12,9 @@ Steps taken from the workflow and action files themselves, never copied.
 What a runner does that this cannot (the network, a fresh machine per
 job) is stood in for: `actions/checkout` is the workspace given (a fresh
 checkout, made by the caller), `actions/upload-artifact` copies the files it
-names into ARTIFACTS/NAME, `actions/download-artifact` copies them back.
+names into ARTIFACTS/NAME, `actions/download-artifact` copies them back,
+`actions/setup-python` is a venv of the machine's python3 put first on
+PATH (pip then installs as it does there: from what PIP_* variables say).
 Any other `uses:` is an error: nothing is skipped unseen.
 
     walk.py WORKFLOW --workspace DIR --artifacts DIR [--event push|pull_request]
@@ -197,6 +199,10 @@ class Job:
     def run(self):
         print(f"\n=== job {self.label()}", flush=True)
         self.steps(self.spec.get("steps") or [], self.context(), self.walk.workspace)
+        # What the job's steps appended to the step summary, as GitHub shows it.
+        summary = os.path.join(self.temp, "step-summary")
+        if os.path.exists(summary) and os.path.getsize(summary):
+            print(f"--- step summary of {self.label()}\n{open(summary).read()}--- end of the step summary", flush=True)
         shutil.rmtree(self.temp, ignore_errors=True)
         print(f"=== job {self.label()}: {self.status}", flush=True)
         return self.status
@@ -244,6 +250,12 @@ class Job:
             return self.upload(given)
         if uses.startswith("actions/download-artifact@"):
             return self.download(given)
+        if uses.startswith("actions/setup-python@"):
+            venv = os.path.join(self.temp, "python")
+            subprocess.check_call(["python3", "-m", "venv", venv])
+            self.env["PATH"] = os.path.join(venv, "bin") + os.pathsep + self.env.get("PATH", os.environ["PATH"])
+            print(f"(the machine's python3, in a venv of its own: {venv})")
+            return {}
         if uses.startswith("./"):
             return self.composite(os.path.join(self.walk.workspace, uses[2:]), given, context)
         m = re.fullmatch(r"([^/@]+/[^/@]+)(?:/([^@]+))?@(.+)", uses)
@@ -376,7 +388,7 @@ def read_outputs(path):
 # --- the workflow ---------------------------------------------------------
 
 class Walk:
-    def __init__(self, workflow, workspace, artifacts, event, action_repos=None, only=None):
+    def __init__(self, workflow, workspace, artifacts, event, action_repos=None, only=None, base_sha=""):
         self.workflow = yaml.safe_load(open(workflow))
         self.workspace = os.path.abspath(workspace)
         self.artifacts = os.path.abspath(artifacts)
@@ -389,7 +401,8 @@ class Walk:
         self.github = {"event_name": event, "workspace": self.workspace, "token": "",
                        "base_ref": "main" if pr else "", "head_ref": "change" if pr else "",
                        "ref": "refs/pull/1/merge" if pr else "refs/heads/main", "repository": "local/project",
-                       "workflow": self.workflow.get("name") or os.path.basename(workflow)}
+                       "workflow": self.workflow.get("name") or os.path.basename(workflow),
+                       "event": {"pull_request": {"base": {"sha": base_sha, "ref": "main"}}} if pr else {}}
         self.results = {}
 
     def needs_context(self, spec):
@@ -539,6 +552,7 @@ def main():
     p.add_argument("--action-repo", action="append", default=[], metavar="OWNER/REPO=DIR",
                    help="uses: OWNER/REPO/...@REF runs from a copy of DIR")
     p.add_argument("--job", action="append", default=[], help="run only this job (its needs count as succeeded)")
+    p.add_argument("--base-sha", default="", help="a pull request's github.event.pull_request.base.sha")
     p.add_argument("--variable", action="append", default=[], metavar="K=V",
                    help="a GitLab CI/CD settings variable (wins over the file's)")
     a = p.parse_args()
@@ -547,7 +561,7 @@ def main():
         if a.gitlab:
             ok = GitLab(a.workflow, a.workspace, a.artifacts, pairs(a.variable)).run()
         else:
-            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event, pairs(a.action_repo), a.job).run()
+            ok = Walk(a.workflow, a.workspace, a.artifacts, a.event, pairs(a.action_repo), a.job, a.base_sha).run()
     except WalkError as e:
         print(f"walk: {e}", file=sys.stderr)
         return 2
