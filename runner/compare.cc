@@ -62,8 +62,9 @@ struct Side {
 
 Side side_of(const TestRecord& r) {
   std::vector<RunFigures> runs = r.runs;
-  if (runs.empty())
-    runs.push_back({r.verdict.peak, r.verdict.working_set_peak, r.verdict.outcome, r.verdict.passed, 0, r.verdict.figures_hold});
+  RunFigures verdict{r.verdict.peak, r.verdict.working_set_peak, r.verdict.outcome, r.verdict.passed, 0,
+                     r.verdict.figures_hold};
+  if (runs.empty()) runs.push_back(verdict);
   Side s;
   std::map<Outcome, size_t> counts;
   for (const auto& run : runs) {
@@ -75,6 +76,12 @@ Side side_of(const TestRecord& r) {
   }
   for (const auto& [outcome, n] : counts)
     s.outcomes += fmt::format("{}{} {}/{}", s.outcomes.empty() ? "" : ", ", to_string(outcome), n, runs.size());
+  // The record's own verdict is one of its runs' (combine_runs): one that
+  // says otherwise (an oom whose runs say pass) makes a record that
+  // contradicts itself, and such a side is no measurement either.
+  if (!counts.count(r.verdict.outcome)) s.outcomes += fmt::format(" (the record says {})", to_string(r.verdict.outcome));
+  if (r.verdict.outcome == Outcome::skipped) s.skipped = true;
+  else if (!as_expected(verdict, r.test.expected) || !verdict.figures_hold) s.failed = true;
   return s;
 }
 
@@ -122,7 +129,17 @@ std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h
   return w;
 }
 
-// One test found in both reports.
+// What a test expects (a report older than the field expected a pass).
+std::string expectation(const TestRecord& r) { return r.test.expected.empty() ? "pass" : r.test.expected; }
+
+// "32.0 MiB in base, 48.0 MiB in head"; where the two round alike, exact:
+// "32.0 MiB (33554432 bytes) in base, 32.0 MiB (33554433 bytes) in head".
+std::string two_sizes(uint64_t base, uint64_t head) {
+  std::string b = format_size(base), h = format_size(head);
+  if (b == h && base != head) b += fmt::format(" ({} bytes)", base), h += fmt::format(" ({} bytes)", head);
+  return b + " in base, " + h + " in head";
+}
+
 // Of two explained runs of a test, the lines of the test's own code whose
 // bytes at the profiler's peak changed by more than `allowed`, most first.
 // Sites of one line (a thread pool's beside the line's own) add up; a line
@@ -189,8 +206,13 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
     c.note = fmt::format("{} in base, {} in head: a skipped run measured nothing", bs.outcomes, hs.outcomes);
   } else if (b.test.requested_limit != h.test.requested_limit) {
     c.change = Change::not_comparable;
-    c.note = fmt::format("its limit changed ({} in base, {} in head): a limit changes what the kernel reclaims",
-                         format_size(b.test.requested_limit), format_size(h.test.requested_limit));
+    c.note = fmt::format("its limit changed ({}): a limit changes what the kernel reclaims",
+                         two_sizes(b.test.requested_limit, h.test.requested_limit));
+  } else if (expectation(b) != expectation(h)) {
+    // An expected OOM's peak is its limit, not what the code needs.
+    c.change = Change::not_comparable;
+    c.note = fmt::format("its expectation changed (expect {} in base, {} in head): the figures measure different "
+                         "endings", expectation(b), expectation(h));
   } else {
     c.change = s.change;
   }

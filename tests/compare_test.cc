@@ -293,6 +293,63 @@ TEST(Compare, ARunWhoseFiguresDoNotHoldIsNoMeasurementWhicheverRunTheRecordKeeps
   EXPECT_EQ(named(compare_reports(base, again, {}), "t").change, Change::failed_in_head);
 }
 
+TEST(Compare, ARecordThatContradictsItsRunsIsNeverAMeasurement) {
+  // A head record that says it was OOM-killed, whose one run says it
+  // passed at 1 MiB: it was `improved`, exit 0. The record and its runs
+  // are one thing; where they disagree, neither is a measurement.
+  ReportData base = report({{"t", {40}}, {"u", {40, 40, 40}}, {"v", {40}}});
+  ReportData head = report({{"t", {1}}, {"u", {1, 1, 1}}, {"v", {1}}});
+  for (size_t i : {0, 1}) {
+    TestRecord& r = head.tests[i];
+    r.verdict.outcome = Outcome::oom;
+    r.verdict.passed = false;
+    r.verdict.reason = "expected pass, got oom";
+    r.observed.kernel.oom_kills = 1;
+  }
+  // One whose figures do not hold, though its runs' do.
+  head.tests[2].verdict.figures_hold = false;
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "t").head_outcomes, "pass 1/1 (the record says oom)");
+  EXPECT_EQ(named(c, "u").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "v").change, Change::failed_in_head);
+  EXPECT_EQ(c.count(Change::improved), 0u);
+  EXPECT_TRUE(gate_fails(c));
+  // The same in base: never a regression of head.
+  c = compare_reports(head, base, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_base);
+  EXPECT_EQ(c.count(Change::regressed), 0u);
+}
+
+TEST(Compare, ALimitChangeSaysBothLimitsAsTheyDiffer) {
+  // One byte apart: "32.0 MiB in base, 32.0 MiB in head" said nothing.
+  auto c = compare_reports(report({{"t", {10}}}, 32 * MiB), report({{"t", {66.7}}}, 32 * MiB + 1), {});
+  const auto& t = named(c, "t");
+  EXPECT_EQ(t.change, Change::not_comparable);
+  EXPECT_NE(t.note.find("its limit changed (32.0 MiB (33554432 bytes) in base, 32.0 MiB (33554433 bytes) in head)"),
+            std::string::npos) << t.note;
+  EXPECT_EQ(comparison_text(c).find("32.0 MiB in base, 32.0 MiB in head"), std::string::npos) << comparison_text(c);
+  c = compare_reports(report({{"t", {10}}}, 32 * MiB), report({{"t", {10}}}, 48 * MiB), {});
+  EXPECT_NE(named(c, "t").note.find("its limit changed (32.0 MiB in base, 48.0 MiB in head)"), std::string::npos)
+      << named(c, "t").note;
+}
+
+TEST(Compare, AChangedExpectationIsNotComparable) {
+  // An expected OOM's peak is its limit: against a pass's peak it measures
+  // nothing of the code.
+  ReportData base = report({{"t", {64}}, {"old", {10}}}), head = report({{"t", {20}}, {"old", {10}}});
+  base.tests[0].test.expected = "oom";
+  base.tests[0].runs[0].outcome = base.tests[0].verdict.outcome = Outcome::oom;
+  head.tests[0].test.expected = "pass";
+  base.tests[1].test.expected = "";  // a report older than the field expected a pass
+  head.tests[1].test.expected = "pass";
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::not_comparable);
+  EXPECT_NE(named(c, "t").note.find("its expectation changed (expect oom in base, pass in head)"), std::string::npos)
+      << named(c, "t").note;
+  EXPECT_EQ(named(c, "old").change, Change::unchanged);
+}
+
 TEST(Compare, ASkippedSideIsSkippedNeverRegressed) {
   // pytest skipped the case in base (a tiny peak); head ran it.
   ReportData base = report({{"t", {1}}, {"new-skip", {1}}});
