@@ -11,6 +11,7 @@
 
 #include "runner/ci_report.h"
 #include "runner/error.h"
+#include "runner/threshold.h"
 #include "runner/units.h"
 #include "runner/utf8.h"
 
@@ -61,8 +62,9 @@ struct Side {
 
 Side side_of(const TestRecord& r) {
   std::vector<RunFigures> runs = r.runs;
-  if (runs.empty())
-    runs.push_back({r.verdict.peak, r.verdict.working_set_peak, r.verdict.outcome, r.verdict.passed, 0, r.verdict.figures_hold});
+  RunFigures verdict{r.verdict.peak, r.verdict.working_set_peak, r.verdict.outcome, r.verdict.passed, 0,
+                     r.verdict.figures_hold};
+  if (runs.empty()) runs.push_back(verdict);
   Side s;
   std::map<Outcome, size_t> counts;
   for (const auto& run : runs) {
@@ -74,6 +76,12 @@ Side side_of(const TestRecord& r) {
   }
   for (const auto& [outcome, n] : counts)
     s.outcomes += fmt::format("{}{} {}/{}", s.outcomes.empty() ? "" : ", ", to_string(outcome), n, runs.size());
+  // The record's own verdict is one of its runs' (combine_runs): one that
+  // says otherwise (an oom whose runs say pass) makes a record that
+  // contradicts itself, and such a side is no measurement either.
+  if (!counts.count(r.verdict.outcome)) s.outcomes += fmt::format(" (the record says {})", to_string(r.verdict.outcome));
+  if (r.verdict.outcome == Outcome::skipped) s.skipped = true;
+  else if (!as_expected(verdict, r.test.expected) || !verdict.figures_hold) s.failed = true;
   return s;
 }
 
@@ -121,7 +129,17 @@ std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h
   return w;
 }
 
-// One test found in both reports.
+// What a test expects (a report older than the field expected a pass).
+std::string expectation(const TestRecord& r) { return r.test.expected.empty() ? "pass" : r.test.expected; }
+
+// "32.0 MiB in base, 48.0 MiB in head"; where the two round alike, exact:
+// "32.0 MiB (33554432 bytes) in base, 32.0 MiB (33554433 bytes) in head".
+std::string two_sizes(uint64_t base, uint64_t head) {
+  std::string b = format_size(base), h = format_size(head);
+  if (b == h && base != head) b += fmt::format(" ({} bytes)", base), h += fmt::format(" ({} bytes)", head);
+  return b + " in base, " + h + " in head";
+}
+
 // Of two explained runs of a test, the lines of the test's own code whose
 // bytes at the profiler's peak changed by more than `allowed`, most first.
 // Sites of one line (a thread pool's beside the line's own) add up; a line
@@ -163,15 +181,15 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
                      (o.gate == Gate::automatic && b.test.inputs.empty() && h.test.inputs.empty() &&
                       b.verdict.headroom_basis == HeadroomBasis::working_set && h.verdict.headroom_basis == HeadroomBasis::working_set);
   c.figure = working_set ? "working set" : "peak";
+  // The test's own max_increase wins over --max-increase, either over the default.
+  std::optional<GivenThreshold> given;
+  if (h.test.max_increase) given = GivenThreshold{{h.test.max_increase->first, h.test.max_increase->second}, ThresholdRule::spec};
+  else if (o.threshold) given = GivenThreshold{*o.threshold, ThresholdRule::flag};
   auto bf = figures(b, working_set), hf = figures(h, working_set);
-  c.base_lo = bf.front(), c.base = median(bf), c.base_hi = bf.back(), c.base_runs = bf.size();
-  c.head_lo = hf.front(), c.head = median(hf), c.head_hi = hf.back(), c.head_runs = hf.size();
-  MaxIncrease threshold = o.threshold;
-  if (h.test.max_increase) threshold = {h.test.max_increase->first, h.test.max_increase->second};
-  // MaxIncrease::for_base, saturated: a report's figures reach 2^63 and
-  // its max_increase 1000%, whose product a uint64_t does not hold.
-  double share = static_cast<double>(c.base) * threshold.percent / 100;
-  c.allowed = std::max(threshold.bytes, share >= 0x1p63 ? uint64_t{INT64_MAX} : static_cast<uint64_t>(share));
+  SeriesChange s = compare_series(bf, hf, given);
+  c.base_lo = s.base_lo, c.base = s.base, c.base_hi = s.base_hi, c.base_runs = bf.size();
+  c.head_lo = s.head_lo, c.head = s.head, c.head_hi = s.head_hi, c.head_runs = hf.size();
+  c.threshold = s.threshold;
   Side bs = side_of(b), hs = side_of(h);
   c.base_outcomes = bs.outcomes, c.head_outcomes = hs.outcomes;
   // A run that crashed, timed out or was killed measured nothing: its peak
@@ -188,14 +206,15 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
     c.note = fmt::format("{} in base, {} in head: a skipped run measured nothing", bs.outcomes, hs.outcomes);
   } else if (b.test.requested_limit != h.test.requested_limit) {
     c.change = Change::not_comparable;
-    c.note = fmt::format("its limit changed ({} in base, {} in head): a limit changes what the kernel reclaims",
-                         format_size(b.test.requested_limit), format_size(h.test.requested_limit));
-  } else if (c.head_lo > c.base_hi && c.head_lo - c.base_hi > c.allowed) {
-    c.change = Change::regressed;
-  } else if (c.base_lo > c.head_hi && c.base_lo - c.head_hi > c.allowed) {
-    c.change = Change::improved;
+    c.note = fmt::format("its limit changed ({}): a limit changes what the kernel reclaims",
+                         two_sizes(b.test.requested_limit, h.test.requested_limit));
+  } else if (expectation(b) != expectation(h)) {
+    // An expected OOM's peak is its limit, not what the code needs.
+    c.change = Change::not_comparable;
+    c.note = fmt::format("its expectation changed (expect {} in base, {} in head): the figures measure different "
+                         "endings", expectation(b), expectation(h));
   } else {
-    c.change = Change::unchanged;
+    c.change = s.change;
   }
   return c;
 }
@@ -283,6 +302,21 @@ std::string head_text(const TestChange& t) {
                                   : side_text(t.head, t.head_lo, t.head_hi, t.head_runs);
 }
 
+// Whether a change compared figures (and a threshold decided it).
+bool compared(Change c) { return c == Change::regressed || c == Change::improved || c == Change::unchanged; }
+
+// What decided a compared test, after `sep`: "spread 0.2%: threshold 2% (17.6 MiB)";
+// "" for the rest (and for a comparison written before thresholds were said).
+std::string threshold_text(const TestChange& t, const char* sep) {
+  return compared(t.change) && !t.threshold.why.empty() ? sep + t.threshold.why : "";
+}
+
+// By how much every run of one side cleared every run of the other (0: they overlap).
+uint64_t gap(const TestChange& t) {
+  if (t.head_lo > t.base_hi) return t.head_lo - t.base_hi;
+  return t.base_lo > t.head_hi ? t.base_lo - t.head_hi : 0;
+}
+
 bool fails_gate(Change c) {
   return c == Change::regressed || c == Change::failed_in_head || c == Change::failed_in_both;
 }
@@ -298,8 +332,8 @@ void explain_changes(Comparison& c, const ReportData& base, const ReportData& he
     auto b = in_base.find(t.spec + '\n' + t.name), h = in_head.find(t.spec + '\n' + t.name);
     // Only where figures were compared: a failed, skipped or incomparable
     // side measured nothing.
-    bool measured = t.change == Change::regressed || t.change == Change::improved || t.change == Change::unchanged;
-    if (measured && b != in_base.end() && h != in_head.end()) t.where = where_changes(*b->second, *h->second, t.allowed);
+    if (compared(t.change) && b != in_base.end() && h != in_head.end())
+      t.where = where_changes(*b->second, *h->second, t.threshold.allowed);
   }
 }
 
@@ -361,12 +395,13 @@ std::string comparison_text(const Comparison& c) {
   size_t width = 4;
   for (const auto& t : c.tests) width = std::max(width, t.name.size());
   for (const auto& t : c.tests) {
-    out += fmt::format("{:<15} {:<{}}  {:<12} {:>28} -> {:<28} {:>20}  runs {}/{}\n", to_string(t.change),
+    out += fmt::format("{:<15} {:<{}}  {:<12} {:>28} -> {:<28} {:>20}  runs {}/{}{}\n", to_string(t.change),
                        one_line(t.name), width, outcome_change(t.change) ? "outcomes" : t.figure, base_text(t),
-                       head_text(t), change_text(t), t.base_runs, t.head_runs);
+                       head_text(t), change_text(t), t.base_runs, t.head_runs, threshold_text(t, "  "));
     if (t.change == Change::regressed || t.change == Change::improved)
-      out += fmt::format("      beyond the other side's every run by more than {} (max_increase)\n",
-                         format_size(t.allowed));
+      out += fmt::format("      every run of {} above every run of {} by {}: more than the threshold\n",
+                         t.change == Change::regressed ? "head" : "base", t.change == Change::regressed ? "base" : "head",
+                         format_size(gap(t)));
     if (!t.note.empty()) out += "      " + one_line(t.note) + "\n";
     if (!t.reason.empty()) out += "      " + one_line(t.reason) + "\n";
     // Where explains a change; the JSON keeps it for every test.
@@ -382,16 +417,19 @@ std::string comparison_markdown(const Comparison& c) {
   for (const auto& w : c.warnings) out += "> ⚠️ " + markdown_literal(w) + "\n>\n";
   out += fmt::format("Compared with {} (base) at the gated figure: the kernel peak, or the working set where page "
                      "cache was subtracted. A change counts when every run of one side is beyond every run of the "
-                     "other by more than `max_increase`.\n\n",
+                     "other by more than the threshold: the test's `max_increase`, else `--max-increase`, else with "
+                     "3 runs a side the larger of 2%, 1 MiB and 3 times the larger side's spread (the range of its "
+                     "runs), with fewer 10%, 1 MiB.\n\n",
                      markdown_literal(c.base_name));
-  out += "| | test | figure | base | head | change | runs |\n|---|---|---|---:|---:|---:|---:|\n";
+  out += "| | test | figure | base | head | change | runs | threshold |\n|---|---|---|---:|---:|---:|---:|---|\n";
   for (const auto& t : c.tests)
-    out += fmt::format("| {} {} | <code>{}</code> | {} | {} | {} | {} | {} / {} |\n", icon(t.change), to_string(t.change),
+    out += fmt::format("| {} {} | <code>{}</code> | {} | {} | {} | {} | {} / {} | {} |\n", icon(t.change), to_string(t.change),
                        markdown_literal(t.name), outcome_change(t.change) ? "outcomes" : t.figure,
                        // Sizes are memrun's own text; outcomes and reasons quote the reports.
                        outcome_change(t.change) ? markdown_literal(base_text(t)) : base_text(t),
                        outcome_change(t.change) ? markdown_literal(head_text(t)) : head_text(t),
-                       t.reason.empty() ? change_text(t) : markdown_literal(t.reason), t.base_runs, t.head_runs);
+                       t.reason.empty() ? change_text(t) : markdown_literal(t.reason), t.base_runs, t.head_runs,
+                       markdown_literal(threshold_text(t, "")));
   bool where = false;
   for (const auto& t : c.tests)
     for (const auto& w : t.change == Change::regressed || t.change == Change::improved ? t.where : std::vector<WhereChange>{}) {
@@ -402,6 +440,19 @@ std::string comparison_markdown(const Comparison& c) {
     }
   return out;
 }
+
+namespace {
+
+// What decided a compared test (null for the rest): the rule, the
+// max_increase it applied, the larger side's spread, and why in words.
+nlohmann::ordered_json threshold_json(const TestChange& t) {
+  if (!compared(t.change)) return nullptr;
+  const Threshold& h = t.threshold;
+  return {{"rule", to_string(h.rule)}, {"max_increase", {{"percent", h.percent}, {"bytes", h.bytes}}},
+          {"spread_bytes", h.spread}, {"why", h.why}};
+}
+
+}  // namespace
 
 std::string comparison_json(const Comparison& c) {
   nlohmann::ordered_json j = {
@@ -427,7 +478,8 @@ std::string comparison_json(const Comparison& c) {
                           {"base_range_bytes", figure({t.base_lo, t.base_hi})},
                           {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
                           {"change_pct", figure(std::round(t.pct() * 100) / 100)},
-                          {"allowed_increase_bytes", t.allowed}, {"base_runs", t.base_runs},
+                          {"allowed_increase_bytes", t.threshold.allowed}, {"threshold", threshold_json(t)},
+                          {"base_runs", t.base_runs},
                           {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
                           {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
     auto& where = j["tests"].back()["where"] = nlohmann::ordered_json::array();
@@ -467,7 +519,18 @@ Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::stri
       const auto& hr = e.at("head_range_bytes");
       if (!br.is_null()) t.base_lo = br.at(0).get<uint64_t>(), t.base_hi = br.at(1).get<uint64_t>();
       if (!hr.is_null()) t.head_lo = hr.at(0).get<uint64_t>(), t.head_hi = hr.at(1).get<uint64_t>();
-      t.allowed = e.at("allowed_increase_bytes").get<uint64_t>();
+      t.threshold.allowed = e.at("allowed_increase_bytes").get<uint64_t>();
+      if (const auto& h = e.value("threshold", nlohmann::ordered_json()); !h.is_null()) {  // absent before issue 49
+        std::string rule = h.at("rule").get<std::string>();
+        bool known = false;
+        for (ThresholdRule r : {ThresholdRule::spread, ThresholdRule::fixed, ThresholdRule::spec, ThresholdRule::flag})
+          if (rule == to_string(r)) t.threshold.rule = r, known = true;
+        if (!known) throw refuse("test '" + printable(t.name) + "' has the threshold rule " + printable(rule) + ", not one memrun writes");
+        t.threshold.percent = h.at("max_increase").at("percent").get<double>();
+        t.threshold.bytes = h.at("max_increase").at("bytes").get<uint64_t>();
+        t.threshold.spread = h.at("spread_bytes").get<uint64_t>();
+        t.threshold.why = h.at("why").get<std::string>();
+      }
       t.base_runs = e.at("base_runs").get<size_t>();
       t.head_runs = e.at("head_runs").get<size_t>();
       t.base_outcomes = e.at("base_outcomes").get<std::string>();
@@ -505,12 +568,22 @@ std::string comparison_junit(const Comparison& c) {
     tc.append_attribute("file") = t.spec.c_str();
     tc.append_attribute("line") = t.line;
     tc.append_attribute("time") = "0.000";
+    if (compared(t.change) && !t.threshold.why.empty()) {
+      auto props = tc.append_child("properties");
+      for (const auto& [name, value] : {std::pair{"threshold", t.threshold.why},
+                                        std::pair{"threshold_rule", std::string(to_string(t.threshold.rule))}}) {
+        auto p = props.append_child("property");
+        p.append_attribute("name") = name;
+        p.append_attribute("value") = printable(value).c_str();
+      }
+    }
     if (t.change == Change::regressed) {
       auto f = tc.append_child("failure");
       f.append_attribute("type") = "regressed";
-      f.append_attribute("message") = fmt::format("{} {} -> {} ({}), more than the {} allowed", t.figure,
-                                                  format_size(t.base), format_size(t.head), change_text(t),
-                                                  format_size(t.allowed)).c_str();
+      f.append_attribute("message") = printable(fmt::format("{} {} -> {} ({}), every run above every run of base by "
+                                                            "more than the threshold: {}", t.figure,
+                                                            format_size(t.base), format_size(t.head), change_text(t),
+                                                            t.threshold.why)).c_str();
     } else if (t.change == Change::failed_in_head || t.change == Change::failed_in_both) {
       auto f = tc.append_child("failure");
       f.append_attribute("type") = to_string(t.change);
@@ -534,9 +607,8 @@ std::string comparison_annotations(const Comparison& c) {
     if (t.change != Change::regressed) continue;
     out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
                        escape_property("memrun: " + t.name + " regressed"),
-                       escape_data(fmt::format("{} {} in base, {} here ({}); max_increase allows {}", t.figure,
-                                               format_size(t.base), format_size(t.head), change_text(t),
-                                               format_size(t.allowed))));
+                       escape_data(fmt::format("{} {} in base, {} here ({}); {}", t.figure, format_size(t.base),
+                                               format_size(t.head), change_text(t), t.threshold.why)));
   }
   return out;
 }

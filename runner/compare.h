@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,18 +22,20 @@ enum class Gate {
 };
 
 struct CompareOptions {
-  MaxIncrease threshold;  ///< unless a test's spec sets its own max_increase
+  /// --max-increase: unless a test's spec sets its own max_increase;
+  /// nullopt: the default (threshold.h: from the runs' spread with 3 runs
+  /// a side, else 10%, 1 MiB).
+  std::optional<MaxIncrease> threshold;
   Gate gate = Gate::automatic;
 };
 
 /// Compares `head` against `base`. A test that did not end as its spec
 /// expects on a side is failed there, with each side's outcomes counted;
-/// one skipped on a side is skipped. Otherwise: a test has regressed when every run of
-/// head is above every run of base by more than the threshold (a share of
-/// base's median, or a size, the larger); improved the other way round;
-/// anything in between is unchanged: a change within the runs' own spread
-/// proves nothing. Tests measured on another backend or cgroup mode, under
-/// another limit, or that did not run on one side, are not comparable.
+/// one skipped on a side is skipped. Otherwise the figures of its runs go
+/// through compare_series (threshold.h): regressed, improved or unchanged,
+/// with the threshold that decided. Tests measured on another backend or
+/// cgroup mode, under another limit or expectation, are not comparable;
+/// one on one side only is new or gone.
 Comparison compare_reports(const ReportData& base, const ReportData& head, const CompareOptions& options);
 
 /// Sets `where` of each change that compared figures from both sides'

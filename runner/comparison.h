@@ -31,6 +31,30 @@ const char* to_string(Change change);
 /// was skipped.
 bool outcome_change(Change change);
 
+/// Which rule set a change's threshold (threshold.h).
+enum class ThresholdRule {
+  spread,  ///< the default with 3 runs a side or more: from the runs' own spread
+  fixed,   ///< the default with fewer runs: 10%, 1 MiB
+  spec,    ///< the test's own max_increase (its spec, a rule, a pytest marker)
+  flag,    ///< --max-increase
+};
+
+/// "spread", "fixed", "max_increase", "--max-increase".
+const char* to_string(ThresholdRule rule);
+
+/// What a change of figures was held to, and why (compare_series decides it).
+struct Threshold {
+  ThresholdRule rule = ThresholdRule::fixed;
+  /// The max_increase applied (for `spread`, its floor): a share of the
+  /// base's median and a size, the larger wins.
+  double percent = 0;
+  uint64_t bytes = 0;
+  uint64_t spread = 0;   ///< the larger side's spread: the range of its runs
+  uint64_t allowed = 0;  ///< the increase allowed, bytes: a change must be larger
+  std::string why;       ///< "spread 0.2%: threshold 2% (17.6 MiB)"; "" in a comparison from before
+  bool operator==(const Threshold&) const = default;
+};
+
 /// Where a test's memory went on each side, by the line of its code that
 /// allocated it (or whose call a thread pool served): when both sides'
 /// records were explained (explain).
@@ -49,7 +73,9 @@ struct TestChange {
   /// The figure over each side's runs: lowest, median, highest.
   uint64_t base_lo = 0, base = 0, base_hi = 0, head_lo = 0, head = 0, head_hi = 0;
   size_t base_runs = 0, head_runs = 0;
-  uint64_t allowed = 0;  ///< the increase the threshold allows, in bytes
+  /// What the change was held to: set where figures were compared
+  /// (regressed, improved, unchanged).
+  Threshold threshold;
   std::string note;      ///< why it is not comparable, or what else to know
   /// How each side's runs ended, counted ("oom 3/3", "pass 2/3, fail 1/3");
   /// empty for a side the test is not in.

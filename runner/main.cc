@@ -43,8 +43,10 @@ struct Cli {
 // How a comparison judges: shared by `memrun compare` and --baseline.
 void add_comparing_flags(CLI::App& app, Comparing& c) {
   app.add_option("--max-increase", c.max_increase,
-                 "how much more memory than the base is not yet a regression: N%, SIZE, or both (the larger wins; "
-                 "default '10%, 1MiB'); a test's `max_increase:` overrides it");
+                 "how much more memory than the base is not yet a regression: N%, SIZE, or both (the larger wins); "
+                 "a test's `max_increase:` overrides it. Default, with 3 runs or more a side (--repeat 3): the "
+                 "larger of 2%, 1MiB and 3 times the larger side's spread (the range of its runs); with fewer: "
+                 "10%, 1MiB");
   app.add_option("--gate", c.gate,
                  "the figure compared: auto (the working set where both reports subtracted page cache and the "
                  "test declares no inputs; else the kernel peak), peak, working-set")

@@ -9,7 +9,9 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "runner/ci_report.h"
 #include "runner/report_json.h"
+#include "runner/threshold.h"
 #include "runner/units.h"
 
 namespace memrun {
@@ -55,7 +57,7 @@ TEST(Compare, ThirtyPercentMoreIsARegressionWithItsFigures) {
   EXPECT_EQ(t.head, 52 * MiB);
   EXPECT_EQ(t.delta(), static_cast<int64_t>(12 * MiB));
   EXPECT_DOUBLE_EQ(t.pct(), 30.0);
-  EXPECT_EQ(t.allowed, 4 * MiB);  // 10% of 40 MiB beats 1 MiB
+  EXPECT_EQ(t.threshold.allowed, 4 * MiB);  // 10% of 40 MiB beats 1 MiB
   EXPECT_TRUE(gate_fails(c));
   EXPECT_EQ(c.summary(), "1 regression, 0 improvements, 0 unchanged");
 }
@@ -291,6 +293,63 @@ TEST(Compare, ARunWhoseFiguresDoNotHoldIsNoMeasurementWhicheverRunTheRecordKeeps
   EXPECT_EQ(named(compare_reports(base, again, {}), "t").change, Change::failed_in_head);
 }
 
+TEST(Compare, ARecordThatContradictsItsRunsIsNeverAMeasurement) {
+  // A head record that says it was OOM-killed, whose one run says it
+  // passed at 1 MiB: it was `improved`, exit 0. The record and its runs
+  // are one thing; where they disagree, neither is a measurement.
+  ReportData base = report({{"t", {40}}, {"u", {40, 40, 40}}, {"v", {40}}});
+  ReportData head = report({{"t", {1}}, {"u", {1, 1, 1}}, {"v", {1}}});
+  for (size_t i : {0, 1}) {
+    TestRecord& r = head.tests[i];
+    r.verdict.outcome = Outcome::oom;
+    r.verdict.passed = false;
+    r.verdict.reason = "expected pass, got oom";
+    r.observed.kernel.oom_kills = 1;
+  }
+  // One whose figures do not hold, though its runs' do.
+  head.tests[2].verdict.figures_hold = false;
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "t").head_outcomes, "pass 1/1 (the record says oom)");
+  EXPECT_EQ(named(c, "u").change, Change::failed_in_head);
+  EXPECT_EQ(named(c, "v").change, Change::failed_in_head);
+  EXPECT_EQ(c.count(Change::improved), 0u);
+  EXPECT_TRUE(gate_fails(c));
+  // The same in base: never a regression of head.
+  c = compare_reports(head, base, {});
+  EXPECT_EQ(named(c, "t").change, Change::failed_in_base);
+  EXPECT_EQ(c.count(Change::regressed), 0u);
+}
+
+TEST(Compare, ALimitChangeSaysBothLimitsAsTheyDiffer) {
+  // One byte apart: "32.0 MiB in base, 32.0 MiB in head" said nothing.
+  auto c = compare_reports(report({{"t", {10}}}, 32 * MiB), report({{"t", {66.7}}}, 32 * MiB + 1), {});
+  const auto& t = named(c, "t");
+  EXPECT_EQ(t.change, Change::not_comparable);
+  EXPECT_NE(t.note.find("its limit changed (32.0 MiB (33554432 bytes) in base, 32.0 MiB (33554433 bytes) in head)"),
+            std::string::npos) << t.note;
+  EXPECT_EQ(comparison_text(c).find("32.0 MiB in base, 32.0 MiB in head"), std::string::npos) << comparison_text(c);
+  c = compare_reports(report({{"t", {10}}}, 32 * MiB), report({{"t", {10}}}, 48 * MiB), {});
+  EXPECT_NE(named(c, "t").note.find("its limit changed (32.0 MiB in base, 48.0 MiB in head)"), std::string::npos)
+      << named(c, "t").note;
+}
+
+TEST(Compare, AChangedExpectationIsNotComparable) {
+  // An expected OOM's peak is its limit: against a pass's peak it measures
+  // nothing of the code.
+  ReportData base = report({{"t", {64}}, {"old", {10}}}), head = report({{"t", {20}}, {"old", {10}}});
+  base.tests[0].test.expected = "oom";
+  base.tests[0].runs[0].outcome = base.tests[0].verdict.outcome = Outcome::oom;
+  head.tests[0].test.expected = "pass";
+  base.tests[1].test.expected = "";  // a report older than the field expected a pass
+  head.tests[1].test.expected = "pass";
+  auto c = compare_reports(base, head, {});
+  EXPECT_EQ(named(c, "t").change, Change::not_comparable);
+  EXPECT_NE(named(c, "t").note.find("its expectation changed (expect oom in base, pass in head)"), std::string::npos)
+      << named(c, "t").note;
+  EXPECT_EQ(named(c, "old").change, Change::unchanged);
+}
+
 TEST(Compare, ASkippedSideIsSkippedNeverRegressed) {
   // pytest skipped the case in base (a tiny peak); head ran it.
   ReportData base = report({{"t", {1}}, {"new-skip", {1}}});
@@ -378,7 +437,7 @@ TEST(Compare, MarkdownIsASummaryLineThenATableGithubRenders) {
   ASSERT_LT(header + 1, lines.size()) << md;
   EXPECT_EQ(lines[header - 1], "");
   size_t n = cells(lines[header]);
-  EXPECT_EQ(n, 7u);
+  EXPECT_EQ(n, 8u);
   EXPECT_EQ(cells(lines[header + 1]), n);
   for (const auto& cell : {"---", "---:"}) EXPECT_NE(lines[header + 1].find(cell), std::string::npos);
   ASSERT_EQ(lines.size(), header + 2 + c.tests.size()) << md;  // the table ends the text
@@ -394,6 +453,167 @@ TEST(Compare, JunitFailsOnlyRegressionsAndAnnotationsPointAtTheSpecLine) {
   EXPECT_NE(xml.find("failures=\"1\""), std::string::npos) << xml;
   EXPECT_EQ(comparison_annotations(c).rfind("::error file=specs/s.yaml,line=4,title=memrun%3A up regressed::", 0), 0u)
       << comparison_annotations(c);
+}
+
+// The threshold (issue 49): with 3 runs a side or more, from the runs'
+// own spread; with fewer, 10%, 1 MiB; a test's max_increase, else
+// --max-increase, over either.
+
+TEST(Threshold, ARealGrowthOfEightPercentWithATinySpreadIsARegressionAndSaysWhy) {
+  // The issue's case: a Polars query, 3 runs a side, 0.2% spread, +8.7%:
+  // `unchanged` under a flat 10%.
+  auto base = report({{"q", {879.9, 880.0, 880.1}}}), head = report({{"q", {956.2, 956.8, 957.8}}});
+  auto c = compare_reports(base, head, {});
+  const auto& t = named(c, "q");
+  EXPECT_EQ(t.change, Change::regressed);
+  EXPECT_EQ(t.threshold.rule, ThresholdRule::spread);
+  EXPECT_EQ(t.threshold.spread, static_cast<uint64_t>(957.8 * MiB) - static_cast<uint64_t>(956.2 * MiB));
+  EXPECT_EQ(t.threshold.allowed, static_cast<uint64_t>(880.0 * MiB * 0.02));  // the 2% floor beats 3 spreads
+  EXPECT_EQ(t.threshold.why, "spread 0.2%: threshold 2% (17.6 MiB)");
+  // The flat rule of one run a side, given explicitly, calls it unchanged.
+  CompareOptions flat;
+  flat.threshold = MaxIncrease{10, MiB};
+  EXPECT_EQ(named(compare_reports(base, head, flat), "q").change, Change::unchanged);
+}
+
+TEST(Threshold, FivePercentWithASpreadUnderOnePercentIsRegressedAndThreeWithFourIsNot) {
+  // +5% where every side's runs lie within 0.9%: the spread's threshold
+  // (3 x 0.95 MiB) and the floor (2 MiB) are both below the 4.1 MiB gap.
+  auto c = compare_reports(report({{"t", {100, 100.5, 100.9}}}), report({{"t", {105, 105.5, 105.95}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::regressed);
+  EXPECT_EQ(named(c, "t").threshold.why, "spread 0.9%: threshold 2.8%, 3x the spread (2.85 MiB)");
+  // +3% where the runs spread over 4%: unchanged, and it says at what.
+  c = compare_reports(report({{"t", {100, 102, 104}}}), report({{"t", {103, 105, 107.1}}}), {});
+  const auto& t = named(c, "t");
+  EXPECT_EQ(t.change, Change::unchanged);
+  EXPECT_EQ(t.threshold.why, "spread 4%: threshold 12%, 3x the spread (12.3 MiB)");
+  // Clear of the runs but within 3 spreads: still unchanged.
+  c = compare_reports(report({{"t", {100, 102, 104}}}), report({{"t", {110, 112, 114}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+  c = compare_reports(report({{"t", {100, 102, 104}}}), report({{"t", {117, 119, 121}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::regressed);
+}
+
+TEST(Threshold, ImprovementsAreHeldToTheSameThreshold) {
+  auto c = compare_reports(report({{"t", {105, 105.5, 105.95}}}), report({{"t", {100, 100.5, 100.9}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::improved);
+  EXPECT_EQ(named(c, "t").threshold.rule, ThresholdRule::spread);
+  c = compare_reports(report({{"t", {103, 105, 107.1}}}), report({{"t", {100, 102, 104}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+}
+
+TEST(Threshold, ASmallTestKeepsTheOneMebibyteFloor) {
+  // +5% of 10 MiB is half a MiB: within the floor's 1 MiB.
+  auto c = compare_reports(report({{"t", {10, 10.01, 10.02}}}), report({{"t", {10.5, 10.51, 10.52}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+  EXPECT_EQ(named(c, "t").threshold.why, "spread 0.2%: threshold 1.00 MiB");
+}
+
+TEST(Threshold, FewerThanThreeRunsASideKeepTenPercent) {
+  // One run a side, as before the spread: 8.75% is unchanged, 11.25% is not.
+  auto c = compare_reports(report({{"t", {40}}}), report({{"t", {43.5}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+  EXPECT_EQ(named(c, "t").threshold.rule, ThresholdRule::fixed);
+  EXPECT_EQ(named(c, "t").threshold.allowed, 4 * MiB);
+  EXPECT_EQ(named(c, "t").threshold.why, "1 run a side (the spread needs 3 a side): threshold 10%, 1.00 MiB (4.00 MiB)");
+  EXPECT_EQ(named(compare_reports(report({{"t", {40}}}), report({{"t", {44.5}}}), {}), "t").change, Change::regressed);
+  // Three runs on one side only: still the fixed rule.
+  c = compare_reports(report({{"t", {40, 40, 40}}}), report({{"t", {42, 42}}}), {});
+  EXPECT_EQ(named(c, "t").change, Change::unchanged);
+  EXPECT_EQ(named(c, "t").threshold.why,
+            "3 runs in base, 2 in head (the spread needs 3 a side): threshold 10%, 1.00 MiB (4.00 MiB)");
+}
+
+TEST(Threshold, AGivenMaxIncreaseWinsOverTheDefault) {
+  auto base = report({{"q", {879.9, 880.0, 880.1}}}), head = report({{"q", {956.2, 956.8, 957.8}}});
+  // --max-increase
+  CompareOptions loose;
+  loose.threshold = MaxIncrease{20, 0};
+  auto c = compare_reports(base, head, loose);
+  EXPECT_EQ(named(c, "q").change, Change::unchanged);
+  EXPECT_EQ(named(c, "q").threshold.rule, ThresholdRule::flag);
+  EXPECT_EQ(named(c, "q").threshold.why, "--max-increase 20% (176.0 MiB)");
+  // The test's own (its spec, a rule or a pytest marker) over both.
+  head.tests[0].test.max_increase = std::pair{5.0, 8 * MiB};
+  c = compare_reports(base, head, loose);
+  EXPECT_EQ(named(c, "q").change, Change::regressed);
+  EXPECT_EQ(named(c, "q").threshold.rule, ThresholdRule::spec);
+  EXPECT_EQ(named(c, "q").threshold.why, "the test's max_increase: 5%, 8.00 MiB (44.0 MiB)");
+  // And with one run a side.
+  c = compare_reports(report({{"t", {40}}}), report({{"t", {41.5}}}), {.threshold = MaxIncrease{1, 0}});
+  EXPECT_EQ(named(c, "t").change, Change::regressed);
+  EXPECT_EQ(named(c, "t").threshold.rule, ThresholdRule::flag);
+}
+
+TEST(Threshold, AnySeriesGoesThroughTheSameRuleInAnyOrder) {
+  // A block's peaks, say: unsorted as measured.
+  std::vector<uint64_t> base = {101 * MiB, 100 * MiB, 100 * MiB + MiB / 2}, head = {106 * MiB, 105 * MiB, 105 * MiB + MiB / 2};
+  SeriesChange s = compare_series(base, head, std::nullopt);
+  EXPECT_EQ(s.change, Change::regressed);
+  EXPECT_EQ(s.base_lo, 100 * MiB);
+  EXPECT_EQ(s.base, 100 * MiB + MiB / 2);
+  EXPECT_EQ(s.head_hi, 106 * MiB);
+  EXPECT_EQ(s.threshold.allowed, 3 * MiB);  // 3 x 1 MiB beats 2% of 100.5 MiB
+  EXPECT_EQ(compare_series(head, base, std::nullopt).change, Change::improved);
+  // Figures near 2^63 saturate, never wrap.
+  uint64_t huge = uint64_t{INT64_MAX};
+  s = compare_series({0, huge / 2, huge}, {huge, huge, huge}, std::nullopt);
+  EXPECT_EQ(s.threshold.allowed, huge);
+  EXPECT_EQ(s.change, Change::unchanged);
+  s = compare_series({huge}, {huge}, GivenThreshold{{1000, 0}, ThresholdRule::flag});
+  EXPECT_EQ(s.threshold.allowed, huge);
+}
+
+TEST(Threshold, EveryOutputSaysWhatDecidedEachTest) {
+  auto c = compare_reports(report({{"up", {879.9, 880.0, 880.1}}, {"same", {100, 102, 104}}, {"one", {40}}}),
+                           report({{"up", {956.2, 956.8, 957.8}}, {"same", {103, 105, 107.1}}, {"one", {41}}}), {});
+  const char* up = "spread 0.2%: threshold 2% (17.6 MiB)";
+  const char* same = "spread 4%: threshold 12%, 3x the spread (12.3 MiB)";
+  const char* one = "1 run a side (the spread needs 3 a side): threshold 10%, 1.00 MiB (4.00 MiB)";
+  std::string text = comparison_text(c), md = comparison_markdown(c), junit = comparison_junit(c);
+  for (const char* why : {up, same, one}) EXPECT_NE(text.find(why), std::string::npos) << why << "\n" << text;
+  EXPECT_NE(text.find("every run of head above every run of base by 76.1 MiB: more than the threshold"),
+            std::string::npos) << text;
+  // Markdown: a column of its own, escaped as the table's other text.
+  EXPECT_NE(md.find("| threshold |"), std::string::npos) << md;
+  EXPECT_NE(md.find(markdown_literal(same)), std::string::npos) << md;
+  EXPECT_NE(md.find("3 runs a side the larger of 2%, 1 MiB and 3 times the larger side's spread"), std::string::npos) << md;
+  // JUnit: a property per test, and the regression's message.
+  EXPECT_NE(junit.find("<property name=\"threshold\" value=\"" + std::string(same) + "\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<property name=\"threshold_rule\" value=\"fixed\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find(std::string("more than the threshold: ") + up), std::string::npos) << junit;
+  EXPECT_NE(comparison_annotations(c).find("threshold 2%25 (17.6 MiB)"), std::string::npos) << comparison_annotations(c);
+  // JSON: the rule, what it applied, the spread and why; read back whole.
+  auto j = nlohmann::json::parse(comparison_json(c));
+  const auto& first = j["tests"][0];
+  ASSERT_EQ(first["name"], "up");
+  EXPECT_EQ(first["threshold"]["rule"], "spread");
+  EXPECT_EQ(first["threshold"]["why"], up);
+  EXPECT_EQ(first["threshold"]["max_increase"]["percent"], 2.0);
+  EXPECT_EQ(first["threshold"]["max_increase"]["bytes"], MiB);
+  EXPECT_EQ(first["allowed_increase_bytes"], named(c, "up").threshold.allowed);
+  auto back = comparison_from_json(nlohmann::ordered_json::parse(comparison_json(c)), "c.json");
+  for (const auto& t : c.tests) EXPECT_EQ(named(back, t.name).threshold, t.threshold) << t.name;
+  EXPECT_EQ(comparison_text(back), comparison_text(c));
+  // A comparison written before thresholds were said reads back without one.
+  auto old = nlohmann::ordered_json::parse(comparison_json(c));
+  for (auto& t : old["tests"]) t.erase("threshold");
+  auto before = comparison_from_json(old, "c.json");
+  EXPECT_EQ(named(before, "up").threshold.why, "");
+  EXPECT_EQ(named(before, "up").threshold.allowed, named(c, "up").threshold.allowed);
+}
+
+TEST(Threshold, AFailedOrIncomparableTestSaysNoThreshold) {
+  ReportData base = report({{"t", {100, 100, 100}}, {"limit", {10, 10, 10}}});
+  ReportData head = report({{"t", {50, 50, 50}}, {"limit", {10, 10, 10}}});
+  ended(head, 0, Outcome::fail, 50);
+  head.tests[1].test.requested_limit = 512 * MiB;
+  auto c = compare_reports(base, head, {});
+  std::string text = comparison_text(c);
+  EXPECT_EQ(text.find("spread"), std::string::npos) << text;
+  auto j = nlohmann::json::parse(comparison_json(c));
+  for (const auto& t : j["tests"]) EXPECT_TRUE(t["threshold"].is_null()) << t.dump();
+  EXPECT_EQ(comparison_junit(c).find("threshold"), std::string::npos) << comparison_junit(c);
 }
 
 }  // namespace

@@ -98,6 +98,32 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
   EXPECT_EQ(report["tests"][0]["runs"].size(), 3u);
 }
 
+TEST_F(Comparing, ThreeRunsASideAreHeldToTheirOwnSpreadAndSaySo) {
+  // The workload's binary read once outside both runs (see above).
+  ASSERT_EQ(run_program({workload(), "--touch", "1MiB"}).exit_code, 0);
+  const char* steady = "tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 128MiB}\n";
+  ASSERT_EQ(run_as(steady, "base.json", {"--repeat", "3"}).exit_code, 0);
+  ASSERT_EQ(run_as(steady, "same.json", {"--repeat", "3"}).exit_code, 0);
+  ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 50MiB], memory: 128MiB}\n", "grown.json",
+                   {"--repeat", "3"}).exit_code, 0);
+  // Equal code: unchanged, held to its spread's threshold (its runs agree
+  // within a few pages: the 1 MiB floor), and every output says so.
+  auto c = compare("base.json", "same.json");
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  const auto& t = c.report["tests"][0];
+  EXPECT_EQ(t["change"], "unchanged") << c.out;
+  EXPECT_EQ(t["threshold"]["rule"], "spread") << t.dump();
+  std::string why = t["threshold"]["why"];
+  EXPECT_EQ(why.rfind("spread ", 0), 0u) << why;
+  EXPECT_NE(c.out.find(why), std::string::npos) << c.out;
+  // A quarter more: regressed, with the same kind of threshold.
+  c = compare("base.json", "grown.json");
+  EXPECT_EQ(c.exit_code, 1) << c.out;
+  EXPECT_EQ(c.report["tests"][0]["change"], "regressed") << c.out;
+  EXPECT_EQ(c.report["tests"][0]["threshold"]["rule"], "spread") << c.out;
+  EXPECT_NE(c.out.find("more than the threshold"), std::string::npos) << c.out;
+}
+
 // Writes `mib` MiB to `path` and reads it back: all of it in the page cache
 // of this process's cgroup.
 void write_and_cache(const std::string& path, int mib) {

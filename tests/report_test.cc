@@ -555,7 +555,7 @@ TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
   up.figure = "peak";
   up.base_lo = 10, up.base = 11, up.base_hi = 12, up.head_lo = 20, up.head = 21, up.head_hi = 22;
   up.base_runs = up.head_runs = 3;
-  up.allowed = 5;
+  up.threshold = {ThresholdRule::spread, 2, MiB, 1, 5, "spread 10%: threshold 5 B"};
   up.base_outcomes = up.head_outcomes = "pass 3/3";
   up.note = "noted";
   TestChange failed = up;
