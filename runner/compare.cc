@@ -130,6 +130,11 @@ std::vector<std::string> environment_warnings(const RunInfo& b, const RunInfo& h
 }
 
 // What a test expects (a report older than the field expected a pass).
+// What a record's figures are of (TestIdentity::measured), as a note says it.
+std::string measured_text(const std::string& measured) {
+  return measured == "forked_case" ? "a forked case (pytest --memrun)" : "a whole process";
+}
+
 std::string expectation(const TestRecord& r) { return r.test.expected.empty() ? "pass" : r.test.expected; }
 
 // "32.0 MiB in base, 48.0 MiB in head"; where the two round alike, exact:
@@ -208,6 +213,12 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
     c.change = Change::not_comparable;
     c.note = fmt::format("its limit changed ({}): a limit changes what the kernel reclaims",
                          two_sizes(b.test.requested_limit, h.test.requested_limit));
+  } else if (b.test.measured != h.test.measured) {
+    // pytest --memrun measures a case's fork; a spec's suites: pytest, its
+    // whole process (the interpreter's start-up, its imports).
+    c.change = Change::not_comparable;
+    c.note = fmt::format("one side measured {}, the other {}: their figures differ by what pytest had loaded",
+                         measured_text(b.test.measured), measured_text(h.test.measured));
   } else if (expectation(b) != expectation(h)) {
     // An expected OOM's peak is its limit, not what the code needs.
     c.change = Change::not_comparable;
@@ -217,6 +228,53 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
     c.change = s.change;
   }
   return c;
+}
+
+// Whether figures were compared (neither side failed nor was skipped).
+bool compared(Change c) { return c == Change::regressed || c == Change::improved || c == Change::unchanged; }
+
+// The peaks of block `name` (a memrun_peak block: record.h BlockFigures)
+// over a record's runs that measured it, sorted.
+std::vector<uint64_t> block_figures(const TestRecord& r, const std::string& name) {
+  std::vector<uint64_t> out;
+  auto add = [&](const std::vector<BlockFigures>& blocks) {
+    for (const auto& b : blocks)
+      if (b.name == name) out.push_back(b.peak);
+  };
+  for (const auto& run : r.runs) add(run.blocks);
+  if (r.runs.empty()) add(r.observed.blocks);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Each block both sides measured, compared as the test's peak is (the
+// same rule and threshold): only where the test's own runs are
+// measurements on both sides (`test` compared figures).
+std::vector<TestChange> block_changes(const TestRecord& b, const TestRecord& h, const TestChange& test,
+                                      const CompareOptions& o) {
+  std::vector<TestChange> out;
+  if (!compared(test.change)) return out;
+  std::optional<GivenThreshold> given;
+  if (h.test.max_increase) given = GivenThreshold{{h.test.max_increase->first, h.test.max_increase->second}, ThresholdRule::spec};
+  else if (o.threshold) given = GivenThreshold{*o.threshold, ThresholdRule::flag};
+  std::vector<std::string> names;
+  for (const auto& blk : (h.runs.empty() ? h.observed.blocks : h.runs.front().blocks)) names.push_back(blk.name);
+  for (const auto& name : names) {
+    auto bf = block_figures(b, name), hf = block_figures(h, name);
+    if (bf.empty() || hf.empty()) continue;
+    SeriesChange s = compare_series(bf, hf, given);
+    TestChange c;
+    c.name = h.test.name, c.spec = h.test.spec, c.line = h.test.line;
+    c.block = name;
+    c.figure = "block " + name;
+    c.change = s.change;
+    c.base_lo = s.base_lo, c.base = s.base, c.base_hi = s.base_hi, c.base_runs = bf.size();
+    c.head_lo = s.head_lo, c.head = s.head, c.head_hi = s.head_hi, c.head_runs = hf.size();
+    c.threshold = s.threshold;
+    c.base_outcomes = test.base_outcomes, c.head_outcomes = test.head_outcomes;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 // A test found on one side only: new in head, or gone from it.
@@ -303,7 +361,6 @@ std::string head_text(const TestChange& t) {
 }
 
 // Whether a change compared figures (and a threshold decided it).
-bool compared(Change c) { return c == Change::regressed || c == Change::improved || c == Change::unchanged; }
 
 // What decided a compared test, after `sep`: "spread 0.2%: threshold 2% (17.6 MiB)";
 // "" for the rest (and for a comparison written before thresholds were said).
@@ -375,6 +432,7 @@ Comparison compare_reports(const ReportData& base, const ReportData& head, const
       t.change = Change::not_comparable;
       t.note = incomparable;
     }
+    for (auto& block : block_changes(*it->second, h, t, o)) c.tests.push_back(std::move(block));
     c.tests.push_back(t);
     in_base.erase(it);
   }
@@ -473,8 +531,8 @@ std::string comparison_json(const Comparison& c) {
     // measurement: null, with its outcomes beside.
     bool measured = !outcome_change(t.change);
     auto figure = [&](const nlohmann::ordered_json& value) { return measured ? value : nlohmann::ordered_json(nullptr); };
-    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"change", to_string(t.change)},
-                          {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
+    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"block", t.block},
+                          {"change", to_string(t.change)}, {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
                           {"base_range_bytes", figure({t.base_lo, t.base_hi})},
                           {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
                           {"change_pct", figure(std::round(t.pct() * 100) / 100)},
@@ -513,6 +571,7 @@ Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::stri
         if (change == to_string(k)) t.change = k, known = true;
       if (!known) throw refuse("test '" + printable(t.name) + "' has the change " + printable(change) + ", not one memrun writes");
       t.figure = e.at("figure").get<std::string>();
+      if (e.contains("block") && e.at("block").is_string()) t.block = e.at("block").get<std::string>();
       t.base = bytes(e.at("base_bytes"));
       t.head = bytes(e.at("head_bytes"));
       const auto& br = e.at("base_range_bytes");

@@ -67,6 +67,9 @@ struct WhereChange {
 /// One test, base against head.
 struct TestChange {
   std::string name, spec;
+  /// A memrun_peak block of the test (record.h BlockFigures), compared as
+  /// its own figure ("block NAME"); empty for the test's own peak.
+  std::string block;
   int line = 0;  ///< in the head's spec (the base's for a gone test)
   Change change = Change::unchanged;
   std::string figure;  ///< "peak" or "working set"

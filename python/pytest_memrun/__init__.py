@@ -280,8 +280,12 @@ def _read_text(path):
 
 
 def _write(directory, name, text):
-    with open(os.path.join(directory, name), "w") as f:
-        f.write(text)
+    # A cgroup's file, never made where none is (O_CREAT is not asked).
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 # The blocks measured in this process so far (a case's fork starts with

@@ -450,6 +450,7 @@ class Session:
             if tr is not None:
                 tr.write_line(self.header)
 
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's, when it is installed
     def pytest_testnodedown(self, node, error):
         report = getattr(node, "workeroutput", {}).get("memrun_report")
         if report:
