@@ -344,6 +344,13 @@ TEST_F(Trust, SocketBuffersQueuedFromASubGroupTheTestMadeNeverPass) {
     if (run.report["host"]["backend"] == "v1")
       EXPECT_NE(t["reason"].get<std::string>().find("made a memory sub-group (/sub)"), std::string::npos) << t.dump();
   }
+  // A sub-group made and removed again before the end is seen as well.
+  auto removed = run_spec(dir, "tests:\n  - {name: removes, run: " + yaml_quoted(kFindGroup + "mkdir $G/sub && rmdir $G/sub") +
+                                   ", memory: 32MiB}\n");
+  const auto& r = test_named(removed, "removes");
+  if (removed.report["host"]["backend"] == "v1")
+    EXPECT_NE(r["reason"].get<std::string>().find("made a memory sub-group (one it removed again)"), std::string::npos)
+        << r.dump();
 }
 
 TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
