@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,11 @@ class Group {
   /// /proc/ID/cgroup names it (the memory hierarchy's on v1, the unified
   /// one on v2); "" when it is inside, or gone.
   virtual std::string outside(int id) const = 0;
+  /// The tasks (threads) in this group and below it, as the groups list
+  /// them (v1 `tasks`, v2 `cgroup.threads`): one read a group, where
+  /// outside() is one a thread. A walk of many threads asks outside() only
+  /// of those not listed. Empty where unknown (then ask each).
+  virtual std::set<int> tasks_inside() const { return {}; }
   /// Current usage; a handful of small reads, cheap enough to sample often.
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before its removal.
@@ -463,6 +469,10 @@ Garbage collect_garbage(const OpenOptions& options);
 /// The directories of the manager's kRunPrefix*.scope units whose process
 /// is provably gone (see dead_runs).
 std::vector<std::string> dead_scopes();
+
+/// Every task id the file `list` (tasks, cgroup.threads) of each of
+/// `groups` names.
+std::set<int> listed_tasks(const std::vector<std::string>& groups, const std::string& list);
 
 /// The sub-groups of `dir`, not descending.
 std::vector<std::string> children_of(const std::string& dir);

@@ -150,6 +150,7 @@ class V1Group : public Group {
   bool counts_kills_below() const override { return false; }
   Placement placement() const override { return {-1, fds_, seal_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), "memory"); }
+  std::set<int> tasks_inside() const override { return listed_tasks(subtree(mem_), "tasks"); }
 
   Usage usage() const override {
     Usage u;

@@ -341,16 +341,18 @@ TEST_F(Trust, SocketBuffersQueuedFromASubGroupTheTestMadeNeverPass) {
     const auto& t = test_named(run, "queues");
     EXPECT_FALSE(t["passed"]) << t.dump();
     EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-    if (run.report["host"]["backend"] == "v1")
+    if (run.report["host"]["backend"] == "v1") {
       EXPECT_NE(t["reason"].get<std::string>().find("made a memory sub-group (/sub)"), std::string::npos) << t.dump();
+    }
   }
   // A sub-group made and removed again before the end is seen as well.
   auto removed = run_spec(dir, "tests:\n  - {name: removes, run: " + yaml_quoted(kFindGroup + "mkdir $G/sub && rmdir $G/sub") +
                                    ", memory: 32MiB}\n");
   const auto& r = test_named(removed, "removes");
-  if (removed.report["host"]["backend"] == "v1")
+  if (removed.report["host"]["backend"] == "v1") {
     EXPECT_NE(r["reason"].get<std::string>().find("made a memory sub-group (one it removed again)"), std::string::npos)
         << r.dump();
+  }
 }
 
 TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
