@@ -80,7 +80,10 @@ class Report {
     uint32_t length = 0;  // 0: not added
     bool held = false;    // in held_, not in the spool
     uint64_t digest = 0;  // of the text, keyed by key_: checked when read back
-    Verdict verdict;      // for the tally, and a stand-in's identity below
+    // For the tally (what Tally::add reads of its verdict), and a stand-in's
+    // identity.
+    Outcome outcome = Outcome::error;
+    bool passed = false, disabled = false;
     std::string name, spec;
     int line = 0;
     uint64_t requested_limit = 0;
