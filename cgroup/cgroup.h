@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,14 @@ struct Final {
   /// memory cgroup). They are killed with the rest. (The runner adds those
   /// it saw leave while the test ran, on every backend.)
   uint64_t escaped = 0;
+  /// v1 with TCP accounting: the first memory sub-group the test made (its
+  /// path below the test's group), seen when it was made or at the end.
+  /// v1 charges socket buffers only in a group whose
+  /// memory.kmem.tcp.limit_in_bytes was written before the socket was made,
+  /// and no write can be made sure to come first: a process of the test can
+  /// enter the group the moment it exists. Empty: none, or v2 (which
+  /// charges sockets in every group).
+  std::string uncharged_sub_group;
   /// The kernel's files as it names their keys, for a report to carry
   /// whole: what a reader of the report may look up. Every figure a caller
   /// decides by is a named field above; these are never read by key.
@@ -226,10 +235,16 @@ class Group {
   virtual bool counts_kills_below() const { return true; }
   /// How to place a child in this group.
   virtual Placement placement() const = 0;
-  /// Where process `pid` is when it is not in this group or below it: its
-  /// cgroup as /proc/PID/cgroup names it (the memory hierarchy's on v1, the
-  /// unified one on v2); "" when it is inside, or gone.
-  virtual std::string outside(int pid) const = 0;
+  /// Where task `id` (a process, or one thread of one: each has cgroups of
+  /// its own) is when it is not in this group or below it: its cgroup as
+  /// /proc/ID/cgroup names it (the memory hierarchy's on v1, the unified
+  /// one on v2); "" when it is inside, or gone.
+  virtual std::string outside(int id) const = 0;
+  /// The tasks (threads) in this group and below it, as the groups list
+  /// them (v1 `tasks`, v2 `cgroup.threads`): one read a group, where
+  /// outside() is one a thread. A walk of many threads asks outside() only
+  /// of those not listed. Empty where unknown (then ask each).
+  virtual std::set<int> tasks_inside() const { return {}; }
   /// Current usage; a handful of small reads, cheap enough to sample often.
   virtual Usage usage() const = 0;
   /// Reads every figure; call after the test ended and before its removal.
@@ -492,13 +507,18 @@ Garbage collect_garbage(const OpenOptions& options);
 /// is provably gone (see dead_runs).
 std::vector<std::string> dead_scopes();
 
+/// Every task id the file `list` (tasks, cgroup.threads) of each of
+/// `groups` names.
+std::set<int> listed_tasks(const std::vector<std::string>& groups, const std::string& list);
+
 /// The sub-groups of `dir`, not descending.
 std::vector<std::string> children_of(const std::string& dir);
 
-/// Where process `pid` is, unless it is in the group `kernel_path` or
-/// below it: its line of /proc/PID/cgroup for the hierarchy with
-/// `controller` ("" for the unified one). "" when inside, or gone.
-std::string outside_group(int pid, const std::string& kernel_path, const std::string& controller);
+/// Where task `id` (a process or a thread: /proc/TID/cgroup is the
+/// thread's own) is, unless it is in the group `kernel_path` or below it:
+/// its line of /proc/ID/cgroup for the hierarchy with `controller` ("" for
+/// the unified one). "" when inside, or gone.
+std::string outside_group(int id, const std::string& kernel_path, const std::string& controller);
 
 /// rmdir(2) of a group with no sub-groups, retried while EBUSY (processes
 /// still exiting) for up to 2 s. Throws Failure on failure.

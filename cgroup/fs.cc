@@ -66,16 +66,24 @@ Writes& writes() {
 
 }  // namespace
 
-std::vector<int> watch_writes(const std::vector<std::string>& files) {
+namespace {
+
+std::vector<int> watch(const std::vector<std::string>& paths, uint32_t mask) {
   Writes& w = writes();
   std::lock_guard<std::mutex> hold(w.lock);
   std::vector<int> watches;
   if (w.fd < 0) return watches;
-  for (const auto& f : files)
-    if (int wd = ::inotify_add_watch(w.fd, f.c_str(), IN_MODIFY); wd >= 0)
+  for (const auto& f : paths)
+    if (int wd = ::inotify_add_watch(w.fd, f.c_str(), mask); wd >= 0)
       watches.push_back(wd), w.watching.insert(wd), w.written.erase(wd);
   return watches;
 }
+
+}  // namespace
+
+std::vector<int> watch_writes(const std::vector<std::string>& files) { return watch(files, IN_MODIFY); }
+
+std::vector<int> watch_made(const std::string& dir) { return watch({dir}, IN_CREATE | IN_ONLYDIR); }
 
 bool any_written(const std::vector<int>& watches) {
   Writes& w = writes();
@@ -85,7 +93,7 @@ bool any_written(const std::vector<int>& watches) {
   for (ssize_t n; (n = ::read(w.fd, events, sizeof events)) > 0;)
     for (ssize_t at = 0; at < n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(events + at);
-      if (e->mask & IN_MODIFY) w.written.insert(e->wd);
+      if (e->mask & (IN_MODIFY | IN_CREATE)) w.written.insert(e->wd);
       // Events were lost: any watch there was then may have been written.
       if (e->mask & IN_Q_OVERFLOW) w.written.insert(w.watching.begin(), w.watching.end());
       at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);

@@ -68,8 +68,12 @@ int remove_dir_path(const std::string& path);
 /// not. Returns the watches, for any_written and unwatch.
 std::vector<int> watch_writes(const std::vector<std::string>& files);
 
-/// Whether any of `watches` saw a write since it was made; reads what the
-/// instance queued, never waits.
+/// Watches folder `dir` for folders made in it (IN_CREATE: a cgroup's
+/// sub-group), on the same instance: any_written says whether one was.
+std::vector<int> watch_made(const std::string& dir);
+
+/// Whether any of `watches` saw a write (or, of watch_made's, a folder
+/// made) since it was made; reads what the instance queued, never waits.
 bool any_written(const std::vector<int>& watches);
 
 /// Ends `watches` (those of a removed file are gone already) and clears it.

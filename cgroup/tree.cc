@@ -331,6 +331,15 @@ void remove_dir(const std::string& dir) {
   }
 }
 
+std::set<int> listed_tasks(const std::vector<std::string>& groups, const std::string& list) {
+  std::set<int> ids;
+  for (const auto& g : groups) {
+    std::istringstream in(fs::read_file(g + "/" + list).value_or(""));
+    for (int id; in >> id;) ids.insert(id);
+  }
+  return ids;
+}
+
 std::string outside_group(int pid, const std::string& kernel_path, const std::string& controller) {
   // Lines are "ID:CONTROLLERS:PATH"; v2's is "0::PATH", a v1 hierarchy's
   // lists its controllers ("memory", "cpu,cpuacct").

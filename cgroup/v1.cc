@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -52,13 +53,23 @@ Breakdown breakdown_of(std::map<std::string, uint64_t>& s, const std::string& di
   return b;
 }
 
+// The process (thread group) of task `tid`: its Tgid; `tid` itself when
+// it is gone (then it is no longer outside either).
+int process_of(int tid) {
+  std::istringstream in(fs::read_file("/proc/" + std::to_string(tid) + "/status").value_or(""));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Tgid:", 0) == 0) return std::atoi(line.c_str() + 5);
+  return tid;
+}
+
 // The memory line of /proc/PID/cgroup ("4:memory:/a/b" -> "/a/b"); empty
 // when the process is gone.
 class V1Group : public Group {
  public:
   /// `ancestors_limit`: the lowest limit above the group, read once per run.
-  V1Group(std::string mem, std::string pids, uint64_t ancestors_limit)
-      : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit) {}
+  /// `tcp`: the kernel offers TCP accounting (memory.kmem.tcp.*).
+  V1Group(std::string mem, std::string pids, uint64_t ancestors_limit, bool tcp)
+      : mem_(std::move(mem)), pids_(std::move(pids)), ancestors_limit_(ancestors_limit), tcp_(tcp) {}
   ~V1Group() override { last_attempt(); }
 
   /// Opens what placement() hands out: the groups' cgroup.procs, or their
@@ -79,6 +90,7 @@ class V1Group : public Group {
     if (sealed && (leaf_limit_fd_ = ::open((stat_ + "/memory.limit_in_bytes").c_str(), O_RDONLY | O_CLOEXEC)) < 0)
       fail_errno(Failure::Kind::system, "cannot open the memory files of " + stat_, stat_);
     watch_oom();
+    if (tcp_) watch_sub_groups();
     limit_watches_ = fs::watch_writes({mem_ + "/memory.limit_in_bytes", mem_ + "/memory.memsw.limit_in_bytes",
                                         stat_ + "/memory.limit_in_bytes", stat_ + "/memory.memsw.limit_in_bytes"});
     // The peak memrun reports is the group's high-water mark, which a write
@@ -103,6 +115,24 @@ class V1Group : public Group {
       for (int* fd : {&oom_event_fd_, &oom_control_fd_})
         if (*fd >= 0) ::close(*fd), *fd = -1;
     }
+  }
+
+  // A sub-group the test makes is one where its sockets go uncharged (see
+  // the top and Final::uncharged_sub_group): inotify sees each group made
+  // in the folder the test's processes are in the moment it is made, one
+  // the test removes again included; the subtree at the end, the rest
+  // (where inotify cannot watch). A memory sub-group cannot be made but
+  // through such a folder.
+  // (On the process's one inotify instance: closing an instance of its
+  // own waits for an SRCU grace period, ~12 ms a test measured.)
+  void watch_sub_groups() { sub_group_watch_ = fs::watch_made(stat_); }
+
+  // The first memory sub-group the test made, below the folder its
+  // processes are in ("/sub"); "" when it made none.
+  std::string sub_group_made() const {
+    for (const auto& g : groups(mem_))
+      if (g != mem_ && g != stat_) return g.substr(stat_.size());
+    return fs::any_written(sub_group_watch_) ? "one it removed again" : "";
   }
 
   const std::string& path() const override { return mem_; }
@@ -131,6 +161,7 @@ class V1Group : public Group {
   bool counts_kills_below() const override { return false; }
   Placement placement() const override { return {-1, fds_, seal_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), "memory"); }
+  std::set<int> tasks_inside() const override { return listed_tasks(subtree(mem_), "tasks"); }
 
   Usage usage() const override {
     Usage u;
@@ -220,6 +251,7 @@ class V1Group : public Group {
     f.reclaimable_file = f.raw.stat["total_active_file"] + f.raw.stat["total_inactive_file"];
     f.effective_limit = std::min(ancestors_limit_, f.limit_at_end);
     f.escaped = escaped_;
+    if (tcp_) f.uncharged_sub_group = sub_group_made();
     return f;
   }
 
@@ -254,6 +286,7 @@ class V1Group : public Group {
     fds_.clear();
     fs::unwatch(limit_watches_);
     fs::unwatch(peak_watches_);
+    fs::unwatch(sub_group_watch_);
     for (int* fd : {&usage_fd_, &limit_fd_, &leaf_limit_fd_, &oom_event_fd_, &oom_control_fd_})
       if (*fd >= 0) ::close(*fd), *fd = -1;
     bool gone = remove_groups_step(groups(mem_));
@@ -273,22 +306,24 @@ class V1Group : public Group {
     return known.empty() ? subtree(top) : known;
   }
 
-  // Processes in the test's pids subtree whose memory cgroup is no longer
-  // below the test's memory group: they moved themselves out. Puts the
-  // subtree in `walked`, and whether it listed no process in `empty`.
+  // Processes in the test's pids subtree with a thread whose memory cgroup
+  // is no longer below the test's memory group: they moved out, whole or
+  // one thread (`tasks` lists threads; a thread moves alone through
+  // another group's `tasks`). Puts the subtree in `walked`, and whether it
+  // listed no task in `empty`.
   uint64_t escaped(std::vector<std::string>* walked, bool* empty) const {
     if (pids_.empty()) return 0;
-    uint64_t n = 0;
+    std::set<int> out;  // by process: a process counts once, however many threads left
     *walked = subtree(pids_);
     *empty = true;
     for (const auto& g : *walked) {
-      std::istringstream in(fs::read_file(g + "/cgroup.procs").value_or(""));
-      for (pid_t pid; in >> pid;) {
+      std::istringstream in(fs::read_file(g + "/tasks").value_or(""));
+      for (pid_t tid; in >> tid;) {
         *empty = false;
-        if (pid > 0 && !outside(pid).empty()) ++n;
+        if (tid > 0 && !outside(tid).empty()) out.insert(process_of(tid));
       }
     }
-    return n;
+    return out.size();
   }
 
  private:
@@ -307,6 +342,8 @@ class V1Group : public Group {
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes
   int leaf_limit_fd_ = -1;             // a sealed test's leaf's limit_in_bytes
   int oom_event_fd_ = -1, oom_control_fd_ = -1;  // watch_oom()
+  bool tcp_ = false;                             // TCP accounting offered: sub-groups are watched
+  std::vector<int> sub_group_watch_;             // watch_sub_groups()
   std::vector<int> limit_watches_;               // fs::watch_writes of the limit files
   std::vector<int> peak_watches_;                // and of the group's high-water marks
   const std::vector<CgroupMount>* seal_ = nullptr;
@@ -352,7 +389,7 @@ class V1Backend : public Backend {
     std::string pids = pids_run_.empty() ? "" : pids_run_ + "/" + name;
     make_dir(mem, Failure::Kind::system);
     if (!pids.empty() && ::mkdir(pids.c_str(), 0755) != 0) pids.clear();
-    auto group = std::make_unique<V1Group>(mem, pids, ancestors_limit_);
+    auto group = std::make_unique<V1Group>(mem, pids, ancestors_limit_, tcp_);
     write_limits(mem, pids, limits);
     if (seal_) {
       // The sealed test runs in test/ below both groups, with the same

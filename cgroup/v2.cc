@@ -148,6 +148,7 @@ class V2Group : public Group {
   }
   Placement placement() const override { return {dir_fd_, {procs_fd_}, seal_, init_procs_fd_}; }
   std::string outside(int pid) const override { return outside_group(pid, kernel_path(), ""); }
+  std::set<int> tasks_inside() const override { return listed_tasks(subtree(path_), "cgroup.threads"); }
 
   Usage usage() const override {
     Usage u;

@@ -11,6 +11,7 @@
 #include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
@@ -41,7 +42,7 @@ std::string not_memory(const TestSpec& test, uint64_t limit, const Probe& p) {
   if (p.passed || p.for_memory()) return "";
   return fmt::format("'{}' failed under {} without reaching the limit ({}): that is the test failing on its own, "
                      "not memory. Is it flaky? Fix it, or rerun with --trials N so that every probe runs it N times",
-                     test.name, format_size(limit), p.last.reason);
+                     printable(test.name), format_size(limit), p.last.reason);
 }
 
 // Runs the probe's trials until one fails, a signal stops one, or one
@@ -129,7 +130,7 @@ class Bisection {
     // did not set, says nothing of this one: no bound.
     if (!p.last.figures_hold) {
       r.no_limit = fmt::format("'{}' under {}: {}. bisect needs a test that keeps to the limit it is given",
-                               test_.name, format_size(limit), p.last.reason);
+                               printable(test_.name), format_size(limit), p.last.reason);
       return p;
     }
     fmt::print(out_, "  probe {:>2}: limit {:>10} -> {:<8} peak {}\n", r.runs, format_size(limit),
@@ -149,11 +150,11 @@ class Bisection {
     if (stopped()) return first;
     if (!first.passed)
       r.no_limit = first.for_memory()
-                       ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", test_.name,
+                       ? fmt::format("'{}' does not pass even under {} ({}): raise --memory-range HI", printable(test_.name),
                                      format_size(top), first.last.reason)
                        : fmt::format("'{}' does not pass even under {}, for another reason than memory ({}): there "
                                      "is no limit to find; fix the test first",
-                                     test_.name, format_size(top), first.last.reason);
+                                     printable(test_.name), format_size(top), first.last.reason);
     r.first_peak = first.last.peak;
     return first;
   }

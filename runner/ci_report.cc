@@ -219,12 +219,12 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
     const Verdict& v = t.verdict;
     tally.add(v);
     if (v.outcome == Outcome::skipped && v.passed) {  // no run, no figures
-      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(t.test.name),
+      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(cell(t.test.name)),
                          v.disabled ? "disabled" : "skipped");
       return;
     }
     out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
-                       markdown_literal(t.test.name), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
+                       markdown_literal(cell(t.test.name)), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
                        format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
   });
   // Where the memory went, a collapsible section per explained test, so

@@ -12,6 +12,7 @@
 #include "runner/spec.h"
 #include "runner/spec_keys.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
@@ -66,6 +67,11 @@ Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run) {
 Result exec_command(const ExecOptions& e, const Options& o) {
   if (e.argv.empty())
     throw Error(Category::usage, "memrun exec needs a command: memrun exec --memory 200MiB -- CMD ARGS...");
+  // An empty word names no program: PATH's search would make it the first
+  // folder on PATH ("cannot run '/usr/bin/': Permission denied").
+  if (e.argv[0].empty())
+    throw Error(Category::usage, "memrun exec: the command's name is empty (''); name a program to run: memrun exec "
+                                 "--memory 200MiB -- CMD ARGS...");
   // The flags are the spec's keys (--memory is `memory`): read and checked
   // through the spec's table, so that a rule is the same in both.
   spec::Source src;
@@ -79,6 +85,7 @@ Result exec_command(const ExecOptions& e, const Options& o) {
   spec::read_flag(src, "expect", e.expect, f);
   if (!e.min_headroom.empty()) spec::read_flag(src, "min_headroom", e.min_headroom, f);
   f.service_manager = e.service_manager;
+  f.sub_groups = e.sub_groups;
   TestSpec t = spec::test_of(f, std::filesystem::current_path().string());
   if (auto problem = spec::check_test(src, t)) src.fail(YAML::Mark::null_mark(), problem.what);
   t.line = t.column = 1;
@@ -94,7 +101,7 @@ Result exec_command(const ExecOptions& e, const Options& o) {
                                       std::pair{records[0].test.stderr_path, "stderr"}}) {
       std::ifstream in(path, std::ios::binary);
       if (!in || in.peek() == std::ifstream::traits_type::eof()) continue;
-      std::printf("--- %s of %s (%s)\n", label, t.name.c_str(), path.c_str());
+      std::printf("--- %s of %s (%s)\n", label, escape_controls(t.name).c_str(), path.c_str());
       std::cout << in.rdbuf();
       std::cout.flush();
     }

@@ -4,6 +4,7 @@
 
 #include "runner/command.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 
@@ -15,7 +16,7 @@ Result list_command(const std::vector<std::string>& paths, const Options& o) {
   for (const auto& p : plan.tests) {
     const TestSpec& t = *p.test;
     // A suite's case says where its limit came from (suite, rules, marker).
-    fmt::print("{}:{}  {}  memory {}  expect {}{}{}\n", p.spec->path, t.line, t.name, format_size(t.memory),
+    fmt::print("{}:{}  {}  memory {}  expect {}{}{}\n", p.spec->path, t.line, escape_controls(t.name), format_size(t.memory),
                t.expect.describe(), t.tags.empty() ? "" : "  tags " + fmt::format("{}", fmt::join(t.tags, ",")),
                t.origin.empty() ? "" : "  from " + t.origin);
   }

@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "runner/command.h"
 #include "runner/error.h"
 #include "runner/merge.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
@@ -57,6 +59,36 @@ std::string expect_flag(const std::string& expected) {
 }
 
 
+// `word` quoted for a POSIX shell and shown on a terminal: a character
+// that shows as another or as nothing (a name's U+202E, utf8.h), or a
+// control character, is written as a `printf` of its bytes in octal, so
+// the line reads as what it runs and still runs it.
+std::string shell_shown(const std::string& word) {
+  std::string out, plain;
+  auto flush = [&] {
+    if (!plain.empty()) out += shell_quote(plain), plain.clear();
+  };
+  for (size_t i = 0; i < word.size();) {
+    unsigned char c = static_cast<unsigned char>(word[i]);
+    size_t len = utf8_length(word, i);
+    // (A newline stays quoted: $(...) would drop it at the end.)
+    bool hidden = len == 0 || (c < 0x20 && c != '\n') || c == 0x7f || (len > 1 && shows_as_other(code_point(word, i, len)));
+    if (!hidden) {
+      plain.append(word, i, len);
+      i += len;
+      continue;
+    }
+    flush();
+    out += "\"$(printf '";
+    for (size_t k = 0; k < std::max<size_t>(len, 1); ++k)
+      out += fmt::format("\\{:03o}", static_cast<unsigned char>(word[i + k]));
+    out += "')\"";
+    i += std::max<size_t>(len, 1);
+  }
+  flush();
+  return out.empty() ? "''" : out;
+}
+
 // How to rerun one test of a report: from which folder, with which
 // variables set and unset, and the argv.
 struct Rerun {
@@ -65,7 +97,11 @@ struct Rerun {
   std::vector<std::string> argv;
 };
 
-Rerun rerun_of(const std::string& report_path, const std::string& name, const std::string& spec) {
+// `confine`: explain's confinement flags; the rerun is made where they
+// say, else where the report's run was where that still exists (its
+// cgroups' parent, its run folder's), never below memrun's own cgroup.
+Rerun rerun_of(const std::string& report_path, const std::string& name, const std::string& spec,
+               const Options* confine = nullptr) {
   ReportData report = read_report(report_path);
   std::vector<const TestIdentity*> found;
   for (const auto& t : report.tests)
@@ -94,6 +130,20 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
   r.argv.push_back(info.memrun_path.empty() ? "memrun" : info.memrun_path);
   std::vector<std::string> flags = {"--backend", info.backend.empty() ? "auto" : info.backend};
   if (info.host_cgroups) flags.push_back("--host-cgroups");
+  if (confine) {
+    namespace fs = std::filesystem;
+    auto parent_of = [](const std::string& path) { return fs::path(path).parent_path().string(); };
+    std::error_code ec;
+    std::string cgroups = confine->cgroup_parent;
+    if (cgroups.empty() && info.backend != "systemd" && !info.cgroup_path.empty() &&
+        fs::is_directory(parent_of(info.cgroup_path), ec))
+      cgroups = parent_of(info.cgroup_path);
+    std::string runs = confine->run_dir != Options{}.run_dir ? confine->run_dir : "";
+    if (runs.empty() && !info.run_dir.empty() && fs::is_directory(fs::path(info.cwd) / parent_of(info.run_dir), ec))
+      runs = parent_of(info.run_dir);
+    if (!cgroups.empty()) flags.insert(flags.end(), {"--cgroup-parent", cgroups});
+    if (!runs.empty()) flags.insert(flags.end(), {"--run-dir", runs});
+  }
   if (t.spec == "memrun exec") {
     // A report of `memrun exec`: no spec file, the command itself.
     auto words = exec_words(t.command);
@@ -126,21 +176,22 @@ Result repro_command(const std::string& report_path, const std::string& name, co
   auto word = [](const std::string& w) {
     bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                                     "0123456789_./:=@%+-") == std::string::npos;
-    return plain ? w : shell_quote(w);
+    return plain ? w : shell_shown(w);
   };
   std::string env;
-  for (const auto& [k, v] : r.env) env += v ? shell_quote(k + "=" + *v) + " " : "-u " + shell_quote(k) + " ";
+  for (const auto& [k, v] : r.env) env += v ? shell_shown(k + "=" + *v) + " " : "-u " + shell_shown(k) + " ";
   std::string command;
   // The memrun that made the report is always quoted: a path, copied whole.
-  for (const auto& w : r.argv) command += command.empty() ? shell_quote(w) : " " + word(w);
-  fmt::print("cd {} && {}{}{}\n", shell_quote(r.cwd), env.empty() ? "" : "env ", env, command);
+  for (const auto& w : r.argv) command += command.empty() ? shell_shown(w) : " " + word(w);
+  fmt::print("cd {} && {}{}{}\n", shell_shown(r.cwd), env.empty() ? "" : "env ", env, command);
   return Result::passed();
 }
 
-Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec) {
+Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec,
+                       const Options& o) {
   // The repro line's run, with the test explained whatever its verdict:
   // exec'd, so that its exit code and outputs are the run's.
-  Rerun r = rerun_of(report_path, name, spec);
+  Rerun r = rerun_of(report_path, name, spec, &o);
   // Before `exec`'s own words (its options fall through to memrun's).
   r.argv.insert(r.argv.begin() + 1, "--explain=always");
   // A report is data, perhaps from someone else's CI: this memrun runs it

@@ -24,6 +24,7 @@
 #include "runner/process_setup.h"
 #include "runner/run.h"
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 extern char** environ;
 
@@ -264,7 +265,7 @@ RunInfo run_info(const Options& o, const std::string& run_id, const std::string&
 // The console's column of test names: as wide as the longest, at least 4.
 size_t name_width(const Plan& plan) {
   size_t width = 4;
-  for (const auto& p : plan.tests) width = std::max(width, p.test->name.size());
+  for (const auto& p : plan.tests) width = std::max(width, cell(p.test->name).size());
   return width;
 }
 
@@ -486,7 +487,9 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   for (const auto& why : unwritten) fmt::print(stderr, "memrun: {}\n", why);
   if (run.interrupted_by) return Result::interrupted(run.interrupted_by);
   if (!unwritten.empty()) return Result::stopped(Category::output);
-  bool passed = all_passed(observer.tally(), tests) && !(comparison && gate_fails(*comparison));
+  // A record rewritten in the spool is reported as an error (Report::entry).
+  bool passed = all_passed(observer.tally(), tests) && !(comparison && gate_fails(*comparison)) &&
+                !(report && report->lost() > 0);
   return passed ? Result::passed() : Result::failed();
 }
 

@@ -1,6 +1,8 @@
 // What several commands share: the backend flag, loading specs, sharding.
 #include "runner/command.h"
 
+#include <re2/re2.h>
+
 #include "runner/merge.h"
 
 namespace memrun {
@@ -18,8 +20,21 @@ cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) 
 
 std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o) {
   SuiteLister lister(open_options(o, ""));
+  // --filter applies as a suite's cases are read: those it does not select
+  // are never made into tests (a listing of a million cases, one of them
+  // selected, costs one). An invalid one is make_plan's to refuse.
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 filter(o.selection.filter, options);
+  bool filtered = !o.selection.filter.empty() && filter.ok();
   std::vector<Spec> specs;
-  for (const auto& p : paths) specs.push_back(load_spec(p, [&](const SuiteSource& s) { return lister(s); }));
+  for (const auto& p : paths)
+    specs.push_back(load_spec(p, [&](const SuiteSource& s) {
+      if (!filtered) return lister(s);
+      SuiteSource selected = s;
+      selected.keep = [&](const std::string& name) { return RE2::PartialMatch(name, filter); };
+      return lister(selected);
+    }));
   return specs;
 }
 

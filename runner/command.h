@@ -99,6 +99,7 @@ struct ExecOptions {
   std::string timeout = "10m";       ///< --timeout
   std::string min_headroom;          ///< --min-headroom, optional
   bool service_manager = false;      ///< --service-manager (spec key service_manager)
+  bool sub_groups = false;           ///< --sub-groups (spec key sub_groups)
   std::string output = "live";       ///< --output live|after
 };
 
@@ -126,7 +127,10 @@ Result repro_command(const std::string& report_path, const std::string& name, co
 
 /// memrun explain REPORT NAME [--spec SPEC]: reruns one test of a report
 /// as `repro` would, explained whatever its verdict (never returns).
-Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec);
+/// `o`: its --cgroup-parent and --run-dir (else the report's own, where
+/// they still exist).
+Result explain_command(const std::string& report_path, const std::string& name, const std::string& spec,
+                       const Options& o);
 
 /// memrun compare BASE HEAD: what changed between two reports, with CI
 /// outputs; failed when a test regressed.

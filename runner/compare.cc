@@ -451,10 +451,10 @@ std::string comparison_text(const Comparison& c) {
                                 one_line(c.head_name));
   for (const auto& w : c.warnings) out += "warning: " + one_line(w) + "\n";
   size_t width = 4;
-  for (const auto& t : c.tests) width = std::max(width, t.name.size());
+  for (const auto& t : c.tests) width = std::max(width, cell(t.name).size());
   for (const auto& t : c.tests) {
     out += fmt::format("{:<15} {:<{}}  {:<12} {:>28} -> {:<28} {:>20}  runs {}/{}{}\n", to_string(t.change),
-                       one_line(t.name), width, outcome_change(t.change) ? "outcomes" : t.figure, base_text(t),
+                       cell(t.name), width, outcome_change(t.change) ? "outcomes" : t.figure, base_text(t),
                        head_text(t), change_text(t), t.base_runs, t.head_runs, threshold_text(t, "  "));
     if (t.change == Change::regressed || t.change == Change::improved)
       out += fmt::format("      every run of {} above every run of {} by {}: more than the threshold\n",
@@ -482,7 +482,7 @@ std::string comparison_markdown(const Comparison& c) {
   out += "| | test | figure | base | head | change | runs | threshold |\n|---|---|---|---:|---:|---:|---:|---|\n";
   for (const auto& t : c.tests)
     out += fmt::format("| {} {} | <code>{}</code> | {} | {} | {} | {} | {} / {} | {} |\n", icon(t.change), to_string(t.change),
-                       markdown_literal(t.name), outcome_change(t.change) ? "outcomes" : t.figure,
+                       markdown_literal(cell(t.name)), outcome_change(t.change) ? "outcomes" : t.figure,
                        // Sizes are memrun's own text; outcomes and reasons quote the reports.
                        outcome_change(t.change) ? markdown_literal(base_text(t)) : base_text(t),
                        outcome_change(t.change) ? markdown_literal(head_text(t)) : head_text(t),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +29,10 @@ struct SuiteSource {
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  ///< for listing
   uint64_t memory = 0;            ///< the suite's memory limit; the listing runs under it
   bool service_manager = false;   ///< the listing may reach the service managers (shield.h)
+  /// Which cases to keep, by their test's name ("SUITE/CASE"), as they are
+  /// read (--filter): a listing of a million cases costs memrun only those
+  /// it keeps. Empty: every one.
+  std::function<bool(const std::string& test_name)> keep;
 };
 
 /// How a suite's own tool judges how a case ended, memory aside; memrun's
@@ -118,9 +123,23 @@ struct GtestName {
   bool disabled = false;  ///< DISABLED_ in its suite's or its own name: GoogleTest does not run it
 };
 
-/// Parses `--gtest_list_tests` output into full case names, in order (a
-/// name may come twice: GoogleTest lists what it was given). The seam for
-/// tests.
+/// Reads `--gtest_list_tests` output one line at a time (feed), handing
+/// each case's full name to `found` in order (a name may come twice:
+/// GoogleTest lists what it was given). Keeps nothing but the suite line
+/// it is under.
+class GtestListParser {
+ public:
+  explicit GtestListParser(std::function<void(GtestName)> found) : found_(std::move(found)) {}
+  void feed(std::string line);
+
+ private:
+  std::function<void(GtestName)> found_;
+  std::string suite_;
+  bool suite_disabled_ = false;
+};
+
+/// Parses a whole `--gtest_list_tests` output (GtestListParser). The seam
+/// for tests.
 std::vector<GtestName> parse_gtest_list(const std::string& text);
 
 /// Parses `ctest --show-only=json-v1` output into cases, with ctest's rules

@@ -120,13 +120,14 @@ std::string log_tail(const std::string& path, size_t max_lines) {
   return buf.substr(pos);
 }
 
-std::vector<int> child_processes(int pid) {
+std::vector<int> child_processes(int pid, std::vector<int>* threads) {
   std::vector<int> out;
   std::string task = "/proc/" + std::to_string(pid) + "/task";
   DIR* d = ::opendir(task.c_str());
   if (!d) return out;
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] == '.') continue;
+    if (threads) threads->push_back(std::atoi(e->d_name));
     std::istringstream in(read_proc(task + "/" + e->d_name + "/children"));
     for (int child; in >> child;) out.push_back(child);
   }

@@ -29,7 +29,9 @@ std::string read_proc(const std::string& path);
 
 /// The children of process `pid`, of all its threads (/proc/PID/task/TID/
 /// children, Linux 3.5+ with CONFIG_PROC_CHILDREN); none when it is gone.
-std::vector<int> child_processes(int pid);
+/// With `threads`, its threads' ids too (/proc/PID/task), read on the same
+/// walk of the folder.
+std::vector<int> child_processes(int pid, std::vector<int>* threads = nullptr);
 
 /// The parent of process `pid` (field 4 of /proc/PID/stat); -1 when it is gone.
 int parent_process(int pid);

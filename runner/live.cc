@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "runner/units.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 
@@ -58,13 +59,14 @@ std::vector<std::string> LiveView::render(const std::vector<Progress>& running, 
   std::vector<std::string> lines{status};
 
   size_t name_width = 4;
-  for (const auto& p : running) name_width = std::max(name_width, p.planned->test->name.size());
+  for (const auto& p : running) name_width = std::max(name_width, escape_controls(p.planned->test->name).size());
   // "  NAME  [bar]  CURRENT / LIMIT  ELAPSED": the name gives way first.
   constexpr size_t kBar = 20, kFigures = 2 + 2 + kBar + 2 + 23 + 2 + 8;
   name_width = std::min(name_width, width > kFigures + 8 ? width - kFigures : 8);
   for (const auto& p : running) {
     const TestSpec& t = *p.planned->test;
-    std::string name = t.name.size() > name_width ? t.name.substr(0, name_width - 1) + "~" : t.name;
+    std::string name = escape_controls(t.name);
+    if (name.size() > name_width) name = name.substr(0, name_width - 1) + "~";
     double fraction = t.memory ? static_cast<double>(p.current) / static_cast<double>(t.memory) : 0;
     std::string line = fmt::format("  {:<{}}  [{}]  {:>10} / {:<10}  {}", name, name_width, bar(fraction, kBar),
                                    format_size(p.current), format_size(t.memory), format_duration(p.elapsed_s));

@@ -176,6 +176,9 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_flag("--service-manager", c.exec_options.service_manager,
                  "let the command reach the service manager (systemd-run, systemctl), which would start what it "
                  "asks outside the limit; without it the manager's sockets are covered for the command");
+  exec->add_flag("--sub-groups", c.exec_options.sub_groups,
+                 "let the command make memory sub-groups of its group on cgroup v1, where the kernel charges no "
+                 "socket buffers; without it such a command fails");
   exec->add_option("--output", c.exec_options.output,
                    "live: the command's output passes through as it runs (the default); after: memrun's verdict "
                    "line alone first, then the command's whole stdout and stderr (what the CMake functions use, so "
@@ -195,6 +198,9 @@ void add_commands(CLI::App& app, Cli& c) {
   explain->add_option("report", c.explain_report, "a JSON report")->required()->check(CLI::ExistingFile);
   explain->add_option("name", c.explain_name, "the test's name")->required();
   explain->add_option("--spec", c.explain_spec, "the test's spec, when specs of the report share the name");
+  // --cgroup-parent and --run-dir: where the rerun is confined (default: the
+  // report's run's cgroup parent and run folder, where they exist).
+  explain->fallthrough();
   // pytest --memrun's own (runner/serve.h): started by the pytest plugin
   // with a socket on its standard input; not listed.
   c.serve = app.add_subcommand("serve", "the memrun of a pytest process (pytest --memrun starts it)");
@@ -209,7 +215,7 @@ Result dispatch(const Cli& c) {
   if (*c.bisect)
     return bisect_command(c.bisect_words, c.bisect_test, c.bisect_range, c.bisect_tolerance, c.bisect_trials, o);
   if (*c.repro) return repro_command(c.repro_report, c.repro_name, c.repro_spec);
-  if (*c.explain) return explain_command(c.explain_report, c.explain_name, c.explain_spec);
+  if (*c.explain) return explain_command(c.explain_report, c.explain_name, c.explain_spec, o);
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "runner/error.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
@@ -74,7 +75,7 @@ ReportData merge_reports(std::vector<ReportData> reports, const std::vector<std:
     }
     for (auto& t : reports[i].tests) {
       if (auto [it, fresh] = where.emplace(t.test.spec + ":" + t.test.name, paths[i]); !fresh)
-        throw Error(Category::bad_input, "test '" + t.test.name + "' of " + t.test.spec + " appears twice: in " +
+        throw Error(Category::bad_input, "test '" + printable(t.test.name) + "' of " + printable(t.test.spec) + " appears twice: in " +
                                              it->second + " and " + paths[i]);
       merged.tests.push_back(std::move(t));
     }

@@ -15,6 +15,7 @@
 
 #include "cgroup/cgroup.h"
 #include "runner/error.h"
+#include "runner/utf8.h"
 
 namespace memrun {
 namespace {
@@ -25,7 +26,9 @@ namespace {
 // bytes (NAME_MAX). Outputs keep the real name.
 std::string file_name_part(const std::string& name) {
   std::string out;
-  for (char c : name) out += c == '/' ? '_' : c;
+  // Shown in log paths (the console, reports): a character that shows as
+  // another is written as the names' one rule writes it.
+  for (char c : escape_controls(name)) out += c == '/' ? '_' : c;
   if (out.size() > 160) {
     out.resize(160);
     while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();  // no half a UTF-8 character

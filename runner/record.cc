@@ -133,7 +133,7 @@ TestRecord make_record(const PlannedTest& p, Observation observed) {
       std::string tail = log_tail(path, 10);
       if (!tail.empty()) observed.log_tail += (observed.log_tail.empty() ? "" : "\n") + tail;
     }
-    observed.log_tail = printable(observed.log_tail);
+    observed.log_tail = storable(observed.log_tail, true);
   }
   r.observed = std::move(observed);
   const Verdict& v = r.verdict;

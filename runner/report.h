@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ class Report {
   /// the spool: what the CI outputs are made from, so that they depend on
   /// no file a test could remove and memrun's memory stays flat.
   EachRecord records() const;
+  /// How many records were found rewritten in the spool (see entry()).
+  size_t lost() const { return lost_.size(); }
 
  private:
   struct Spooled {
@@ -77,8 +80,20 @@ class Report {
     uint32_t length = 0;  // 0: not added
     bool held = false;    // in held_, not in the spool
     uint64_t digest = 0;  // of the text, keyed by key_: checked when read back
+    // For the tally (what Tally::add reads of its verdict), and a stand-in's
+    // identity.
+    Outcome outcome = Outcome::error;
+    bool passed = false, disabled = false;
+    std::string name, spec;
+    int line = 0;
+    uint64_t requested_limit = 0;
   };
-  std::string entry(size_t index) const;  // the text of an added test
+  /// The text of an added test; a stand-in (outcome error) when the spool
+  /// no longer holds what memrun wrote there.
+  std::string entry(size_t index) const;
+  /// Reads every entry back once: the tally with the stand-ins counted.
+  Tally verified() const;
+  mutable std::set<size_t> lost_;  // entries found rewritten
   int spool_ = -1;
   uint64_t key_ = 0;  // random, per run
   uint64_t spooled_ = 0;
@@ -86,7 +101,6 @@ class Report {
   std::vector<size_t> added_;  // indices added, in the plan's order (sorted at render)
   std::map<size_t, std::string> held_;  // entries the spool could not take
   std::vector<std::string> setups_;
-  Tally tally_;
 };
 
 /// Whether a finished run passed: all `planned` tests ran, and none failed.

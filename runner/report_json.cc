@@ -13,6 +13,7 @@
 
 #include "runner/error.h"
 #include "runner/plan.h"
+#include "runner/units.h"
 #include "runner/utf8.h"
 
 namespace memrun {
@@ -231,9 +232,9 @@ cgroup::Breakdown breakdown_from(const Fields& f) {
 Json victims_json(const std::vector<OomKill>& kills) {
   Json out = Json::array();
   for (const auto& k : kills)
-    out.push_back({{"pid", k.pid}, {"name", printable(k.name)}, {"anon_rss_bytes", k.anon_rss},
+    out.push_back({{"pid", k.pid}, {"name", storable(k.name)}, {"anon_rss_bytes", k.anon_rss},
                    {"file_rss_bytes", k.file_rss}, {"shmem_rss_bytes", k.shmem_rss},
-                   {"oom_memcg", null_or(k.oom_memcg.empty(), printable(k.oom_memcg))},
+                   {"oom_memcg", null_or(k.oom_memcg.empty(), storable(k.oom_memcg))},
                    {"limit_bytes", null_or(k.limit_bytes == 0, k.limit_bytes)}});
   return out;
 }
@@ -435,6 +436,39 @@ std::vector<RunFigures> runs_from(const Fields& t, const Verdict& v, const Obser
   return out;
 }
 
+// A record is one thing: its verdict is that of one of its runs (the
+// first that did not pass, else the highest peak: combine_runs), and it
+// passed only if every run did; an `oom` outcome is a kill the kernel
+// counted. A record that says otherwise was not written by memrun (a
+// hand-made head that says `oom` while its run says pass would compare as
+// "improved"): refused, naming the fields.
+void check_runs(const Fields& f, const TestRecord& r) {
+  const Verdict& v = r.verdict;
+  const cgroup::Final& k = r.observed.kernel;
+  size_t chosen = 0;
+  bool all_passed = true;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    const RunFigures& run = r.runs[i], &best = r.runs[chosen];
+    all_passed = all_passed && run.passed;
+    if ((!run.passed && best.passed) || (run.passed == best.passed && best.passed && run.peak > best.peak)) chosen = i;
+  }
+  const RunFigures& run = r.runs[chosen];
+  std::vector<std::string> wrong;
+  if (v.passed != all_passed)
+    wrong.push_back(fmt::format("'passed' is {} while {}", v.passed, all_passed ? "every run passed" : "a run did not pass"));
+  if (v.outcome != run.outcome)
+    wrong.push_back(fmt::format("'outcome' is {} while runs[{}] says {}", to_string(v.outcome), chosen, to_string(run.outcome)));
+  if (v.peak != run.peak)
+    wrong.push_back(fmt::format("'peak_bytes' is {} while runs[{}] says {}", v.peak, chosen, run.peak));
+  if (v.outcome == Outcome::oom && k.oom_kills == 0 && k.oom_group_kills == 0)
+    wrong.push_back("'outcome' is oom while 'oom_kills' and 'oom_group_kills' count no kill");
+  if (wrong.empty()) return;
+  std::string what;
+  for (const auto& w : wrong) what += (what.empty() ? "" : "; ") + w;
+  throw Error(Category::bad_input, f.where() + ": the record contradicts itself: " + what +
+                                       " (memrun writes the verdict of one of its runs); is this a report memrun wrote?");
+}
+
 Ending ending_of(Outcome outcome) {
   switch (outcome) {
     case Outcome::timeout: return Ending::timed_out;
@@ -568,7 +602,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   TestIdentity& t = r.test;
   // Required: what names the test, and what a verdict and a comparison
   // stand on (in every memrun-report/1 since its first version).
-  t.name = escape_controls(f.text("name"));  // data read back: the one rule for names
+  t.name = storable(f.text("name"));  // data read back: kept as names are (shown through escape_controls)
   f.name_test(t.name);
   t.spec = f.text("spec");
   for (const char* key : {"line", "outcome", "passed", "requested_limit_bytes", "limit_bytes", "peak_bytes", "duration_s"})
@@ -693,6 +727,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.effective_limit = v.limit;
     k.swap_at_end = v.swap_at_end;
   }
+  check_runs(f, r);
   if (entry.contains("explanation") && !entry.at("explanation").is_null()) {
     try {
       r.explanation = explanation_from_json(entry.at("explanation"));
@@ -749,13 +784,45 @@ void render_report(const RunInfo& info, const Tally& tally, const std::vector<st
   sink("\n}\n");
 }
 
-ReportData parse_report(const std::string& text, const std::string& path) {
-  Json j;
+Json parse_json(const std::string& text, const std::string& where, const JsonLimits& limits) {
+  // nlohmann parses without recursion, and hands its callback each value
+  // as it is made: a container past the depth is refused as it opens, a
+  // member past the length as it comes, a string past its length as it
+  // ends; nothing deeper or longer is built. `open`: for each container
+  // being read, whether it is a list, and its members so far.
+  std::vector<std::pair<bool, size_t>> open;
+  auto check = [&](int depth, nlohmann::json::parse_event_t event, Json& value) {
+    using E = nlohmann::json::parse_event_t;
+    std::string past;
+    if (event == E::object_end || event == E::array_end) {
+      open.pop_back();
+      return true;
+    }
+    // A member: an object's at its key, a list's at its value.
+    bool member = event == E::key || (!open.empty() && open.back().first && event != E::key);
+    if (member && ++open.back().second > limits.elements)
+      past = fmt::format("a list or object of more than {} members", limits.elements);
+    if (event == E::object_start || event == E::array_start) {
+      if (static_cast<size_t>(depth) >= limits.depth)
+        past = fmt::format("lists and objects nested more than {} deep", limits.depth);
+      open.push_back({event == E::array_start, 0});
+    }
+    if ((event == E::value || event == E::key) && value.is_string() &&
+        value.get_ref<const std::string&>().size() > limits.string_bytes)
+      past = "a string longer than " + format_size(limits.string_bytes);
+    if (!past.empty())
+      throw Error(Category::bad_input, where + ": holds " + past + ", past what memrun reads; is this a file memrun wrote?");
+    return true;
+  };
   try {
-    j = Json::parse(text);
+    return Json::parse(text, check);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(Category::bad_input, path + ": not a JSON report (" + e.what() + ")");
+    throw Error(Category::bad_input, where + ": not JSON (" + e.what() + ")");
   }
+}
+
+ReportData parse_report(const std::string& text, const std::string& path) {
+  Json j = parse_json(text, path);
   if (!j.is_object() || !j["schema"].is_string() || j["schema"].get<std::string>() != kSchema || !j["tests"].is_array())
     throw Error(Category::bad_input, path + ": not a memrun report (schema " + kSchema + "); write one with --json");
   ReportData report;

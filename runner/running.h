@@ -167,12 +167,13 @@ class RunningTest {
   /// parent dies: memrun is the subreaper of a test without a pid
   /// namespace; in one, the test's init is (and its end kills the rest).
   bool orphans_reach_memrun() const { return !init_; }
-  /// A process of the test, the child of `parent`: when it is outside the
-  /// test's group (and not on its way out), counted as escaped (the test
-  /// fails) and killed with the rest, through a pidfd taken now (once the
-  /// pidfd is open, the process is checked to be still `parent`'s child:
-  /// never a process that reused the pid).
-  void check_escaped(int pid, int parent);
+  /// A process of the test, the child of `parent`: when it or one of its
+  /// `threads` (empty: read now) is outside the test's group (and not on
+  /// its way out), counted as escaped (the test fails) and killed with the
+  /// rest, through a pidfd taken now (once the pidfd is open, the process
+  /// is checked to be still `parent`'s child: never a process that reused
+  /// the pid).
+  void check_escaped(int pid, int parent, std::vector<int> threads = {});
 
   /// After exited(): one step of the cleanup, never waiting, so that the
   /// loop keeps every other test's sampling and timeouts on time. In

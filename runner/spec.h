@@ -90,6 +90,10 @@ struct TestSpec {
   /// `thrash: off`: the test is never ended as thrashing (running.cc); it
   /// runs until it ends or its timeout.
   bool thrash = true;
+  /// `sub_groups: true`: the test may make memory sub-groups on cgroup v1,
+  /// where the kernel charges no socket buffers (see cgroup::Final::
+  /// uncharged_sub_group); without it such a test fails.
+  bool sub_groups = false;
   /// `explain:` (explain.h); nullopt: as --explain says (on-failure with
   /// it, never without).
   std::optional<ExplainMode> explain;

@@ -58,6 +58,7 @@ TestSpec test_of(const Fields& f, const std::string& dir) {
   t.service_manager = f.service_manager.value_or(false);
   t.hugepages_off = f.hugepages_off.value_or(false);
   t.thrash = f.thrash.value_or(true);
+  t.sub_groups = f.sub_groups.value_or(false);
   t.explain = f.explain;
   return t;
 }

@@ -272,6 +272,12 @@ const std::vector<Key> kKeys = {
      },
      nullptr, nullptr},
     {"explain", kTestish, nullptr, nullptr, read_explain, nullptr, nullptr},
+    {"sub_groups", kTestish, "--sub-groups", nullptr,
+     [](const Source& s, const YAML::Node& v, Fields& f) {
+       f.sub_groups = boolean(s, v, "'sub_groups' must be true (the test may make memory sub-groups, where cgroup v1 "
+                                    "charges no socket buffers) or false (the default: such a test fails on v1), not ");
+     },
+     nullptr, nullptr},
 };
 
 

@@ -38,6 +38,7 @@ struct Fields {
   std::optional<bool> service_manager;
   std::optional<bool> hugepages_off;
   std::optional<bool> thrash;
+  std::optional<bool> sub_groups;
   std::optional<ExplainMode> explain;
   std::optional<YAML::Node> inputs;  ///< read in finish(), against the test's cwd and env
 };

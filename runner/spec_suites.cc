@@ -85,8 +85,8 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   const std::string& name = suite.source.suite;
   Fields f = suite.fields;
   // A tool's case name is data: a control character in it would reach
-  // consoles, CI logs and reports (see escape_controls).
-  f.name = name + "/" + escape_controls(c.name);
+  // consoles, CI logs and reports: kept as storable() keeps it.
+  f.name = name + "/" + storable(c.name);
   // Two cases of one name (ctest tests of two folders) run apart, the
   // second as NAME#2.
   if (int n = ++seen[*f.name]; n > 1) f.name = *f.name + "#" + std::to_string(n);
@@ -109,9 +109,9 @@ TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, st
   t.rules = c.rules;
   t.not_runnable = c.not_runnable;
   t.disabled = c.disabled;
-  t.skipped = escape_controls(c.skipped);  // pytest's words, a test's own: data, as names are
+  t.skipped = storable(c.skipped);  // pytest's words, a test's own: data, as names are
   for (const auto& label : c.labels)  // the build tree's words: data, as names are
-    if (std::string tag = escape_controls(label); std::find(t.tags.begin(), t.tags.end(), tag) == t.tags.end())
+    if (std::string tag = storable(label); std::find(t.tags.begin(), t.tags.end(), tag) == t.tags.end())
       t.tags.push_back(tag);
   return t;
 }

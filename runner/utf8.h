@@ -1,7 +1,9 @@
 // UTF-8 checks: everything memrun writes (JSON, JUnit XML) must be UTF-8,
-// while specs and test output may hold any bytes.
+// while specs and test output may hold any bytes; and the one rule for
+// showing text memrun did not write.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace memrun {
@@ -25,14 +27,31 @@ inline size_t utf8_length(const std::string& text, size_t i) {
   return len;
 }
 
-/// The one rule for names and strings memrun did not write itself (a
-/// suite's case names, gtest's, pytest's, CTest's; a report read back):
-/// every byte that is no printable UTF-8 (a control character, DEL, a
-/// broken sequence) becomes the visible text \xNN, so that an ESC, a BEL or
-/// a CR never reaches a terminal, a CI log, Markdown or XML (where XML 1.0
-/// has no way to write one at all). With `keep_lines`, newlines, carriage
-/// returns and tabs stay (XML text may hold them).
-inline std::string escape_controls(const std::string& text, bool keep_lines = false) {
+/// The code point of the valid UTF-8 sequence of `len` bytes at text[i].
+inline uint32_t code_point(const std::string& text, size_t i, size_t len) {
+  auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(text[i + k])); };
+  if (len == 1) return at(0);
+  uint32_t c = at(0) & (0xff >> (len + 1));
+  for (size_t k = 1; k < len; ++k) c = (c << 6) | (at(k) & 0x3f);
+  return c;
+}
+
+/// Characters that are valid text but show as something else, or as
+/// nothing: C1 controls (U+0080..U+009F; U+009B is a terminal's CSI),
+/// bidirectional controls (U+200E/F, U+202A..E, U+2066..9: "ok\u202etset"
+/// shows as "okfailed-test" reversed), zero-width characters (U+200B..D,
+/// U+2060, U+FEFF) and line and paragraph separators (U+2028/9).
+inline bool shows_as_other(uint32_t c) {
+  return (c >= 0x80 && c <= 0x9f) || c == 0x200e || c == 0x200f || (c >= 0x202a && c <= 0x202e) ||
+         (c >= 0x2066 && c <= 0x2069) || (c >= 0x200b && c <= 0x200d) || c == 0x2060 || c == 0xfeff || c == 0x2028 ||
+         c == 0x2029;
+}
+
+namespace utf8_detail {
+// One loop for both rules below: every byte that is no UTF-8 text, every
+// control character (C0 but, with `keep_lines`, \n \r \t) and DEL as
+// \xNN; with `shown`, the characters of shows_as_other as \uNNNN too.
+inline std::string escape(const std::string& text, bool keep_lines, bool shown) {
   static const char* const kHex = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < text.size();) {
@@ -48,12 +67,56 @@ inline std::string escape_controls(const std::string& text, bool keep_lines = fa
       out += kHex[c >> 4];
       out += kHex[c & 15];
       i += 1;
+    } else if (uint32_t u = len > 1 ? code_point(text, i, len) : 0; shown && shows_as_other(u)) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(u >> shift) & 15];
+      i += len;
     } else {
       out.append(text, i, len);
       i += len;
     }
   }
   return out;
+}
+}  // namespace utf8_detail
+
+/// The one rule for every text memrun shows that it did not write itself
+/// (a spec's or a suite's case names, a report read back, a test's output,
+/// a profiler's frames): in the console, JUnit, Markdown, HTML, workflow
+/// annotations and explain's output, every byte that is no printable UTF-8
+/// (a control character, DEL, a broken sequence) becomes the visible text
+/// \xNN, and every character that shows as another or as nothing
+/// (shows_as_other) \uNNNN: an ESC, a BEL, a CR or a CSI never reaches a
+/// terminal, a CI log, Markdown or XML (where XML 1.0 has no way to write
+/// one at all), and no name shows as another's. With `keep_lines`,
+/// newlines, carriage returns and tabs stay (XML text may hold them).
+inline std::string escape_controls(const std::string& text, bool keep_lines = false) {
+  return utf8_detail::escape(text, keep_lines, true);
+}
+
+/// What memrun keeps of a name or a text it did not write (a suite's case
+/// names, a report read back, a test's output in the record): valid UTF-8
+/// without control characters (the JSON report and JUnit can hold it), as
+/// escape_controls writes them; characters that only show as others stay
+/// as they are (the JSON keeps a name as it is: it is shown through
+/// escape_controls).
+inline std::string storable(const std::string& text, bool keep_lines = false) {
+  return utf8_detail::escape(text, keep_lines, false);
+}
+
+/// `text` shown in a table's cell: escape_controls, then at most `max`
+/// characters (an escape's counted as they show), the last an ellipsis
+/// when it was cut. The whole text stays where it is stored (the JSON
+/// report): a name of 64 MiB makes no table of 64 MiB a row.
+inline std::string cell(const std::string& text, size_t max = 120) {
+  std::string shown = escape_controls(text);
+  size_t chars = 0, at = 0;  // `at`: where the first max - 1 characters end
+  for (size_t i = 0; i < shown.size(); ++chars) {
+    if (chars + 1 == max) at = i;
+    if (chars == max) return shown.substr(0, at) + "\u2026";
+    i += utf8_length(shown, i);  // escape_controls wrote valid UTF-8
+  }
+  return shown;
 }
 
 /// `text` as valid UTF-8 with no control character but newlines and tabs

@@ -134,6 +134,73 @@ TEST_F(Ci, GithubActionsAnnotationPointsAtTheTestsLine) {
   EXPECT_NE(md.find("| ❌ FAIL | <code>ooms</code> | oom |"), std::string::npos) << md;
 }
 
+// Characters that show as others or as nothing, as UTF-8: C1 controls
+// (U+0085, U+009B), bidi controls, zero-width ones, separators.
+const std::vector<std::string> kShowAsOthers = {
+    "\xc2\x85", "\xc2\x9b", "\xe2\x80\x8e", "\xe2\x80\x8f", "\xe2\x80\xaa", "\xe2\x80\xae", "\xe2\x81\xa6",
+    "\xe2\x81\xa9", "\xe2\x80\x8b", "\xe2\x80\x8d", "\xe2\x81\xa0", "\xef\xbb\xbf", "\xe2\x80\xa8", "\xe2\x80\xa9"};
+
+TEST_F(Ci, NoNameOrOutputShowsAsAnotherInAnyOutput) {
+  // Tests named with each class (one that reads "okfailed-test" on a
+  // screen but is another name), failing with such characters in their
+  // output: every output memrun shows writes them as visible escapes; the
+  // JSON report keeps each name as it is.
+  const char* spec = R"(tests:
+  - {name: "ok\u202etset-deliaf", run: 'exit 1', memory: 16MiB}
+  - {name: "c1\x9b[2J\x85x", run: 'exit 1', memory: 16MiB}
+  - {name: "zero\u200bwidth\u200d\u2060\ufeff", run: 'exit 1', memory: 16MiB}
+  - {name: "sep\u2028line\u2029", run: 'exit 1', memory: 16MiB}
+  - {name: "iso\u2066late\u2069\u200e\u200f\u202a", run: "printf 'out\\342\\200\\256put\\302\\233\\n'; exit 1", memory: 16MiB}
+)";
+  std::string xml = dir.path() + "/junit.xml", md = dir.path() + "/summary.md", html = dir.path() + "/report.html",
+              summary = dir.path() + "/step.md";
+  auto run = run_spec_with(dir, spec, {"env", "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, memrun_bin()},
+                           {"--junit", xml, "--markdown", md, "--html", html});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  ASSERT_EQ(run.report["tests"].size(), 5u) << run.out << run.err;
+  EXPECT_EQ(run.report["tests"][0]["name"], "ok\xe2\x80\xaetset-deliaf") << "the JSON keeps the name as it is";
+  EXPECT_NE(run.out.find("ok\\u202etset-deliaf"), std::string::npos) << run.out;
+  EXPECT_EQ(run_program({"xmllint", "--noout", "--schema", std::string(SOURCE_DIR) + "/tests/junit.xsd", xml}).exit_code, 0);
+  EXPECT_EQ(run_program({"xmllint", "--html", "--noout", html}).exit_code, 0);
+  std::map<std::string, std::string> outputs = {{"console and annotations", run.out}, {"stderr", run.err},
+                                                {"JUnit", slurp(xml)},         {"Markdown", slurp(md)},
+                                                {"HTML", slurp(html)},         {"step summary", slurp(summary)}};
+  for (const auto& [what, text] : outputs) {
+    if (what != "stderr") EXPECT_FALSE(text.empty()) << what;
+    for (const auto& raw : kShowAsOthers) EXPECT_EQ(text.find(raw), std::string::npos) << what << " shows one raw:\n" << text;
+  }
+  auto listed = run_memrun({"list", dir.path() + "/spec.yaml"});
+  for (const auto& raw : kShowAsOthers) EXPECT_EQ(listed.out.find(raw), std::string::npos) << listed.out;
+  auto compared = run_memrun({"compare", dir.path() + "/report.json", dir.path() + "/report.json"});
+  for (const auto& raw : kShowAsOthers) EXPECT_EQ(compared.out.find(raw), std::string::npos) << compared.out;
+}
+
+TEST_F(Ci, AReportThatContradictsItselfOrNestsAMillionDeepIsRefusedWithExit2) {
+  auto run = run_spec(dir, "tests:\n  - {name: small, run: 'true', memory: 16MiB}\n");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::string base = dir.path() + "/report.json";
+  // A head that says oom, not passed, one kill, while its run says pass at
+  // 1 MiB: once "improved", exit 0.
+  auto head = run.report;
+  auto& t = head["tests"][0];
+  t["outcome"] = "oom", t["passed"] = false, t["oom_kills"] = 1;
+  t["runs"][0]["outcome"] = "pass", t["runs"][0]["passed"] = true, t["runs"][0]["peak_bytes"] = 1 << 20;
+  std::string forged = dir.write("forged.json", head.dump());
+  auto compared = run_memrun({"compare", base, forged});
+  EXPECT_EQ(compared.exit_code, 2) << compared.out << compared.err;
+  EXPECT_NE(compared.err.find("tests[0] 'small': the record contradicts itself"), std::string::npos) << compared.err;
+  // An `env` a million lists deep: once a segmentation fault (exit 139).
+  std::string text = run.report.dump();
+  size_t env = text.find("\"env\":");
+  std::string deep = dir.write("deep.json", text.substr(0, env) + "\"env\":" + std::string(1000000, '[') +
+                                                std::string(1000000, ']') + ",\"was_env\":" + text.substr(env + 6));
+  for (const auto& args : std::vector<std::vector<std::string>>{{"compare", base, deep}, {"merge", deep}}) {
+    auto refused = run_memrun(args);
+    EXPECT_EQ(refused.exit_code, 2) << args[0] << ": " << refused.err.substr(0, 500);
+    EXPECT_NE(refused.err.find("nested more than 64 deep"), std::string::npos) << refused.err.substr(0, 500);
+  }
+}
+
 // Every `run:`/`script:` text of a CI file, wherever it is in the YAML.
 void scripts_of(const YAML::Node& node, std::vector<std::string>& out) {
   if (node.IsMap()) {

@@ -280,8 +280,11 @@ TEST(Compare, ARunWhoseFiguresDoNotHoldIsNoMeasurementWhicheverRunTheRecordKeeps
     o.test.expected = "oom";
     for (auto& run : o.runs) run.outcome = Outcome::oom;
     o.verdict.outcome = Outcome::oom;
+    o.observed.kernel.oom_kills = 1;
   }
   head.tests[1].runs[1] = {8 * MiB, 8 * MiB, Outcome::oom, false, 1, false};
+  // The record's verdict is its first run that did not pass (combine_runs).
+  head.tests[1].verdict.passed = false, head.tests[1].verdict.peak = 8 * MiB;
   auto c = compare_reports(base, head, {});
   EXPECT_EQ(named(c, "t").change, Change::failed_in_head);
   EXPECT_EQ(named(c, "o").change, Change::failed_in_head);

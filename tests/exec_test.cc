@@ -75,6 +75,11 @@ TEST_F(Exec, BadFlagsSayWhatToWriteAndRunNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/exec.json"));
   auto none = run_memrun({"exec", "--memory", "64MiB"});
   EXPECT_EQ(none.exit_code, 2);
+  // An empty program name is no program (PATH's search made it the first
+  // folder on PATH: "cannot run '/usr/local/go/bin/': Permission denied").
+  auto empty = run_memrun({"exec", "--memory", "64MiB", "--", ""});
+  EXPECT_EQ(empty.exit_code, 2) << empty.out << empty.err;
+  EXPECT_NE(empty.err.find("the command's name is empty ('')"), std::string::npos) << empty.err;
 }
 
 // Every word from the first that is not a flag of exec's is the command's:

@@ -240,6 +240,27 @@ TEST_F(Explain, MemrunExplainRerunsATestOfAnEarlierReportUnderTheProfiler) {
   EXPECT_NE(again.out.find("a second run under heaptrack"), std::string::npos) << again.out;
 }
 
+TEST_F(Explain, MemrunExplainRerunsWhereTheReportsRunWasConfinedOrWhereItIsTold) {
+  // The report's run was made below a cgroup of its own (--cgroup-parent)
+  // and a run folder of its own: explain's rerun is made there too, or
+  // where its own flags say, never below memrun's own cgroup.
+  auto parent = limited_parent(512ull << 20);
+  std::string runs = dir.path() + "/runs";  // run_spec's --run-dir
+  auto run = run_spec(dir, "tests:\n  - {name: quick, run: 'true', memory: 16MiB}\n",
+                      {"--cgroup-parent", parent->run_path()});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  auto again = run_memrun({"explain", dir.path() + "/report.json", "quick"}, dir.path());
+  EXPECT_NE(again.err.find("'--cgroup-parent' '" + parent->run_path() + "'"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("'--run-dir' '" + runs + "'"), std::string::npos) << again.err;
+  std::string other = dir.path() + "/other-runs";
+  std::filesystem::create_directories(other);
+  auto told = run_memrun({"explain", dir.path() + "/report.json", "quick", "--run-dir", other, "--cgroup-parent",
+                          parent->run_path()},
+                         dir.path());
+  EXPECT_NE(told.err.find("'--run-dir' '" + other + "'"), std::string::npos) << told.err;
+  EXPECT_TRUE(std::filesystem::exists(other)) << told.err;
+}
+
 TEST_F(Explain, ARegressionAgainstTheBaselineIsExplainedInTheSameRunNamingTheFunctionThatGrew) {
   if (!have_heaptrack()) GTEST_SKIP() << "heaptrack is not installed (./setup.sh test installs it)";
   // The base allocates 40 MiB in heap_big_site, the head 150 MiB: both

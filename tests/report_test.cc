@@ -392,6 +392,7 @@ TEST(Report, EveryFieldOfARecordComesBackFromItsJson) {
   TestRecord refused = bare;
   refused.observed.ending = Ending::not_run;
   refused.verdict.outcome = Outcome::interrupted;
+  refused.runs = {{0, 0, Outcome::interrupted, false, 0, true}};  // its run is its record
   EXPECT_TRUE(record_from_json(to_json(refused), "t") == refused);
 }
 
@@ -494,6 +495,23 @@ TEST(Report, ControlsInAVictimsNameAndTheLogAreWrittenAsNamesAre) {
   for (char c : std::string("\x1b\r\xff")) EXPECT_EQ(text.find(c), std::string::npos) << text;
   EXPECT_EQ(printable("a\tb\nc\rd\x07"), "a\tb\nc\\x0dd\\x07");
   EXPECT_EQ(one_line("a\tb\nc\rd"), "a\\tb\\nc\\x0dd");
+}
+
+TEST(Report, CharactersThatShowAsOthersAreEscapedWhereShownAndKeptWhereStored) {
+  // C1 (U+009B, a terminal's CSI), bidi (U+202E: "ok\u202etset-deliaf"
+  // shows as "okfailed-test"), zero-width and separators: escaped by the
+  // one rule every output uses; what a record keeps (storable) holds them.
+  std::string name = "ok\xe2\x80\xaetset\xc2\x9b[2J\xe2\x80\x8b\xe2\x81\xa6\xef\xbb\xbf\xe2\x80\xa8\x1b";
+  EXPECT_EQ(escape_controls(name), "ok\\u202etset\\u009b[2J\\u200b\\u2066\\ufeff\\u2028\\x1b");
+  EXPECT_EQ(storable(name), "ok\xe2\x80\xaetset\xc2\x9b[2J\xe2\x80\x8b\xe2\x81\xa6\xef\xbb\xbf\xe2\x80\xa8\\x1b");
+  EXPECT_EQ(one_line("a\xe2\x80\xa9" "b\n"), "a\\u2029b\\n");
+  EXPECT_EQ(escape_controls("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x90\x8d"), "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x90\x8d")
+      << "printable characters stay";
+  // A table's cell: at most its width, the rest in the JSON.
+  EXPECT_EQ(cell("abcdef", 4), "abc\xe2\x80\xa6");
+  EXPECT_EQ(cell("abcd", 4), "abcd");
+  EXPECT_EQ(cell(std::string(64 << 20, 'n')).size(), 119u + 3u);
+  EXPECT_EQ(cell("\xe2\x80\xae" "abc", 3), "\\u\xe2\x80\xa6") << "an escape counts as it shows";
 }
 
 // A report as memrun writes it, of one test named "big", as JSON to edit.
@@ -620,6 +638,58 @@ TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
   j = valid_report();
   j["started"] = "2300-01-01T00:00:00.000Z";  // past what system_clock holds
   EXPECT_NE(refusal(j).find("field 'started'"), std::string::npos) << refusal(j);
+}
+
+TEST(ReportReader, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {
+  // A record is one thing: a head that says oom, not passed, one kill,
+  // while its run says it passed at 1 MiB, would compare as "improved".
+  auto j = valid_report();
+  auto& t = j["tests"][0];
+  t["outcome"] = "oom", t["passed"] = false, t["oom_kills"] = 1;
+  t["runs"][0]["outcome"] = "pass", t["runs"][0]["passed"] = true, t["runs"][0]["peak_bytes"] = 1 << 20;
+  std::string why = refusal(j);
+  EXPECT_NE(why.find("r.json: tests[0] 'big': the record contradicts itself"), std::string::npos) << why;
+  for (const char* field : {"'passed'", "'outcome' is oom while runs[0] says pass", "'peak_bytes'"})
+    EXPECT_NE(why.find(field), std::string::npos) << field << ": " << why;
+  // An oom that counts no kill.
+  j = valid_report();
+  j["tests"][0]["outcome"] = "oom", j["tests"][0]["runs"][0]["outcome"] = "oom";
+  EXPECT_NE(refusal(j).find("'outcome' is oom while 'oom_kills' and 'oom_group_kills' count no kill"),
+            std::string::npos)
+      << refusal(j);
+  // Without runs (a report from before them) the record is its own run.
+  j = valid_report();
+  j["tests"][0]["runs"] = nlohmann::ordered_json::array();
+  EXPECT_EQ(refusal(j), "");
+}
+
+TEST(ReportReader, NestingStringsAndListsAreBoundedWithAClearError) {
+  // A million levels deep in a field memrun reads as a map: once a
+  // segmentation fault (nlohmann's conversions recurse), now a message.
+  std::string text = valid_report().dump();
+  std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string why;
+  try {
+    parse_report(text.substr(0, text.find("\"env\"")) + "\"env\": " + deep + "," + text.substr(text.find("\"env\"")),
+                 "r.json");
+  } catch (const Error& e) {
+    why = e.what();
+    EXPECT_EQ(e.category(), Category::bad_input);
+  }
+  EXPECT_NE(why.find("r.json: holds lists and objects nested more than 64 deep"), std::string::npos) << why.substr(0, 300);
+  auto j = valid_report();
+  j["tests"][0]["command"] = std::string((1 << 20) + 1, 'x');
+  EXPECT_NE(refusal(j).find("holds a string longer than 1.00 MiB"), std::string::npos) << refusal(j).substr(0, 300);
+  JsonLimits small;
+  small.elements = 3;
+  try {
+    parse_json("[1,2,3,4]", "x.json", small);
+    ADD_FAILURE() << "a list past its length was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: holds a list or object of more than 3 members"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(parse_json("{\"a\":[1,2,3],\"b\":{\"c\":1,\"d\":2}}", "x.json", small).dump(), "{\"a\":[1,2,3],\"b\":{\"c\":1,\"d\":2}}");
 }
 
 TEST(ReportReader, RequiredFieldsAreRequired) {

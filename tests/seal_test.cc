@@ -202,7 +202,36 @@ TEST_F(Seal, ALaterTestCannotRewriteTheReportThroughAnotherProcesssDescriptors) 
       if (entry["name"] == "killed") {
         EXPECT_FALSE(entry["passed"]) << entry;
       }
-  EXPECT_EQ(read_text(xml2).find("failures=\"0\""), std::string::npos);
+  // (The killed test's record, if the rewriter reached it, is an error.)
+  EXPECT_EQ(read_text(xml2).find("failures=\"0\" errors=\"0\""), std::string::npos);
+}
+
+TEST_F(Seal, ARewrittenSpoolCostsOnlyTheRecordsTheTestReached) {
+  // Unsealed (--host-cgroups), a test reaches memrun's descriptors (its
+  // parent's: memrun's) and rewrites the record of the OOM-killed test
+  // before it to say it passed. That record is reported as an error; the
+  // one it did not change (a pass before it) and its own (written after it
+  // ended) are reported as they were, and the run fails.
+  std::string rewrite =
+      "for f in /proc/$PPID/fd/*; do [ -f \"$f\" ] || continue; grep -q '\"outcome\"' \"$f\" 2>/dev/null || continue; "
+      "c=$(cat \"$f\"); printf '%s' \"$c\" | sed -e 's/\"outcome\": \"oom\"/\"outcome\":\"pass\"/g' "
+      "-e 's/\"passed\": false/\"passed\": true /g' | dd of=\"$f\" conv=notrunc status=none; done; exit 0";
+  std::string xml = dir.path() + "/junit.xml";
+  auto run = run_spec(dir,
+                      "tests:\n  - {name: before, memory: 16MiB, run: 'true'}\n"
+                      "  - {name: killed, memory: 16MiB, run: '{W} --touch 64MiB'}\n"
+                      "  - {name: rewriter, memory: 256MiB, run: " + yaml_quoted(rewrite) + "}\n",
+                      {"-j", "1", "--junit", xml, "--host-cgroups"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  ASSERT_TRUE(run.report.contains("tests")) << run.out << run.err;
+  EXPECT_TRUE(test_named(run, "before")["passed"]) << run.report.dump();
+  EXPECT_TRUE(test_named(run, "rewriter")["passed"]) << run.report.dump();
+  const auto& t = test_named(run, "killed");
+  EXPECT_FALSE(t["passed"]) << t;
+  EXPECT_NE(t["outcome"], "pass") << t;
+  EXPECT_NE(run.err.find("the record of test 'killed' was changed"), std::string::npos) << run.err;
+  std::string junit = read_text(xml);
+  EXPECT_NE(junit.find("tests=\"3\" failures=\"0\" errors=\"1\""), std::string::npos) << junit;
 }
 
 TEST_F(Seal, ASealedTestSeesAndKillsOnlyItsOwnProcessesAndMemrunReports) {

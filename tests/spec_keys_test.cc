@@ -30,16 +30,16 @@ TEST(SpecKeys, EachPlaceTakesItsKeysInTheOrderMessagesListThem) {
   EXPECT_EQ(spec::names_at(spec::kTest),
             (Names{"name", "run", "memory", "memory_high", "swap", "timeout", "env", "cwd", "expect", "min_headroom",
                    "tags", "pids", "max_increase", "inputs", "service_manager", "transparent_hugepages", "thrash",
-                   "explain"}));
+                   "explain", "sub_groups"}));
   // defaults: a test's keys; read_fields refuses name, run and inputs with their reason.
   EXPECT_EQ(spec::names_at(spec::kDefaults), spec::names_at(spec::kTest));
   EXPECT_EQ(spec::names_at(spec::kSuite),
             (Names{"name", "gtest", "pytest", "python", "ctest", "cases", "exclude", "memory", "memory_high", "swap",
                    "timeout", "env", "cwd", "expect", "min_headroom", "tags", "pids", "max_increase", "inputs",
-                   "service_manager", "transparent_hugepages", "thrash", "explain"}));
+                   "service_manager", "transparent_hugepages", "thrash", "explain", "sub_groups"}));
   EXPECT_EQ(spec::names_at(spec::kRule),
             (Names{"match", "memory", "memory_high", "swap", "timeout", "env", "expect", "min_headroom", "tags", "pids",
-                   "max_increase", "inputs", "service_manager", "transparent_hugepages", "thrash", "explain"}));
+                   "max_increase", "inputs", "service_manager", "transparent_hugepages", "thrash", "explain", "sub_groups"}));
   EXPECT_EQ(spec::names_at(spec::kSetup),
             (Names{"run", "memory", "memory_high", "swap", "timeout", "env", "cwd", "pids", "inputs", "outputs",
                    "service_manager", "transparent_hugepages"}));

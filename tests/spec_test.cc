@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runner/discover.h"
 #include "runner/error.h"
 #include "runner/inputs.h"
 #include "runner/plan.h"
@@ -292,6 +293,34 @@ TEST(Suites, ANameThatIsNoTextIsEscaped) {
   EXPECT_EQ(usable_name("Suite.Case/1"), "Suite.Case/1");
   EXPECT_EQ(usable_name("tests/t.py::test[\xc3\xa9 x]"), "tests/t.py::test[\xc3\xa9 x]");
   EXPECT_EQ(usable_name("A.B\033[31m\xff\r"), "A.B\\x1b[31m\\xff\\x0d");
+}
+
+TEST(Suites, AGoogleTestListingIsFilteredAsItIsRead) {
+  // A program that lists 20,000 cases, one of them twice (two fixtures of
+  // one name): --filter keeps what it selects as the listing is read, the
+  // twice-listed name still runs each as itself (#2), and a suite none of
+  // whose cases are selected is no error.
+  std::string dir = (std::filesystem::temp_directory_path() / ("memrun-list-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::string program = dir + "/list.sh";
+  std::ofstream(program) << "#!/bin/sh\necho 'S.'\ni=0; while [ $i -lt 20000 ]; do echo \"  c$i\"; i=$((i+1)); done\n"
+                            "echo 'T.'\necho '  twice'\necho 'T.'\necho '  twice'\n";
+  std::filesystem::permissions(program, std::filesystem::perms::owner_all);
+  SuiteSource s;
+  s.suite = "g";
+  s.path = program;
+  s.cwd = dir;
+  s.keep = [](const std::string& name) { return name == "g/S.c17" || name.rfind("g/T.twice", 0) == 0; };
+  auto cases = discover(s, nullptr);
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].name, "S.c17");
+  EXPECT_EQ(cases[1].name, "T.twice");
+  EXPECT_EQ(cases[2].name, "T.twice#2");
+  EXPECT_EQ(cases[2].env.at("GTEST_SHARD_INDEX"), "1");
+  EXPECT_EQ(cases[2].env.at("GTEST_TOTAL_SHARDS"), "2");
+  s.keep = [](const std::string&) { return false; };
+  EXPECT_TRUE(discover(s, nullptr).empty());
+  std::filesystem::remove_all(dir);
 }
 
 // A spec with one suite whose tool "lists" `cases`.

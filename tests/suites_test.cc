@@ -722,7 +722,7 @@ TEST_F(Suites, AListingThatFloodsItsOutputIsCutAndFailsWithExit2) {
   ASSERT_EQ(::chmod(lister.c_str(), 0755), 0);
   auto run = run_memrun({"list", dir.write("spec.yaml", "suites:\n  - {name: flood, gtest: lister.sh, memory: 512MiB}\n")});
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
-  EXPECT_NE(run.err.find("suite 'flood': listing its cases with " + lister + " printed 190.7 MiB, more than the 8.00 MiB"),
+  EXPECT_NE(run.err.find("suite 'flood': listing its cases with " + lister + " printed 190.7 MiB, more than the 128.0 MiB"),
             std::string::npos)
       << run.err.substr(0, 2000);
   EXPECT_LT(run.err.size(), 8192u);

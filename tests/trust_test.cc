@@ -305,6 +305,56 @@ TEST_F(Trust, SocketBuffersAreChargedAndLimited) {
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
 }
 
+TEST_F(Trust, AThreadThatLeavesItsGroupAloneNeverPasses) {
+  // One thread of the test writes itself alone into the group memrun runs
+  // in (v1's `tasks`), fills 256 pipes of 1 MiB there, where the kernel
+  // charges them, and comes back: its process never left the test's group,
+  // whose peak stays far below the limit. Unsealed it can (v2 refuses a
+  // lone thread outside its process's threaded subtree: exit 3); sealed, no
+  // group outside the test's is within its reach.
+  std::string away = kFindGroup + "exec {W} --thread-away $G/../.. --pipes 256 --away 3s";
+  std::string spec = "tests:\n  - {name: away, run: " + yaml_quoted(away) + ", memory: 64MiB}\n";
+  for (bool host : {true, false}) {
+    if (!host && !sealing()) continue;
+    SCOPED_TRACE(host ? "--host-cgroups" : "sealed");
+    auto run = run_spec(dir, spec, host ? std::vector<std::string>{"--host-cgroups"} : std::vector<std::string>{});
+    const auto& t = test_named(run, "away");
+    EXPECT_FALSE(t["passed"]) << t.dump();
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  }
+}
+
+TEST_F(Trust, SocketBuffersQueuedFromASubGroupTheTestMadeNeverPass) {
+  // The test makes a memory sub-group of its own, moves a child there and
+  // queues 256 MiB in TCP buffers under 32 MiB. v2 charges sockets in every
+  // group: the queue fails. v1 charges none in a group whose TCP limit was
+  // not written before the socket was made, which memrun cannot make sure
+  // of (the child may enter the moment the group exists): a test that
+  // makes a memory sub-group fails there, unless its spec allows it.
+  std::string script = kFindGroup + "mkdir $G/sub || exit 99; "
+                                    "sh -c \"echo \\$\\$ > $G/sub/cgroup.procs && exec {W} --tcp-queue 256MiB\"";
+  for (bool host : {false, true}) {
+    if (!host && !sealing()) continue;
+    SCOPED_TRACE(host ? "--host-cgroups" : "sealed");
+    auto run = run_spec(dir, "tests:\n  - {name: queues, run: " + yaml_quoted(script) + ", memory: 32MiB, timeout: 60s}\n",
+                        host ? std::vector<std::string>{"--host-cgroups"} : std::vector<std::string>{});
+    const auto& t = test_named(run, "queues");
+    EXPECT_FALSE(t["passed"]) << t.dump();
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    if (run.report["host"]["backend"] == "v1") {
+      EXPECT_NE(t["reason"].get<std::string>().find("made a memory sub-group (/sub)"), std::string::npos) << t.dump();
+    }
+  }
+  // A sub-group made and removed again before the end is seen as well.
+  auto removed = run_spec(dir, "tests:\n  - {name: removes, run: " + yaml_quoted(kFindGroup + "mkdir $G/sub && rmdir $G/sub") +
+                                   ", memory: 32MiB}\n");
+  const auto& r = test_named(removed, "removes");
+  if (removed.report["host"]["backend"] == "v1") {
+    EXPECT_NE(r["reason"].get<std::string>().find("made a memory sub-group (one it removed again)"), std::string::npos)
+        << r.dump();
+  }
+}
+
 TEST_F(Trust, ASealedTestSeesItsOwnGroupAsTheRootWithItsLimitAndCannotLeaveIt) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";
   // It looks for a way up: its cgroups as /proc says, the limit it reads as
@@ -343,7 +393,10 @@ TEST_F(Trust, ANestedMemrunGetsASubtreeOfItsOwnInsideASealedTest) {
                                                   "run: '" + workload() + " --touch 64MiB'}\n");
   std::string nested = memrun_bin() + " " + inner + " --json " + dir.path() + "/inner.json --run-dir " + dir.path() +
                        "/inner-runs";
-  auto run = run_spec(dir, "tests:\n  - {name: outer, memory: 256MiB, run: " + yaml_quoted(nested) + "}\n");
+  // sub_groups: on v1 the inner run's groups are sub-groups of the outer
+  // test's, where the kernel charges sockets only if their TCP limit is
+  // written first (the inner memrun writes it; the outer cannot know).
+  auto run = run_spec(dir, "tests:\n  - {name: outer, memory: 256MiB, sub_groups: true, run: " + yaml_quoted(nested) + "}\n");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_TRUE(test_named(run, "outer")["passed"]) << run.out;
   auto report = nlohmann::json::parse(read_text(dir.path() + "/inner.json", "{}"));
@@ -368,7 +421,7 @@ TEST_F(Trust, SubGroupsATestMakesAreKilledCountedAndRemovedAndTheReportIsWritten
                           "echo 4M > $G/sub/$L || exit 97; exec {W} --touch 64MiB";
   std::string xml = dir.path() + "/junit.xml";
   auto run = run_spec(dir,
-                      "tests:\n  - {name: leaves-a-sub-group, run: " + yaml_quoted(leave) + ", memory: 64MiB}\n" +
+                      "tests:\n  - {name: leaves-a-sub-group, run: " + yaml_quoted(leave) + ", memory: 64MiB, sub_groups: true}\n" +
                           "  - {name: ooms-below, run: " + yaml_quoted(oom_below) + ", memory: 256MiB, expect: oom}\n",
                       {"--junit", xml});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;

@@ -11,6 +11,8 @@
 //   memrun-workload --touch 50MiB --until FILE       (hold until the test says so)
 //   memrun-workload --tcp-queue 256MiB               (socket buffers nobody reads)
 //   memrun-workload --heap 10MiB,200MiB              (malloc'd in two functions: profilers name them)
+//   memrun-workload --thread-away DIR --pipes 256    (one thread leaves alone, fills pipes, comes back)
+//   memrun-workload --threads 1000 --hold 10s        (idle threads)
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -181,6 +185,58 @@ int queue_tcp(uint64_t bytes) {
   return 3;
 }
 
+// The cgroup folder of the calling thread, on the mounts this process sees:
+// its memory hierarchy's line on v1, else the unified one's.
+std::string own_group() {
+  std::ifstream in("/proc/thread-self/cgroup");
+  std::string unified;
+  for (std::string line; std::getline(in, line);) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    if (("," + controllers + ",").find(",memory,") != std::string::npos) return "/sys/fs/cgroup/memory" + path;
+    if (controllers.empty()) unified = "/sys/fs/cgroup" + path;
+  }
+  return unified;
+}
+
+// Writes the calling thread alone into the group `dir`: v1's `tasks`, v2's
+// `cgroup.threads` (which takes a thread only within its threaded subtree).
+bool move_thread(const std::string& dir) {
+  std::string tid = std::to_string(::syscall(SYS_gettid));
+  bool v1 = std::filesystem::exists(dir + "/tasks");
+  int fd = ::open((dir + (v1 ? "/tasks" : "/cgroup.threads")).c_str(), O_WRONLY | O_CLOEXEC);
+  bool moved = fd >= 0 && ::write(fd, tid.data(), tid.size()) == static_cast<ssize_t>(tid.size());
+  if (fd >= 0) ::close(fd);
+  return moved;
+}
+
+// One thread leaves the process's group alone for `dir`, fills `pipes`
+// pipes of 1 MiB there (a pipe's buffer is charged to the group of the
+// thread that writes it), stays `away`, and writes itself back. The pipes
+// stay open until the process exits. 3: the kernel refused the move out.
+int thread_away(const std::string& dir, int pipes, const std::string& away) {
+  int result = 0;
+  std::vector<int> kept;
+  std::thread([&] {
+    std::string home = own_group();
+    if (!move_thread(dir)) {
+      std::perror(("memrun-workload: move a thread to " + dir).c_str());
+      result = 3;
+      return;
+    }
+    std::string block(1 << 20, 'p');
+    for (int i = 0; i < pipes; ++i) {
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0 || ::fcntl(p[1], F_SETPIPE_SZ, 1 << 20) < 0) break;
+      if (::write(p[1], block.data(), block.size()) < 0) break;
+      kept.push_back(p[0]), kept.push_back(p[1]);
+    }
+    sleep_for(away);
+    if (!move_thread(home)) std::perror(("memrun-workload: move the thread back to " + home).c_str());
+  }).join();
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +258,12 @@ int main(int argc, char** argv) {
   app.add_option("--until", until, "after touching, wait until this file exists (at most 120 s)");
   app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
   app.add_option("--tcp-queue", tcp_s, "queue this much in TCP loopback buffers nobody reads; exit 3 if refused");
+  std::string thread_dir, away = "0s";
+  int pipes = 0, threads = 0;
+  app.add_option("--thread-away", thread_dir, "one thread moves alone to this cgroup, fills --pipes, comes back");
+  app.add_option("--pipes", pipes, "with --thread-away: pipes of 1 MiB to fill while away");
+  app.add_option("--away", away, "with --thread-away: how long it stays away (e.g. 2s)");
+  app.add_option("--threads", threads, "start this many threads that sleep until the process exits");
   std::string map_file;
   app.add_option("--heap", heap_s, "SMALL,BIG: malloc and touch SMALL in heap_small_site(), then BIG in heap_big_site()");
   app.add_option("--map", map_file, "map this file and read a byte of each page, over and over, forever");
@@ -304,6 +366,8 @@ int main(int argc, char** argv) {
   }
 
   if (uint64_t tcp = size_arg(tcp_s); tcp && queue_tcp(tcp) != 0) return 3;
+  if (!thread_dir.empty() && thread_away(thread_dir, pipes, away) != 0) return 3;
+  for (int i = 0; i < threads; ++i) std::thread([] { for (;;) ::pause(); }).detach();
 
   uint64_t spike = size_arg(spike_s);
   for (int i = 0; i < loops && spike; ++i) {
