@@ -70,14 +70,16 @@ class PeakResetBlock : public Block {
 // the block. Its charges count in the test's group too (use_hierarchy).
 class SubGroupBlock : public Block {
  public:
-  SubGroupBlock(std::string group, std::string sub, int pid)
-      : group_(std::move(group)), sub_(std::move(sub)), pid_(std::to_string(pid)) {
+  SubGroupBlock(std::string group, std::string sub, std::string name, int pid,
+                std::shared_ptr<std::set<std::string>> left)
+      : group_(std::move(group)), sub_(std::move(sub)), name_(std::move(name)), pid_(std::to_string(pid)),
+        left_(std::move(left)) {
     source_ = "memory.max_usage_in_bytes";
   }
   ~SubGroupBlock() override {
     if (!closed_) {
       fs::try_write_file(group_ + "/cgroup.procs", pid_);
-      ::rmdir(sub_.c_str());
+      remove();
     }
   }
   Figures close() override {
@@ -85,14 +87,18 @@ class SubGroupBlock : public Block {
               fs::read_u64(sub_ + "/memory.usage_in_bytes").value_or(0)};
     closed_ = true;
     fs::write_file(group_ + "/cgroup.procs", pid_);
-    // What the process started in the block may still run there: the
-    // group then goes with the test's (removed deepest first).
-    ::rmdir(sub_.c_str());
+    remove();
     return f;
   }
 
  private:
-  std::string group_, sub_, pid_;
+  // What the process started in the block may still run there: the group
+  // then goes with the test's (removed deepest first).
+  void remove() {
+    if (::rmdir(sub_.c_str()) != 0 && errno != ENOENT) left_->insert(name_);
+  }
+  std::string group_, sub_, name_, pid_;
+  std::shared_ptr<std::set<std::string>> left_;
   bool closed_ = false;
 };
 
@@ -111,7 +117,7 @@ std::unique_ptr<Block> peak_reset_block(const std::string& group) {
 }
 
 std::unique_ptr<Block> sub_group_block(const std::string& group, const std::string& name, int pid,
-                                       uint64_t tcp_limit) {
+                                       uint64_t tcp_limit, std::shared_ptr<std::set<std::string>> left) {
   std::string sub = group + "/" + name;
   if (::mkdir(sub.c_str(), 0755) != 0) fail_errno(Failure::Kind::system, "cannot create cgroup " + sub, sub);
   // Sockets are charged in a v1 group only once its TCP limit was written
@@ -124,7 +130,7 @@ std::unique_ptr<Block> sub_group_block(const std::string& group, const std::stri
     errno = err;
     fail_errno(Failure::Kind::system, "cannot move process " + std::to_string(pid) + " into " + sub, sub);
   }
-  return std::make_unique<SubGroupBlock>(group, sub, pid);
+  return std::make_unique<SubGroupBlock>(group, sub, name, pid, std::move(left));
 }
 
 }  // namespace memrun::cgroup

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "cgroup/cgroup.h"
@@ -21,7 +22,9 @@ std::unique_ptr<Block> peak_reset_block(const std::string& group);
 /// block, and back into `group` at close(); `tcp_limit` is written to the
 /// new group's memory.kmem.tcp.limit_in_bytes first (0: not offered), so
 /// that its sockets are charged as the test's are.
+/// `left` gets the block's name when its group cannot be removed at its
+/// end (a process the block started still runs there).
 std::unique_ptr<Block> sub_group_block(const std::string& group, const std::string& name, int pid,
-                                       uint64_t tcp_limit);
+                                       uint64_t tcp_limit, std::shared_ptr<std::set<std::string>> left);
 
 }  // namespace memrun::cgroup

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -57,7 +58,22 @@ struct Writes {
   std::mutex lock;
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   std::set<int> watching, written;
+  std::map<int, std::map<std::string, int>> made;  // watch_made's: the folders' names, how often each
 };
+
+// Reads what the instance queued; the lock is held.
+void drain(Writes& w) {
+  alignas(inotify_event) char events[4096];
+  for (ssize_t n; (n = ::read(w.fd, events, sizeof events)) > 0;)
+    for (ssize_t at = 0; at < n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+      if (e->mask & (IN_MODIFY | IN_CREATE)) w.written.insert(e->wd);
+      if ((e->mask & IN_CREATE) && e->len > 0) ++w.made[e->wd][e->name];
+      // Events were lost: any watch there was then may have been written.
+      if (e->mask & IN_Q_OVERFLOW) w.written.insert(w.watching.begin(), w.watching.end());
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+}
 
 Writes& writes() {
   static Writes* w = new Writes;  // never closed: see watch_writes
@@ -89,17 +105,27 @@ bool any_written(const std::vector<int>& watches) {
   Writes& w = writes();
   std::lock_guard<std::mutex> hold(w.lock);
   if (w.fd < 0 || watches.empty()) return false;
-  alignas(inotify_event) char events[4096];
-  for (ssize_t n; (n = ::read(w.fd, events, sizeof events)) > 0;)
-    for (ssize_t at = 0; at < n;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(events + at);
-      if (e->mask & (IN_MODIFY | IN_CREATE)) w.written.insert(e->wd);
-      // Events were lost: any watch there was then may have been written.
-      if (e->mask & IN_Q_OVERFLOW) w.written.insert(w.watching.begin(), w.watching.end());
-      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-    }
+  drain(w);
   for (int wd : watches)
     if (w.written.count(wd)) return true;
+  return false;
+}
+
+bool any_made_but(const std::vector<int>& watches, const std::map<std::string, int>& but) {
+  Writes& w = writes();
+  std::lock_guard<std::mutex> hold(w.lock);
+  if (w.fd < 0 || watches.empty()) return false;
+  drain(w);
+  for (int wd : watches) {
+    if (!w.written.count(wd)) continue;
+    auto made = w.made.find(wd);
+    // Written with no name known (an overflow): it may have been anything.
+    if (made == w.made.end()) return true;
+    for (const auto& [name, times] : made->second) {
+      auto ours = but.find(name);
+      if (ours == but.end() || times > ours->second) return true;
+    }
+  }
   return false;
 }
 
@@ -108,7 +134,7 @@ void unwatch(std::vector<int>& watches) {
   std::lock_guard<std::mutex> hold(w.lock);
   for (int wd : watches) {
     if (w.fd >= 0) ::inotify_rm_watch(w.fd, wd);
-    w.watching.erase(wd), w.written.erase(wd);
+    w.watching.erase(wd), w.written.erase(wd), w.made.erase(wd);
   }
   watches.clear();
 }

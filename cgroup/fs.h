@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,11 @@ std::vector<int> watch_made(const std::string& dir);
 /// Whether any of `watches` saw a write (or, of watch_made's, a folder
 /// made) since it was made; reads what the instance queued, never waits.
 bool any_written(const std::vector<int>& watches);
+
+/// Whether watch_made's `watches` saw a folder made that is not one of
+/// `but` (a name and how many times the caller made it: one made again
+/// under the same name is another's), or lost one with the queue.
+bool any_made_but(const std::vector<int>& watches, const std::map<std::string, int>& but);
 
 /// Ends `watches` (those of a removed file are gone already) and clears it.
 void unwatch(std::vector<int>& watches);

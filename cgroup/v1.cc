@@ -23,6 +23,7 @@
 
 #include <cerrno>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -129,10 +130,17 @@ class V1Group : public Group {
 
   // The first memory sub-group the test made, below the folder its
   // processes are in ("/sub"); "" when it made none.
+  // (The groups of memrun's own blocks, open_block(), are no test's:
+  // their TCP limit is written before a process moves in.)
   std::string sub_group_made() const {
-    for (const auto& g : groups(mem_))
-      if (g != mem_ && g != stat_) return g.substr(stat_.size());
-    return fs::any_written(sub_group_watch_) ? "one it removed again" : "";
+    for (const auto& g : groups(mem_)) {
+      if (g == mem_ || g == stat_) continue;
+      std::string below = g.substr(stat_.size());
+      // One of memrun's that a process the block started kept from going.
+      if (g.rfind(stat_ + "/", 0) == 0 && blocks_left_->count(below.substr(1))) continue;
+      return below;
+    }
+    return fs::any_made_but(sub_group_watch_, own_blocks_) ? "one it removed again" : "";
   }
 
   const std::string& path() const override { return mem_; }
@@ -143,8 +151,9 @@ class V1Group : public Group {
     if (!alone) return sampled_block(stat_ + "/memory.usage_in_bytes");
     uint64_t tcp = fs::read_u64(stat_ + "/memory.kmem.tcp.limit_in_bytes").value_or(0);
     std::string name = kBlockGroup + std::to_string(++blocks_);
-    own_blocks_.push_back(name);
-    return sub_group_block(stat_, name, pid, tcp);
+    auto block = sub_group_block(stat_, name, pid, tcp, blocks_left_);
+    ++own_blocks_[name];  // made by memrun (a name the test made first fails the mkdir)
+    return block;
   }
   std::string kernel_path() const override {
     auto mount = host().v1_mount.find("memory");
@@ -336,7 +345,9 @@ class V1Group : public Group {
   // test's leaf read stale figures for a whole 100 MiB burst (measured).
   std::string stat_ = mem_;
   int blocks_ = 0;                        // open_block()'s groups so far
-  std::vector<std::string> own_blocks_;   // their names: memrun's, not the test's
+  std::map<std::string, int> own_blocks_;  // their names, made once each: memrun's, not the test's
+  // Those a process the block started kept from being removed at its end.
+  std::shared_ptr<std::set<std::string>> blocks_left_ = std::make_shared<std::set<std::string>>();
   uint64_t ancestors_limit_;
   std::vector<int> fds_;
   int usage_fd_ = -1, limit_fd_ = -1;  // the group's memory.usage_in_bytes and limit_in_bytes

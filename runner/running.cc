@@ -31,7 +31,8 @@ std::vector<std::string> environment(const TestSpec& t) {
     // memrun's own variables are set below, once: a nested run's outer
     // values must not come first (getenv takes the first). The user's bus
     // is no test's unless its spec says so (shield.h).
-    if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT" || key == "MEMRUN_PYTEST_OUTCOME")
+    if (t.env.count(key) || key == "MEMRUN_TEST" || key == "MEMRUN_MEMORY_LIMIT" || key == "MEMRUN_PYTEST_OUTCOME" ||
+        key == "MEMRUN_SUB_GROUPS")
       continue;
     if (!t.service_manager && names_the_users_bus(key)) continue;
     env.push_back(kv);
@@ -40,6 +41,9 @@ std::vector<std::string> environment(const TestSpec& t) {
   // Tests may size themselves to their limit.
   env.push_back("MEMRUN_TEST=" + t.name);
   env.push_back("MEMRUN_MEMORY_LIMIT=" + std::to_string(t.memory));
+  // pytest_memrun.peak() makes a v1 group of its own for a block only where
+  // the test may make sub-groups (sub_groups: true); else it samples.
+  if (t.sub_groups) env.push_back("MEMRUN_SUB_GROUPS=1");
   return env;
 }
 

@@ -33,6 +33,7 @@
 #include "runner/plan.h"
 #include "runner/process_setup.h"
 #include "runner/report.h"
+#include "runner/report_json.h"
 #include "runner/running.h"
 #include "runner/running_set.h"
 #include "runner/shield.h"
@@ -43,34 +44,13 @@
 namespace memrun {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // What one message carries: an fd for each namespace of a sealed case, a
 // pidfd, a report's file.
 constexpr size_t kMaxFds = 4;
 // A case's marker and its name are the plugin's data: bounded.
 constexpr size_t kMaxBlocks = 1000;
-
-// Whether a JSON text nests no deeper than `max` (nlohmann's parser
-// recurses into arrays and objects): strings skipped, escapes included.
-bool shallow(const std::string& text, int max) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 // One message: its JSON and the descriptors that came with it, which it
 // closes unless they were taken.
@@ -128,8 +108,13 @@ std::optional<Message> receive(int socket, bool* eof) {
   if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxServeMessage)
     protocol_error("a message longer than " + format_size(kMaxServeMessage) + " or with too many descriptors");
   buffer.resize(static_cast<size_t>(n));
-  if (!shallow(buffer, 16)) protocol_error("a message nested too deep");
-  m.body = Json::parse(buffer, nullptr, false);
+  try {
+    JsonLimits limits;
+    limits.depth = 16;  // the deepest message nests 4 (a marker's env, say)
+    m.body = parse_json(buffer, "a message of the pytest plugin", limits);
+  } catch (const Error& e) {
+    protocol_error(e.what());
+  }
   if (!m.body.is_object() || m.body.size() == 0) protocol_error("a message that is no JSON object");
   return m;
 }
@@ -565,7 +550,7 @@ class Server {
     for (const auto& [name, value] : t.env) env[name] = value;
     env["MEMRUN_TEST"] = t.name;
     env["MEMRUN_MEMORY_LIMIT"] = std::to_string(t.memory);
-    Json unset = Json::array({"MEMRUN_PYTEST_OUTCOME"});
+    Json unset = Json::array({"MEMRUN_PYTEST_OUTCOME", "MEMRUN_SUB_GROUPS"});
     if (!t.service_manager)
       for (const char* name : {"DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"}) unset.push_back(name);
     Json ready = {{"id", k.id},         {"sealed", !fds.empty()},   {"env", env},

@@ -113,9 +113,10 @@ void read_env(const Source& src, const YAML::Node& v, Fields& f) {
     bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
     for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     if (!ok) src.fail(e.first, "'" + name + "' is not a valid environment variable name (letters, digits, _)");
-    if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT" || name == "MEMRUN_PYTEST_OUTCOME")
+    if (name == "MEMRUN_TEST" || name == "MEMRUN_MEMORY_LIMIT" || name == "MEMRUN_PYTEST_OUTCOME" ||
+        name == "MEMRUN_SUB_GROUPS")
       src.fail(e.first, name + " is set by memrun for every test (its name, its limit in bytes, where a pytest "
-                               "case's outcome goes); use another name");
+                               "case's outcome goes, whether it may make sub-groups); use another name");
     f.env[name] = without_nul(src, e.second, src.scalar(e.second, "env." + name, "a string"), ("env." + name).c_str());
   }
 }
