@@ -18,7 +18,7 @@ namespace memrun {
 
 /// How a comparison is made and where it goes (`memrun compare`, `--baseline`).
 struct Comparing {
-  std::string max_increase;  ///< --max-increase: unless a test's spec says; "": the default (threshold.h)
+  std::string max_increase;                ///< --max-increase: unless a test's spec says; "": the default
   std::string gate = "auto";               ///< --gate auto|peak|working-set
   std::string json, junit, markdown;       ///< `memrun compare --json/--junit/--markdown`
 };

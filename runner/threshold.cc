@@ -8,11 +8,14 @@
 // grows, never shrinks), while the ordering itself gets far stricter
 // (3 runs a side: 1 chance in 20 for equal code; 5: 1 in 252).
 //
-// Why 3 times it: for equal code with normal noise, every head run above
-// every base run by more than k times the larger range happens in 0.38% of
-// comparisons at k = 1, 0.076% at k = 2, 0.027% at k = 3 (3 runs a side,
-// simulated). The floor, 2% and 1 MiB, covers noise that comes in steps
-// (a huge page, an arena more or less), which a range of 3 runs can miss.
+// Why 3 times it: for equal code with normal noise, 3 runs a side, every
+// run of one side beyond every run of the other by more than k times the
+// larger range happens in 0.76% of comparisons at k = 1, 0.15% at k = 2,
+// 0.045% at k = 3 (simulated, 10^6 pairs): for a pull request of 100 such
+// tests, a false alarm in 1 of 7 at k = 2, 1 of 22 at k = 3. A growth must
+// then clear about 4 spreads: 5% shows where the runs agree within 1.2%.
+// The floor, 2% and 1 MiB, covers noise that comes in steps (a huge page,
+// an arena more or less), which a range of 3 runs can miss.
 // bench/RESULTS.md measures the rule on the project's own workloads.
 #include "runner/threshold.h"
 
