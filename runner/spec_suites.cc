@@ -66,9 +66,10 @@ void read_marks(const Source& src, const SuiteDraft& suite, const Case& c, Field
   std::string at;  // the test's file:line, from the pytest plugin
   for (const auto& [k, v] : c.marks) {
     if (k == "@where") at = v + ": ";
-    // pytest's: each value as JSON (memrun_pytest.py), which YAML reads;
-    // ctest's: text.
-    else marks[k] = c.rules.outcome_file ? YAML::Load(v) : YAML::Node(v);
+    // Each value as YAML reads it: pytest's as the JSON its plugin wrote
+    // (memrun_pytest.py: a string, a number, a list, a mapping), ctest's
+    // plain words (a timeout).
+    else marks[k] = YAML::Load(v);
   }
   try {
     check_keys(src, marks, names_at(kRule), "@pytest.mark.memrun");

@@ -166,7 +166,9 @@ TEST_F(Ci, NoNameOrOutputShowsAsAnotherInAnyOutput) {
                                                 {"JUnit", slurp(xml)},         {"Markdown", slurp(md)},
                                                 {"HTML", slurp(html)},         {"step summary", slurp(summary)}};
   for (const auto& [what, text] : outputs) {
-    if (what != "stderr") EXPECT_FALSE(text.empty()) << what;
+    if (what != "stderr") {
+      EXPECT_FALSE(text.empty()) << what;
+    }
     for (const auto& raw : kShowAsOthers) EXPECT_EQ(text.find(raw), std::string::npos) << what << " shows one raw:\n" << text;
   }
   auto listed = run_memrun({"list", dir.path() + "/spec.yaml"});
