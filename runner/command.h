@@ -77,7 +77,7 @@ Result run_command(const Options& o);
 /// What `memrun exec` asks of a run beyond what a spec run does.
 struct RunExtras {
   bool echo = false;                       ///< the tests' output shown as it comes (and logged)
-  bool brief = false;                      ///< the verdict lines alone: no header, no summary
+  bool brief = false;                      ///< the verdict lines alone: no header, no summary, no log tail
   std::vector<TestRecord>* records = nullptr;  ///< each test's record, as it came
 };
 
