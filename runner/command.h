@@ -82,7 +82,7 @@ RunInfo describe_run(const Options& o, const std::string& run_id, const std::str
 /// What `memrun exec` asks of a run beyond what a spec run does.
 struct RunExtras {
   bool echo = false;                       ///< the tests' output shown as it comes (and logged)
-  bool brief = false;                      ///< the verdict lines alone: no header, no summary
+  bool brief = false;                      ///< the verdict lines alone: no header, no summary, no log tail
   std::vector<TestRecord>* records = nullptr;  ///< each test's record, as it came
 };
 

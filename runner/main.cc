@@ -294,6 +294,9 @@ Result run_guarded(const std::function<Result()>& command, bool skip_unenforceab
 }
 
 }  // namespace
+
+// The commit memrun was built from (the build's runner/commit.cc).
+extern const char* const kCommit;
 }  // namespace memrun
 
 int main(int argc, char** argv) {
@@ -312,7 +315,7 @@ int main(int argc, char** argv) {
       "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix); 77 the same,\n"
       "with --unenforceable skip. memrun exec: the command's own status where memory held.",
       "memrun"};
-  app.set_version_flag("--version", MEMRUN_VERSION);
+  app.set_version_flag("--version", fmt::format("memrun {} (commit {})", MEMRUN_VERSION, kCommit));
   Cli cli;
   add_run_flags(app, cli.o);
   add_commands(app, cli);

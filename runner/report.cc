@@ -116,7 +116,7 @@ void Console::details(const TestRecord& r) const {
       fmt::print(out_, "      the kernel killed {} (pid {}): anon-rss {}, file-rss {}, shmem-rss {}\n", one_line(k.name), k.pid,
                  format_size(k.anon_rss), format_size(k.file_rss), format_size(k.shmem_rss));
   }
-  if (v.outcome == Outcome::error || v.outcome == Outcome::interrupted) return;
+  if (v.outcome == Outcome::error || v.outcome == Outcome::interrupted || !log_tails_) return;
   for (const auto& path : {r.test.stderr_path, r.test.stdout_path}) {
     // A test's bytes must not drive the terminal (or a CI log viewer).
     std::string tail = printable(log_tail(path, 10));

@@ -34,6 +34,9 @@ class Console {
   /// The closing line: "N passed, N failed", the tests not run, and the
   /// signal that interrupted the run (its name; empty if none).
   void summary(const Tally& tally, size_t planned, const std::string& interrupted_by) const;
+  /// No log tail under a failed test: its whole output follows
+  /// (`memrun exec --output after`), and would show it twice.
+  void omit_log_tails() { log_tails_ = false; }
 
  private:
   std::string paint(const char* code, const std::string& text) const;
@@ -41,6 +44,7 @@ class Console {
   std::FILE* out_;
   bool color_;
   size_t width_;
+  bool log_tails_ = true;
 };
 
 /// True when stdout is a TTY and NO_COLOR is unset.

@@ -131,7 +131,8 @@ TEST_F(Exec, TheCommandsOutputPassesThroughAndIsLogged) {
 }
 
 // --output after (the CMake functions'): the verdict line first, no header,
-// then the command's whole output.
+// then the command's whole output, once (no log tail under the verdict:
+// ctest --output-on-failure showed a failed case's output twice).
 TEST_F(Exec, OutputAfterPutsTheVerdictFirst) {
   auto r = exec({"--memory", "64MiB", "--output", "after"}, {"sh", "-c", "echo first-line; seq 3; exit 1"});
   EXPECT_EQ(r.exit_code, 1) << r.out;
@@ -139,6 +140,7 @@ TEST_F(Exec, OutputAfterPutsTheVerdictFirst) {
   auto whole = r.out.find("--- stdout of sh (");
   ASSERT_NE(whole, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("first-line\n1\n2\n3\n", whole), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("first-line"), r.out.rfind("first-line")) << r.out;
   EXPECT_EQ(r.out.find("passed, "), std::string::npos) << r.out;
 }
 

@@ -1,8 +1,8 @@
-# Run after each build of a memrun_discover_tests() target (cmake -P):
-# lists its GoogleTest cases and writes a CTest file with one test per case,
-# each `memrun exec` of exactly that case under its limit. SETTINGS names
-# the file memrun_discover_tests() generated (EXE, MEMRUN, OUT, MEMORY,
-# CASES, EXPECT_OOM, ...).
+# Run by the build whenever a memrun_discover_tests() target or its
+# arguments changed (cmake -P): lists its GoogleTest cases and writes a
+# CTest file with one test per case, each `memrun exec` of exactly that
+# case under its limit. SETTINGS names the file memrun_discover_tests()
+# generated (EXE, MEMRUN, OUT, MEMORY, CASES, EXPECT_OOM, ...).
 cmake_minimum_required(VERSION 3.25)
 include("${SETTINGS}")
 include("${CMAKE_CURRENT_LIST_DIR}/memrunFunctions.cmake")
@@ -33,7 +33,7 @@ if(listing MATCHES ";")
   message(FATAL_ERROR "memrun_discover_tests: a case name of ${EXE} holds a ';', which CTest names cannot")
 endif()
 string(REPLACE "\n" ";" lines "${listing}")
-set(text "# Written by memrun_discover_tests from ${EXE} --gtest_list_tests; rewritten by every build.\n")
+set(text "# Written by memrun_discover_tests from ${EXE} --gtest_list_tests; rewritten when it or the arguments change.\n")
 set(suite "")
 set(count 0)
 foreach(line IN LISTS lines)

@@ -58,9 +58,9 @@ endfunction()
 #                       [EXTRA_ARGS args...] [WORKING_DIRECTORY dir]
 #                       [DISCOVERY_TIMEOUT seconds] [UNENFORCEABLE_SKIP]
 #                       [JSON_DIR dir])
-# Every GoogleTest case of `target`, listed after each build (as
-# gtest_discover_tests does, with --gtest_list_tests; DISABLED_ cases
-# left out), becomes a CTest test named TEST_PREFIX + the case's name, run
+# Every GoogleTest case of `target`, listed after each build that changed
+# the target or these arguments (as gtest_discover_tests does, with
+# --gtest_list_tests; DISABLED_ cases left out), becomes a CTest test named TEST_PREFIX + the case's name, run
 # alone (--gtest_filter=CASE) under MEMORY. CASES gives the cases whose
 # names match a glob (* and ? as in the shell; * crosses . and /) another
 # limit, later pairs winning; EXPECT_OOM's cases pass only when the kernel
@@ -111,11 +111,17 @@ function(memrun_discover_tests target)
                          "set(MEMRUN [==[$<TARGET_FILE:memrun::memrun>]==])\n"
                          "set(OUT [==[${base}_tests${config}.cmake]==])\n")
   file(GENERATE OUTPUT "${base}_settings${config}.cmake" CONTENT "${settings}")
-  add_custom_command(TARGET ${target} POST_BUILD
+  # The list is written again whenever the target's file or these settings
+  # change (file(GENERATE) rewrites them only when they differ): a limit
+  # changed here reaches ctest on the next build, relinked or not.
+  add_custom_command(OUTPUT "${base}_tests${config}.cmake"
     COMMAND "${CMAKE_COMMAND}" -D "SETTINGS=${base}_settings${config}.cmake"
             -P "${_memrun_functions_dir}/memrunDiscoverTests.cmake"
-    BYPRODUCTS "${base}_tests${config}.cmake"
+    DEPENDS ${target} "${base}_settings${config}.cmake" "${_memrun_functions_dir}/memrunDiscoverTests.cmake"
+            "${_memrun_functions_dir}/memrunFunctions.cmake"
+    COMMENT "Listing the GoogleTest cases of ${target} for memrun"
     VERBATIM)
+  add_custom_target(${target}_memrun_tests ALL DEPENDS "${base}_tests${config}.cmake")
   # CTest reads the list the last build wrote (for the configuration it
   # runs); before a build there is none, and a placeholder test says so.
   set(list "${base}_tests.cmake")
