@@ -95,6 +95,8 @@ std::string hierarchy_options(const std::string& super) {
 
 }  // namespace
 
+// Long: two passes that fill one Host, each beside the format it reads:
+// mountinfo's lines, then /proc/self/cgroup's against the mounts found.
 Host parse_host(const std::string& mountinfo, const std::string& proc_cgroup,
                 const std::string& prefix) {
   Host h;

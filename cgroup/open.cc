@@ -160,6 +160,9 @@ std::string describe(const Problem& p) {
       return "the memory controller is not delegated to the " + std::string(p.root ? "system" : "user") +
              " manager (it has: " + p.detail + ")";
     case K::scope_without_memory: return "the scope " + p.path + " has no memory controller (it has: " + p.detail + ")";
+    case K::cannot_create_group: return "cannot create cgroup " + p.path + ": " + std::strerror(p.error);
+    case K::scope_refused: return "systemd refused the scope " + p.path + ": " + p.detail;
+    case K::scope_not_started: return "systemd did not start the scope " + p.path + ": " + p.detail;
     case K::controllers_not_enabled:
       return "cannot enable the " + p.detail + " controllers in " + p.path + ": " + std::strerror(p.error) +
              " (cgroup v2 allows it only where the parent enabled them too, and only in a cgroup without processes "
@@ -168,10 +171,10 @@ std::string describe(const Problem& p) {
   return "";
 }
 
-void unenforceable(Problem p) {
-  host_facts(p);
-  std::string what = describe(p), path = p.path;
-  throw Failure(Failure::Kind::cannot_enforce, what, p.error, path, std::move(p));
+void unenforceable(Problem problem) {
+  host_facts(problem);
+  std::string what = describe(problem), path = problem.path;
+  throw Failure(Failure::Kind::cannot_enforce, what, problem.error, path, std::move(problem));
 }
 
 Verdict check(const OpenOptions& options) {

@@ -30,6 +30,9 @@ struct Problem {
     memory_not_delegated,     ///< the manager's cgroup has no memory controller; `detail`: what it has
     scope_without_memory,     ///< the scope `path` came without memory; `detail`: what it has
     controllers_not_enabled,  ///< cgroup.subtree_control of `path` refused `detail` (errno: Failure::error)
+    cannot_create_group,      ///< mkdir of the group `path` was refused (errno: `error`)
+    scope_refused,            ///< the manager refused to start the scope `path`; `detail`: its answer
+    scope_not_started,        ///< the manager's job for the scope `path` did not finish; `detail`: how it ended
   };
   Kind kind = Kind::none;
   std::string backend;  ///< "v2", "v1" or "systemd": the backend that cannot enforce

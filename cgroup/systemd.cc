@@ -83,7 +83,7 @@ std::string bus_error(const sd_bus_error& error, int r) {
   std::string msg = error.message ? error.message : std::strerror(-r);
   const char* address = std::getenv("DBUS_SESSION_BUS_ADDRESS");
   if (!root() && error.name && std::string(error.name) == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired")
-    msg += std::string(" (memrun talked to the system manager, not your user manager") +
+    msg += std::string(" (this was the system manager, not your user manager") +
            (address && *address ? ": DBUS_SESSION_BUS_ADDRESS=" + std::string(address) +
                                       " points elsewhere; unset it or use unix:path=/run/user/" +
                                       std::to_string(::getuid()) + "/bus"
@@ -140,7 +140,7 @@ class SystemdBackend : public Backend {
     sd_bus_message *m = nullptr, *reply = nullptr;
     int r = sd().message_new_method_call(bus_, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                            "org.freedesktop.systemd1.Manager", "StartTransientUnit");
-    std::string description = "memrun run " + run_name;
+    std::string description = "run " + run_name;
     if (r >= 0) r = sd().message_append(m, "ss", unit_.c_str(), "fail");
     if (r >= 0) r = sd().message_open_container(m, 'a', "(sv)");
     if (r >= 0) r = sd().message_append(m, "(sv)", "Description", "s", description.c_str());
@@ -156,7 +156,7 @@ class SystemdBackend : public Backend {
       std::string msg = bus_error(error, r);
       sd().error_free(&error);
       sd().slot_unref(slot);
-      throw Failure(Failure::Kind::cannot_enforce, "systemd refused the scope " + unit_ + ": " + msg);
+      unenforceable(make_problem(Problem::Kind::scope_refused, "systemd", unit_, msg));
     }
     const char* job = nullptr;
     sd().message_read(reply, "o", &job);
@@ -170,8 +170,8 @@ class SystemdBackend : public Backend {
     sd().slot_unref(slot);
     auto it = jobs.removed.find(job_path);
     if (it == jobs.removed.end() || it->second != "done")
-      throw Failure(Failure::Kind::cannot_enforce, "systemd did not start the scope " + unit_ + ": " +
-                                      (it == jobs.removed.end() ? "no answer within 30s" : "job " + it->second));
+      unenforceable(make_problem(Problem::Kind::scope_not_started, "systemd", unit_,
+                                 it == jobs.removed.end() ? "no answer within 30s" : "its job " + it->second));
   }
 
   ~SystemdBackend() override {

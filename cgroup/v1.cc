@@ -370,7 +370,11 @@ class V1Backend : public Backend {
   V1Backend(const std::string& parent, const std::string& run_name, bool seal, const std::string& pids_parent) {
     run_ = parent + "/" + run_name;
     seal_ = seal && can_seal();
-    make_dir(run_, Failure::Kind::cannot_enforce);
+    if (::mkdir(run_.c_str(), 0755) != 0) {
+      Problem p = make_problem(Problem::Kind::cannot_create_group, "v1", run_);
+      p.error = errno;
+      unenforceable(std::move(p));
+    }
     top_ = host().v1_mount.count("memory") ? host().v1_mount.at("memory") : parent;
     ancestors_limit_ = effective_limit(run_, top_, "memory.limit_in_bytes");
     memsw_ = fs::exists(run_ + "/memory.memsw.limit_in_bytes");
@@ -430,7 +434,7 @@ class V1Backend : public Backend {
     c.swap = memsw_ ? "yes (memory.memsw.limit_in_bytes)" : "no: swap cannot be limited per test";
     c.pressure = "no (v1 has no per-group PSI)";
     c.pids = pids_run_.empty() ? "no pids controller" : "yes (pids.max)";
-    c.hugetlb = "not limited (memrun limits huge pages on v2 only)";
+    c.hugetlb = "not limited (huge pages are limited on v2 only)";
     c.placement = "the child joins its group before exec";
     c.sealed = seal_;
     c.sockets = tcp_ ? "TCP buffers limited to the memory limit on a counter of their own "

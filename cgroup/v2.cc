@@ -56,8 +56,11 @@ std::vector<std::string> listing(const std::string& dir) {
 // controllers for its children.
 void make_room(const std::string& dir) {
   std::string leaf = dir + "/" + kLeaf;
-  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
-    fail_errno(Failure::Kind::cannot_enforce, "cannot create " + leaf, leaf);
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+    Problem p = make_problem(Problem::Kind::cannot_create_group, "v2", leaf);
+    p.error = errno;
+    unenforceable(std::move(p));
+  }
   for (int round = 0; round < 100; ++round) {
     std::istringstream in(fs::read_file(dir + "/cgroup.procs").value_or(""));
     std::string pid;
@@ -323,8 +326,11 @@ class V2Backend : public Backend {
     want_ = want;
     seal_ = seal && can_seal();
     enable(parent, want);
-    if (::mkdir(run_.c_str(), 0755) != 0)
-      fail_errno(Failure::Kind::cannot_enforce, "cannot create cgroup " + run_, run_);
+    if (::mkdir(run_.c_str(), 0755) != 0) {
+      Problem p = make_problem(Problem::Kind::cannot_create_group, "v2", run_);
+      p.error = errno;
+      unenforceable(std::move(p));
+    }
     try {
       enable(run_, want);
     } catch (...) {
@@ -387,7 +393,7 @@ class V2Backend : public Backend {
     auto has = [&](const char* file) { return fs::exists(dir + "/" + file); };
     Capabilities c;
     c.limit_read_back = fs::read_u64(dir + "/memory.max").value_or(0);
-    c.peak = has("memory.peak") ? "memory.peak" : "no memory.peak (before 5.19): memrun samples the peak";
+    c.peak = has("memory.peak") ? "memory.peak" : "no memory.peak (before 5.19): the peak is sampled";
     c.oom_kills = "memory.events (oom_kill; oom_group_kill since 5.19)";
     c.kill_all = has_kill_ ? "cgroup.kill" : "SIGKILL to every pid in cgroup.procs, repeated";
     c.swap = swap_ ? "yes (memory.swap.max)" : "no: swap cannot be limited per test";

@@ -44,6 +44,8 @@ std::string where(const CLI::App* app, const CLI::App& root) {
 
 }  // namespace
 
+// Long: one pass over the words; each kind (--, a flag and its values, a
+// command, a spec, exec's command) beside the rule that reads it.
 ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::string>& args,
                               const std::string& command_taker) {
   ScannedLine out;

@@ -33,6 +33,8 @@ TestSpec command_test(const std::vector<std::string>& words, const BisectOptions
 
 }  // namespace
 
+// Long: the command top-down: its flags, the test (a spec's or a
+// command's), the bisection, the limit to write (with the test's headroom).
 Result bisect_command(const std::vector<std::string>& words, const std::string& test_name, const std::string& range,
                    const std::string& tolerance, int trials, const Options& o) {
   BisectOptions bo;

@@ -155,6 +155,8 @@ std::string tail(const std::string& text) {
 // trouble. `with_cases_fd` adds a third memory file, inherited by the tool
 // (the pytest plugin writes its cases there, out of reach of pytest's own
 // output capture; its number is in MEMRUN_PYTEST_FD).
+// Long: one listing start to end (environment, group, start, wait, clean-up),
+// each way it fails said beside the step it fails at.
 Listing run_tool(const SuiteSource& s, const std::vector<std::string>& argv, std::map<std::string, std::string> env,
                  bool with_cases_fd, cgroup::Backend* backend, bool streamed = false) {
   auto memfd = [](const char* name, unsigned flags) {

@@ -51,6 +51,12 @@ std::string own_fix(const cgroup::Problem& p) {
                           std::to_string(p.uid);
     case K::memory_not_delegated:
     case K::scope_without_memory: return delegate_fix(p.uid);
+    case K::cannot_create_group:
+      return "a read-only cgroup mount or a reached cgroup.max.descendants refuses new groups; memrun doctor "
+             "shows what this host allows";
+    case K::scope_refused:
+    case K::scope_not_started:
+      return (p.root ? "journalctl -u " : "journalctl --user -u ") + p.path + " says why the manager did not start it";
     case K::none:
     case K::v2_not_mounted:
     case K::no_permission:

@@ -179,6 +179,8 @@ std::vector<std::string> helper_env(const TestSpec& t) {
 // a child given the test's, its signals unblocked, its errors unprinted,
 // for at most 5 s and 1 MiB of words. nullopt when it refuses, or the line
 // starts by assigning a variable or holds a comment (#).
+// Long: the child that runs wordexp(3) and the parent that reads its words,
+// each bounded, side by side.
 std::optional<std::vector<std::string>> command_words(const std::string& command, const std::vector<std::string>& env,
                                                      const std::string& cwd) {
   size_t name = command.find_first_not_of(" \t");
@@ -586,6 +588,8 @@ bool python_file(const std::string& file) {
 }
 
 // memray's profiles, one per process it followed.
+// Long: the reader's output in its order (profiles, sites, merged stacks);
+// it moves with memray's own room when explain is split by job (issue 47).
 std::string read_memray(const Profiling& p, const std::string& out_base, Helpers& helpers, uint64_t limit,
                         Explanation& e, std::map<int, std::string>& profiled, int& interrupted_by) {
   Ran ran = helpers.run("read", {p.python, "-I", "-c", kMemrayReader, out_base + ".bin", std::to_string(kMaxSites * 5)},
@@ -671,6 +675,8 @@ uint64_t heaptrack_size(const std::string& text) {
 // no machine-readable form of these with file:line (its flame graph stacks
 // lack lines, its massif output the stacks), so its text is read, strictly:
 // a line not as expected ends the block.
+// Long: heaptrack_print's text read strictly, block by block; it moves to a
+// room of its own when explain is split by job (issue 47).
 std::string read_heaptrack(const std::string& dir, const std::string& out_base, const std::vector<std::string>& env,
                            Helpers& helpers, uint64_t limit, Explanation& e,
                            std::map<std::string, std::string>& profiled_commands, int& interrupted_by) {
@@ -813,6 +819,8 @@ std::string explain_why(ExplainMode mode, const TestRecord& r) {
 
 bool explain_regressed(ExplainMode mode) { return mode != ExplainMode::never; }
 
+// Long: the profiled run end to end (profiler, limit, run, profiles,
+// breakdown, summary); split with explain's rooms (issue 47).
 Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const std::string& why,
                          cgroup::Backend& backend, const RunOptions& options, const std::string& run_dir,
                          int& interrupted_by) {

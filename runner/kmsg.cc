@@ -70,6 +70,8 @@ std::vector<OomKill> KernelLog::oom_kills(const std::string& group_suffix, const
   return kills;
 }
 
+// Long: the kernel's two lines per kill read in two passes, each beside the
+// format and the rate limit it depends on.
 std::vector<OomKill> parse_oom_kills(const std::vector<std::string>& messages, const std::string& group_suffix,
                                      const std::set<int>& known) {
   // The kernel logs, per kill (mm/oom_kill.c, 5.0+):

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -243,10 +245,11 @@ int exit_code(const Result& r, bool skip_unenforceable) {
     // 77: automake's and meson's skip code, which the CMake functions give
     // CTest as SKIP_RETURN_CODE.
     case Category::cannot_enforce: return skip_unenforceable ? 77 : 3;
-    case Category::system: return 1;
-    case Category::internal: return 1;
+    // memrun itself failed, not a test: a caller (CI) tells it from 1.
+    case Category::system: return 4;
+    case Category::internal: return 4;
   }
-  return 1;
+  return 4;
 }
 
 // The cgroup library says what failed; how memrun ends is decided here.
@@ -305,7 +308,12 @@ int main(int argc, char** argv) {
   // would open its own files under those numbers and then print into them
   // (the report's spool, a test's log): /dev/null holds each place instead.
   for (int fd = 0; fd < 3; ++fd)
-    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd) return 2;
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF && ::open("/dev/null", O_RDWR) != fd) {
+      // (dprintf: a closed stderr takes nothing, and no stream aborts on it)
+      (void)!::dprintf(2, "memrun: cannot open /dev/null in place of closed descriptor %d: %s\n", fd,
+                       std::strerror(errno));
+      return exit_code(Result::stopped(Category::system), false);
+    }
   // A closed stdout (memrun | head) must not kill memrun before it cleans up.
   ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
@@ -313,7 +321,8 @@ int main(int argc, char** argv) {
       "reports what the kernel measured: pass/fail, peak, OOM kills and headroom.\n\n"
       "Exit codes: 0 all tests passed; 1 a test did not pass; 2 bad spec or usage;\n"
       "3 memory limits cannot be enforced here (run 'memrun doctor' for the fix); 77 the same,\n"
-      "with --unenforceable skip. memrun exec: the command's own status where memory held.",
+      "with --unenforceable skip; 4 memrun itself failed (a system call, an internal error).\n"
+      "memrun exec: the command's own status where memory held.",
       "memrun"};
   app.set_version_flag("--version", fmt::format("memrun {} (commit {})", MEMRUN_VERSION, kCommit));
   Cli cli;

@@ -66,6 +66,20 @@ TEST_F(Faults, ClosedStdioIsNoCrashAndNoCorruptReport) {
   EXPECT_EQ(read_text(json["tests"][0]["stdout"].get<std::string>()), "to-the-log\n");
 }
 
+TEST_F(Faults, MemrunsOwnFailureEndsWithACodeNoTestEndsWith) {
+  // Where memrun cannot hold a closed descriptor's place (/dev/null, bound
+  // read-only in a mount namespace of its own, refuses to open for
+  // writing, root or not), it fails itself: exit 4 with the reason, never
+  // 1 (a test did not pass) nor 2 (bad input).
+  std::string file = dir.write("null", "");
+  auto run = run_program({"unshare", "-m", "sh", "-c",
+                          "mount --bind \"$1\" /dev/null && mount -o remount,bind,ro /dev/null && "
+                          "exec \"$0\" --version <&-",
+                          memrun_bin(), file});
+  EXPECT_EQ(run.exit_code, 4) << run.out << run.err;
+  EXPECT_NE(run.err.find("cannot open /dev/null in place of closed descriptor 0"), std::string::npos) << run.err;
+}
+
 TEST_F(Faults, TheFirstSignalAsksTestsToStopASecondKillsAtOnce) {
   // Two tests at once: one cleans up on SIGTERM, one ignores it.
   std::string cleaned = dir.path() + "/cleaned", polite = dir.path() + "/polite.pid",

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -66,6 +67,28 @@ TEST(Host, Legacy) {
 }
 
 TEST(Host, None) { EXPECT_EQ(parse_host("", "").mode, Mode::none); }
+
+// A group the kernel refused to make, a scope the manager refused or never
+// started: typed like every other reason limits cannot be enforced, each
+// with its fix.
+TEST(Problems, ARefusedGroupOrScopeIsAProblemWithItsFix) {
+  Problem group = make_problem(Problem::Kind::cannot_create_group, "v1", "/sys/fs/cgroup/memory/memrun-x");
+  group.error = EROFS;
+  group.root = true;
+  EXPECT_EQ(describe(group), "cannot create cgroup /sys/fs/cgroup/memory/memrun-x: Read-only file system");
+  EXPECT_EQ(memrun::advice(group), "a read-only cgroup mount or a reached cgroup.max.descendants refuses new groups; "
+                                   "memrun doctor shows what this host allows");
+  Problem scope = make_problem(Problem::Kind::scope_not_started, "systemd", "memrun-x.scope", "its job failed");
+  scope.uid = 1000;
+  EXPECT_EQ(describe(scope), "systemd did not start the scope memrun-x.scope: its job failed");
+  // (then, for a user, the fixes every problem has: root, a cgroup of one's own)
+  EXPECT_EQ(memrun::advice(scope).find("journalctl --user -u memrun-x.scope says why the manager did not start it\n"),
+            0u);
+  Problem refused = make_problem(Problem::Kind::scope_refused, "systemd", "memrun-x.scope", "Access denied");
+  refused.root = true;
+  EXPECT_EQ(describe(refused), "systemd refused the scope memrun-x.scope: Access denied");
+  EXPECT_EQ(memrun::advice(refused), "journalctl -u memrun-x.scope says why the manager did not start it");
+}
 
 }  // namespace
 }  // namespace memrun::cgroup
