@@ -97,6 +97,26 @@ struct Rerun {
   std::vector<std::string> argv;
 };
 
+// Where a rerun is confined: explain's flags where given, else where the
+// report's run was where that still exists (its cgroups' parent, its run
+// folder's), never below memrun's own cgroup.
+std::vector<std::string> confinement_flags(const RunInfo& info, const Options& confine) {
+  namespace fs = std::filesystem;
+  auto parent_of = [](const std::string& path) { return fs::path(path).parent_path().string(); };
+  std::error_code ec;
+  std::string cgroups = confine.cgroup_parent;
+  if (cgroups.empty() && info.backend != "systemd" && !info.cgroup_path.empty() &&
+      fs::is_directory(parent_of(info.cgroup_path), ec))
+    cgroups = parent_of(info.cgroup_path);
+  std::string runs = confine.run_dir != Options{}.run_dir ? confine.run_dir : "";
+  if (runs.empty() && !info.run_dir.empty() && fs::is_directory(fs::path(info.cwd) / parent_of(info.run_dir), ec))
+    runs = parent_of(info.run_dir);
+  std::vector<std::string> flags;
+  if (!cgroups.empty()) flags.insert(flags.end(), {"--cgroup-parent", cgroups});
+  if (!runs.empty()) flags.insert(flags.end(), {"--run-dir", runs});
+  return flags;
+}
+
 // `confine`: explain's confinement flags; the rerun is made where they
 // say, else where the report's run was where that still exists (its
 // cgroups' parent, its run folder's), never below memrun's own cgroup.
@@ -131,18 +151,8 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
   std::vector<std::string> flags = {"--backend", info.backend.empty() ? "auto" : info.backend};
   if (info.host_cgroups) flags.push_back("--host-cgroups");
   if (confine) {
-    namespace fs = std::filesystem;
-    auto parent_of = [](const std::string& path) { return fs::path(path).parent_path().string(); };
-    std::error_code ec;
-    std::string cgroups = confine->cgroup_parent;
-    if (cgroups.empty() && info.backend != "systemd" && !info.cgroup_path.empty() &&
-        fs::is_directory(parent_of(info.cgroup_path), ec))
-      cgroups = parent_of(info.cgroup_path);
-    std::string runs = confine->run_dir != Options{}.run_dir ? confine->run_dir : "";
-    if (runs.empty() && !info.run_dir.empty() && fs::is_directory(fs::path(info.cwd) / parent_of(info.run_dir), ec))
-      runs = parent_of(info.run_dir);
-    if (!cgroups.empty()) flags.insert(flags.end(), {"--cgroup-parent", cgroups});
-    if (!runs.empty()) flags.insert(flags.end(), {"--run-dir", runs});
+    auto more = confinement_flags(info, *confine);
+    flags.insert(flags.end(), more.begin(), more.end());
   }
   if (t.spec == "memrun exec") {
     // A report of `memrun exec`: no spec file, the command itself.

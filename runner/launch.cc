@@ -202,6 +202,24 @@ int host_pid() {
   die(a.report_fd, kInitProgramStage);
 }
 
+// The child's first steps: into its group, a session of its own, and
+// killed with memrun (or gone at once if memrun died before the tie held).
+void join_and_tie(const ChildArgs& a) {
+  // Writing "0" to cgroup.procs moves the writer itself (v1 and v2).
+  for (int fd : a.placement->procs_fds)
+    if (::write(fd, "0", 1) != 1) die(a.report_fd, init::kJoinStage);
+  ::setsid();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (a.cmd->pid_namespace) {
+    // getppid() is 0 in a new pid namespace: memrun's pidfd, readable once
+    // memrun has exited, says whether it died before prctl.
+    pollfd gone{a.memrun_pidfd, POLLIN, 0};
+    if (a.memrun_pidfd < 0 || ::poll(&gone, 1, 0) != 0) ::_exit(127);
+  } else if (::getppid() != a.parent) {
+    ::_exit(127);  // memrun died before prctl
+  }
+}
+
 // Runs in the child between clone and exec: system calls only, no
 // allocation and no libc state, because in the CLONE_VM case it shares
 // memrun's memory while memrun waits. With Command::pid_namespace it is
@@ -210,19 +228,7 @@ int host_pid() {
   const Command& cmd = *a.cmd;
   const cgroup::Placement& placement = *a.placement;
   int report_fd = a.report_fd;
-  // Writing "0" to cgroup.procs moves the writer itself (v1 and v2).
-  for (int fd : placement.procs_fds)
-    if (::write(fd, "0", 1) != 1) die(report_fd, init::kJoinStage);
-  ::setsid();
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (cmd.pid_namespace) {
-    // getppid() is 0 in a new pid namespace: memrun's pidfd, readable once
-    // memrun has exited, says whether it died before prctl.
-    pollfd gone{a.memrun_pidfd, POLLIN, 0};
-    if (a.memrun_pidfd < 0 || ::poll(&gone, 1, 0) != 0) ::_exit(127);
-  } else if (::getppid() != a.parent) {
-    ::_exit(127);  // memrun died before prctl
-  }
+  join_and_tie(a);
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0
   // (No output fds: /dev/null, as for a vessel's init, which writes none.)
   if (devnull < 0 || ::dup2(devnull, 0) < 0 || ::dup2(cmd.stdout_fd >= 0 ? cmd.stdout_fd : devnull, 1) < 0 ||

@@ -268,7 +268,11 @@ TEST(CiExamples, GithubActionRunsSpecsAndUploadsTheReports) {
       EXPECT_EQ(run.find("${{"), std::string::npos) << "an expression spliced into a script:\n" << run;
       EXPECT_EQ(step["shell"].as<std::string>(), "bash");
       EXPECT_EQ(run.find("setup.sh"), std::string::npos) << "the action builds memrun:\n" << run;
-      if (run.find("/releases/download}/v$VERSION/memrun-linux-x86_64") != std::string::npos &&
+      // The release's portable binary, checked against its SHA256SUMS
+      // before it is installed.
+      if (run.find("file=memrun-$VERSION-linux-x86_64") != std::string::npos &&
+          run.find("/releases/download}/v$VERSION") != std::string::npos &&
+          run.find("sha256sum --quiet -c sum") != std::string::npos &&
           run.find("install -m 0755 -o root -g root \"$BINARY\" /usr/local/bin/memrun") != std::string::npos)
         installs = true;
       if (run.find("memrun)\" \"${specs[@]}\" \"${shard[@]}\"") != std::string::npos &&
@@ -337,7 +341,10 @@ TEST(CiExamples, GitlabCi) {
   for (const auto& line : g["memory"]["script"]) script += line.as<std::string>();
   for (const auto& line : g[".memrun"]["before_script"]) install += line.as<std::string>() + "\n";
   EXPECT_NE(script.find("--shard \"$CI_NODE_INDEX/$CI_NODE_TOTAL\""), std::string::npos) << script;
-  EXPECT_NE(install.find("\"$MEMRUN_RELEASES/v$MEMRUN_VERSION/memrun-linux-x86_64\""), std::string::npos) << install;
+  EXPECT_NE(install.find("\"$MEMRUN_RELEASES/v$MEMRUN_VERSION/memrun-$MEMRUN_VERSION-linux-x86_64\""),
+            std::string::npos)
+      << install;
+  EXPECT_NE(install.find("SHA256SUMS | sha256sum -c -"), std::string::npos) << install;
   for (const char* job : {"memory", "memory-merge"}) EXPECT_EQ(g[job]["extends"].as<std::string>(), ".memrun");
   EXPECT_EQ(g["memory"]["artifacts"]["reports"]["junit"].as<std::string>(), "memrun-*.xml");
   EXPECT_EQ(g["memory-merge"]["needs"][0].as<std::string>(), "memory");

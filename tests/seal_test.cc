@@ -217,11 +217,20 @@ TEST_F(Seal, ARewrittenSpoolCostsOnlyTheRecordsTheTestReached) {
       "c=$(cat \"$f\"); printf '%s' \"$c\" | sed -e 's/\"outcome\": \"oom\"/\"outcome\":\"pass\"/g' "
       "-e 's/\"passed\": false/\"passed\": true /g' | dd of=\"$f\" conv=notrunc status=none; done; exit 0";
   std::string xml = dir.path() + "/junit.xml";
-  auto run = run_spec(dir,
-                      "tests:\n  - {name: before, memory: 16MiB, run: 'true'}\n"
-                      "  - {name: killed, memory: 16MiB, run: '{W} --touch 64MiB'}\n"
-                      "  - {name: rewriter, memory: 256MiB, run: " + yaml_quoted(rewrite) + "}\n",
-                      {"-j", "1", "--junit", xml, "--host-cgroups"});
+  // The run folder (where the spool is) on a tmpfs: on the VMs' 9p share a
+  // deleted file cannot be opened again through /proc/PID/fd, so there the
+  // rewriter would reach nothing and this test would prove nothing.
+  char shm[] = "/dev/shm/memrun-spool-XXXXXX";
+  ASSERT_NE(mkdtemp(shm), nullptr);
+  std::string spec = dir.write("spec.yaml", "tests:\n  - {name: before, memory: 16MiB, run: 'true'}\n"
+                                            "  - {name: killed, memory: 16MiB, run: '" + workload() +
+                                            " --touch 64MiB'}\n"
+                                            "  - {name: rewriter, memory: 256MiB, run: " + yaml_quoted(rewrite) +
+                                            "}\n");
+  std::string report = dir.path() + "/report.json";
+  RunOutput run = run_memrun({spec, "--json", report, "--run-dir", shm, "-j", "1", "--junit", xml, "--host-cgroups"});
+  std::filesystem::remove_all(shm);
+  if (std::filesystem::exists(report)) run.report = nlohmann::json::parse(read_text(report));
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   ASSERT_TRUE(run.report.contains("tests")) << run.out << run.err;
   EXPECT_TRUE(test_named(run, "before")["passed"]) << run.report.dump();
