@@ -204,6 +204,14 @@ class V1Group : public Group {
   Final finish() const override {
     Final f;
     f.peak = fs::read_u64(mem_ + "/memory.max_usage_in_bytes");
+    // TCP buffers are on a counter of their own, under a limit of their own
+    // (the top of this file): the two high-water marks added are the
+    // group's peak, an upper bound where they did not come at once, so that
+    // memory held in socket buffers is never left out of the limit (a test
+    // held its limit in anonymous memory and as much again in loopback
+    // buffers, and its peak said the first alone).
+    if (tcp_ && f.peak)
+      if (auto tcp = fs::read_u64(mem_ + "/memory.kmem.tcp.max_usage_in_bytes")) *f.peak += *tcp;
     // v1 counts memory events only in the group where they happen (the
     // kernel stops propagating them upwards outside the unified hierarchy,
     // memcg_memory_event()): an OOM in a sub-group the test made shows up

@@ -252,6 +252,10 @@ TestRecord combine_runs(std::vector<TestRecord> runs);
 /// pure function (runner/verdict.cc).
 Verdict decide(const TestSpec& test, const Observation& observed);
 
+/// Whether `bytes` is above `limit` by more than the kernel grants past a
+/// limit (decide() fails a test so: its figures do not hold).
+bool above_limit(uint64_t bytes, uint64_t limit);
+
 /// The identity of a planned test.
 TestIdentity identity_of(const PlannedTest& planned);
 

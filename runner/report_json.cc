@@ -462,6 +462,18 @@ void check_runs(const Fields& f, const TestRecord& r) {
     wrong.push_back(fmt::format("'peak_bytes' is {} while runs[{}] says {}", v.peak, chosen, run.peak));
   if (v.outcome == Outcome::oom && k.oom_kills == 0 && k.oom_group_kills == 0)
     wrong.push_back("'outcome' is oom while 'oom_kills' and 'oom_group_kills' count no kill");
+  // What decide() fails as a defeated limit, whose figures do not hold.
+  if (v.figures_hold) {
+    if (k.escaped > 0) wrong.push_back("'figures_hold' is true while 'escaped_processes' counts processes that left");
+    if (k.limit_written) wrong.push_back("'figures_hold' is true while 'limit_written' says the limit was written");
+    if (k.peak_reset) wrong.push_back("'figures_hold' is true while 'peak_reset' says the peak was reset");
+    if (r.test.requested_limit && above_limit(v.peak, r.test.requested_limit))
+      wrong.push_back("'figures_hold' is true while 'peak_bytes' is above 'requested_limit_bytes'");
+    if (r.test.requested_limit && above_limit(r.observed.sampled_peak, r.test.requested_limit))
+      wrong.push_back("'figures_hold' is true while 'sampled_peak_bytes' is above 'requested_limit_bytes'");
+  }
+  if (v.passed && v.outcome != Outcome::skipped && r.observed.ending == Ending::not_started)
+    wrong.push_back("'passed' is true while 'ending' says the test never started");
   if (wrong.empty()) return;
   std::string what;
   for (const auto& w : wrong) what += (what.empty() ? "" : "; ") + w;

@@ -274,6 +274,22 @@ class Server {
   }
 
   Result run() {
+    try {
+      return serve();
+    } catch (...) {
+      // memrun's own failure, or a plugin it cannot understand: what was
+      // made for the cases goes before the error is said (the error is
+      // memrun's first failure, not one of the cleanup's).
+      try {
+        close_backend();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+
+ private:
+  Result serve() {
     while (!finished_) {
       auto next = running_.next_deadline(leftovers_.next());
       epoll_event events[8];
@@ -300,7 +316,6 @@ class Server {
     return Result::passed();
   }
 
- private:
   enum : uint64_t { kSocket = 1, kSignals = 2, kTimer = 3, kLauncher = 4 };
 
   void watch(int fd, uint64_t what) {
@@ -642,9 +657,12 @@ class Server {
   void on_block(const Json& body) {
     Case& k = case_named(body);
     RunningTest& test = test_of(k);
-    std::string op = string_of(body, "op", 16), name = string_of(body, "name", 200);
     Json answer = {{"id", k.id}};
+    // What a block asks comes from the case's own process (through the
+    // plugin): a request memrun cannot take is that block's error, never
+    // the end of memrun serve.
     try {
+      std::string op = string_of(body, "op", 16), name = string_of(body, "name", 200);
       if (op == "begin") {
         if (k.blocks >= kMaxBlocks) throw Error(Category::usage, "a case may measure at most 1000 blocks");
         ++k.blocks;

@@ -161,23 +161,6 @@ uint64_t page_size() {
   return size;
 }
 
-// Usage above a limit: what the kernel lets past a hard limit on its own is
-// forced charges, never its charge batching. try_charge_memcg() precharges
-// a batch (MEMCG_CHARGE_BATCH, 64 pages) only while the batch fits under
-// the limit, else retries with what was asked: memory.current and
-// usage_in_bytes (the page counter, stock included) stay at or below
-// memory.max. What goes over is charged with page_counter_charge() at
-// `force:`: __GFP_NOFAIL allocations, allocations made while reclaiming
-// (PF_MEMALLOC), and sockets' guaranteed minimum buffers
-// (__sk_mem_raise_allocated(), sk_forced_mem_schedule(): __GFP_NOFAIL). Each
-// is a few pages per task or socket, and the kernel reclaims it back at
-// once. A sixty-fourth of the limit, at least 1 MiB, holds them many times
-// over; no test that needs more than that past its limit got it honestly.
-bool above_limit(uint64_t bytes, uint64_t limit) {
-  uint64_t margin = std::max<uint64_t>(limit / 64, uint64_t{1} << 20);
-  return bytes > limit && bytes - limit > margin;
-}
-
 // The figures: effective limit, peak, working set and headroom.
 void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   const cgroup::Final& kernel = o.kernel;
@@ -402,6 +385,23 @@ void guard(const TestSpec& t, const Observation& o, Verdict& r) {
 }
 
 }  // namespace
+
+// Usage above a limit: what the kernel lets past a hard limit on its own is
+// forced charges, never its charge batching. try_charge_memcg() precharges
+// a batch (MEMCG_CHARGE_BATCH, 64 pages) only while the batch fits under
+// the limit, else retries with what was asked: memory.current and
+// usage_in_bytes (the page counter, stock included) stay at or below
+// memory.max. What goes over is charged with page_counter_charge() at
+// `force:`: __GFP_NOFAIL allocations, allocations made while reclaiming
+// (PF_MEMALLOC), and sockets' guaranteed minimum buffers
+// (__sk_mem_raise_allocated(), sk_forced_mem_schedule(): __GFP_NOFAIL). Each
+// is a few pages per task or socket, and the kernel reclaims it back at
+// once. A sixty-fourth of the limit, at least 1 MiB, holds them many times
+// over; no test that needs more than that past its limit got it honestly.
+bool above_limit(uint64_t bytes, uint64_t limit) {
+  uint64_t margin = std::max<uint64_t>(limit / 64, uint64_t{1} << 20);
+  return bytes > limit && bytes - limit > margin;
+}
 
 Verdict decide(const TestSpec& t, const Observation& o) {
   Verdict r;

@@ -661,6 +661,18 @@ TEST(ReportReader, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {
   j = valid_report();
   j["tests"][0]["runs"] = nlohmann::ordered_json::array();
   EXPECT_EQ(refusal(j), "");
+  // Figures that hold beside what decide() fails as a defeated limit, and a
+  // pass that never started: no record memrun writes.
+  const std::vector<std::pair<std::string, nlohmann::ordered_json>> defeated = {
+      {"escaped_processes", 2}, {"limit_written", true}, {"peak_reset", true},
+      {"sampled_peak_bytes", uint64_t{1} << 40}, {"ending", "not_started"}};
+  for (const auto& [field, value] : defeated) {
+    SCOPED_TRACE(field);
+    j = valid_report();
+    j["tests"][0][field] = value;
+    EXPECT_NE(refusal(j).find("the record contradicts itself: "), std::string::npos) << refusal(j);
+    EXPECT_NE(refusal(j).find("'" + field + "'"), std::string::npos) << refusal(j);
+  }
 }
 
 TEST(ReportReader, NestingStringsAndListsAreBoundedWithAClearError) {

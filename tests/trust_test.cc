@@ -296,12 +296,17 @@ TEST_F(Trust, SocketBuffersAreChargedAndLimited) {
   // TCP buffers on 127.0.0.1 that nobody reads: v2 charges them with the
   // rest; v1 only once memory.kmem.tcp.limit_in_bytes was written. 256 MiB
   // of them under 32 MiB must not pass; 48 MiB under 256 MiB does (the
-  // workload can queue that much here).
+  // workload can queue that much here). v1 limits them on a counter of
+  // their own: 40 MiB of memory beside 40 MiB of them is 80 MiB, which
+  // must not pass under 64 MiB (each alone is under it).
   auto run = run_spec(dir, "tests:\n  - {name: fits, run: '{W} --tcp-queue 48MiB', memory: 256MiB}\n"
-                           "  - {name: queues, run: '{W} --tcp-queue 256MiB', memory: 32MiB, timeout: 60s}\n");
+                           "  - {name: queues, run: '{W} --tcp-queue 256MiB', memory: 32MiB, timeout: 60s}\n"
+                           "  - {name: both, run: '{W} --touch 40MiB --tcp-queue 40MiB', memory: 64MiB, timeout: 60s}\n");
   EXPECT_TRUE(test_named(run, "fits")["passed"]) << run.out << run.err;
-  const auto& t = test_named(run, "queues");
-  EXPECT_FALSE(t["passed"]) << t.dump();
+  for (const char* name : {"queues", "both"}) {
+    const auto& t = test_named(run, name);
+    EXPECT_FALSE(t["passed"]) << t.dump();
+  }
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
 }
 

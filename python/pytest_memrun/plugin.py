@@ -20,6 +20,7 @@ socket to memrun (it is closed there first).
 import ctypes
 import gc
 import json
+import math
 import os
 import select
 import shutil
@@ -43,6 +44,7 @@ MARKER = ("memrun(memory=SIZE, **keys): the hard memory limit memrun runs this c
           "its own; any other key of a memrun spec's test too (expect=oom, min_headroom=\"20%\", timeout=\"30s\", ...)")
 
 _MAX_MESSAGE = 256 * 1024      # runner/serve.h kMaxServeMessage
+_MAX_NODEID = 16 * 1024        # runner/serve.cc reads a case's node id up to 16 KiB
 _MAX_REPORTS = 64 << 20        # what a case may send back of its reports
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -182,6 +184,19 @@ def _read_message(fd):
     return None if body is None else json.loads(body)
 
 
+_MAX_BLOCK_NAME = 200  # runner/serve.cc reads a block's name up to 200 bytes
+
+
+def _block_request(block):
+    """A block's request as memrun takes it (op and name alone), or None."""
+    if not isinstance(block, dict) or block.get("op") not in ("begin", "end"):
+        return None
+    name = block.get("name")
+    if not isinstance(name, str) or len(name.encode("utf-8", "replace")) > _MAX_BLOCK_NAME:
+        return None
+    return {"op": block["op"], "name": name}
+
+
 class _Blocks:
     """In a case's fork: pytest_memrun.peak()'s way to memrun. A block
     opens and closes by asking pytest's process, which asks memrun."""
@@ -261,16 +276,40 @@ def marks_of(item):
     return marks
 
 
-def _json_value(value):
+def _json_value(value, depth=0):
     # A marker's value as memrun's spec reader takes it: text, numbers,
-    # booleans, lists and mappings; anything else as its text.
-    if isinstance(value, (str, bool, int, float)) or value is None:
+    # booleans, lists and mappings; anything else as its text. What JSON
+    # cannot carry to memrun is the case's error, said here (a NaN, an
+    # integer past 64 bits, text that is no UTF-8, a value nested deeper
+    # than memrun reads a message).
+    if depth > 8:
+        raise ValueError("a value nested more than 8 deep: memrun's keys take a size, a duration, a word, "
+                         "a list or a mapping of them")
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 64):
+            raise ValueError(f"{value} is too large for memrun (sizes, counts and durations end at 2**64)")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is no number memrun can take: give a finite number, or text such as \"64MiB\"")
         return value
     if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
+        return [_json_value(v, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    return str(value)
+        return {_json_text(str(k)): _json_value(v, depth + 1) for k, v in value.items()}
+    return _json_text(value if isinstance(value, str) else str(value))
+
+
+def _json_text(text):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{text!r} is no text memrun can read (it holds a lone surrogate)") from None
+    if "\0" in text:
+        raise ValueError(f"{text!r} holds a NUL character, which no environment variable, name or word can hold")
+    return text
 
 
 def outcome_word(reports):
@@ -310,9 +349,10 @@ class Memrun:
         self.inbox = {}
 
     def send(self, body, fds=()):
-        data = json.dumps(body).encode()
+        data = json.dumps(body, allow_nan=False).encode()
         if len(data) > _MAX_MESSAGE:
-            raise pytest.UsageError("memrun: a case's name or marker is too long to hand to memrun")
+            raise ValueError(f"the case's name and marker are over {_MAX_MESSAGE // 1024} KiB, more than "
+                             "memrun takes: shorten its parameters' ids (pytest.param(..., id=...))")
         socket.send_fds(self.sock, [data], list(fds)) if fds else self.sock.send(data)
 
     def receive(self, key, cid=None):
@@ -377,6 +417,7 @@ class Session:
         self.reports = []  # memrun's reports of the session: this process's, and each xdist worker's
         self.prepared = {}  # (node id, run) -> the id of its request, made ahead
         self.own_pidns = None
+        self._channel = None  # pytest-xdist's channel, in a worker
 
     # --- memrun's start and end ---------------------------------------------
     def _argv(self):
@@ -545,8 +586,10 @@ class Session:
             following = (item, run + 1) if run < self.repeat else (nextitem, 1)
             try:
                 reports, verdict = self.run_once(item, marks, run, following)
-            except MemrunGone as e:
+            except (MemrunGone, OSError) as e:
                 return self.error_reports(item, f"memrun serve ended before the case did: {e}")
+            except ValueError as e:
+                return self.error_reports(item, f"{_where(item)}: {e}")
             if "error" in verdict:
                 return self.error_reports(item, verdict["error"])
             # The run that says most: the first that did not pass, else the last.
@@ -555,11 +598,43 @@ class Session:
         reports, verdict = shown
         return self.show(item, reports, verdict.get("final", verdict["run"]), capman)
 
+    def channel_fds(self):
+        """In a pytest-xdist worker, the descriptors of its channel to the
+        controller (execnet's pipes, dup'ed from the worker's stdin and
+        stdout): the fork closes them first, or a case could speak to the
+        controller as its worker (send reports for any case, or a memrun
+        report of its own making as the worker's output)."""
+        if self.worker is None:
+            return []
+        if self._channel is None:
+            fds = set()
+            for plugin in self.config.pluginmanager.get_plugins():
+                io = getattr(getattr(getattr(plugin, "channel", None), "gateway", None), "_io", None)
+                for f in (getattr(io, "outfile", None), getattr(io, "infile", None)):
+                    try:
+                        fds.add(f.fileno())
+                    except (AttributeError, OSError, ValueError):
+                        pass
+            if not fds:
+                raise MemrunGone("pytest-xdist's channel to its controller was not found in this worker, so a case "
+                                 "could not be kept from it: this pytest-xdist is not one the plugin knows")
+            self._channel = sorted(fds)
+        return self._channel
+
     def marks(self, item):
-        return {k: _json_value(v) for k, v in marks_of(item).items()}
+        marks = {}
+        for k, v in marks_of(item).items():
+            try:
+                marks[k] = _json_value(v)
+            except ValueError as e:
+                raise ValueError(f"@pytest.mark.memrun({k}=...): {e}") from None
+        return marks
 
     def request(self, item, marks, run):
         """Asks memrun to make the case's group (and init) ready; its id."""
+        if len(item.nodeid.encode("utf-8", "replace")) > _MAX_NODEID:
+            raise ValueError(f"the case's id is over {_MAX_NODEID // 1024} KiB, more than memrun takes: shorten "
+                             "its parameters' ids (pytest.param(..., id=...))")
         self.ids += 1
         path, line, _ = item.location
         absolute = os.path.join(str(self.config.rootpath), path)
@@ -580,14 +655,15 @@ class Session:
             return
         try:
             marks = self.marks(item)
+            self.prepared[(item.nodeid, run)] = self.request(item, marks, run)
         except ValueError:
             return  # its own turn says why
-        self.prepared[(item.nodeid, run)] = self.request(item, marks, run)
 
     def run_once(self, item, marks, run, following):
         """One run of the case in a fork memrun takes in; (pytest's reports,
         memrun's verdict)."""
         m = self.memrun
+        channel = self.channel_fds()  # before anything is made for the case
         cid = self.prepared.pop((item.nodeid, run), None) or self.request(item, marks, run)
         key, ready, fds = m.receive("ready", cid)
         if key == "error":
@@ -597,6 +673,7 @@ class Session:
         r_go, w_go = os.pipe2(os.O_CLOEXEC)
         global _entry
         parents = [m.mine_fd, r_report, w_go] + [fd for fd in (pidns, self.own_pidns) if fd is not None]
+        parents += channel
         _entry = _Entry(threading.get_ident(), parents, r_go, w_report, namespaces, os.getcwd(), ready["env"],
                         ready["unset"], ready["hugepages_off"])
         pid = None
@@ -638,12 +715,9 @@ class Session:
             os.close(pidfd)
             os.close(w_go)
         _, status = os.waitpid(pid, 0)
-        reports = []
-        for d in said.get("reports", []):
-            # JSON has no tuples: a skip's (path, line, reason) comes back a list.
-            if isinstance(d, dict) and isinstance(d.get("longrepr"), list) and len(d["longrepr"]) == 3:
-                d["longrepr"] = tuple(d["longrepr"])
-            reports.append(self.config.hook.pytest_report_from_serializable(config=self.config, data=d))
+        reports, why = self.reports_of(item, said)
+        if why and not said.get("error"):
+            said["error"] = why
         if key != "taken":
             return [], {"error": taken["message"]}
         m.send({"ended": {"id": cid, "status": status, "outcome": outcome_word(reports) if reports else "none"}})
@@ -651,6 +725,32 @@ class Session:
         if said.get("error") and not reports:
             verdict["crash"] = said["error"]
         return reports, verdict
+
+    def reports_of(self, item, said):
+        """pytest's reports of this case from what its fork said: only its
+        own (its node id), one per phase, in order; what else it sent is no
+        report (a case cannot speak for another, nor twice for itself).
+        (reports, why some were refused or None)."""
+        reports, seen, why = [], set(), None
+        data = said.get("reports", []) if isinstance(said, dict) else []
+        for d in data if isinstance(data, list) else []:
+            try:
+                if not isinstance(d, dict) or d.get("nodeid") != item.nodeid or d.get("when") in seen \
+                        or d.get("when") not in ("setup", "call", "teardown"):
+                    raise ValueError("a report of another case, or a second of the same phase")
+                # JSON has no tuples: a skip's (path, line, reason) comes back a list.
+                if isinstance(d.get("longrepr"), list) and len(d["longrepr"]) == 3:
+                    d["longrepr"] = tuple(d["longrepr"])
+                report = self.config.hook.pytest_report_from_serializable(config=self.config, data=d)
+                if report is None or getattr(report, "nodeid", None) != item.nodeid:
+                    raise ValueError("no test report")
+            except Exception as e:  # the fork's bytes: nothing of them may end pytest
+                why = f"the case's process sent pytest a report memrun refused ({e})"
+                continue
+            seen.add(d["when"])
+            reports.append(report)
+        reports.sort(key=lambda r: ("setup", "call", "teardown").index(r.when))
+        return reports, why
 
     def serve_case(self, cid, r_report, w_go, pidfd):
         """What the case's process says while it runs (its blocks, which
@@ -678,11 +778,16 @@ class Session:
                     n = int.from_bytes(buffer[:4], "big")
                     try:
                         message = json.loads(buffer[4:4 + n])
-                    except ValueError:
+                    except (ValueError, RecursionError):  # the case's bytes: anything
                         message = {}
                     buffer = buffer[4 + n:]
-                    if isinstance(message, dict) and isinstance(message.get("block"), dict):
-                        self.memrun.send({"block": dict(message["block"], id=cid)})
+                    if isinstance(message, dict) and "block" in message:
+                        block = _block_request(message["block"])
+                        if block is None:
+                            _send_back(w_go, {"error": "a block needs op begin or end and a name of at most "
+                                                       f"{_MAX_BLOCK_NAME} characters"})
+                            continue
+                        self.memrun.send({"block": dict(block, id=cid)})
                         key, answer, _ = self.memrun.receive("block", cid)
                         _send_back(w_go, answer if key == "block" else {"error": answer.get("message", "")})
                     elif isinstance(message, dict):
@@ -724,7 +829,7 @@ class Session:
         # The phases the case's process never reported, where it ended
         # before its teardown did (an OOM kill, a timeout, a crash): memrun's
         # verdict stands for them.
-        if "teardown" not in have:
+        if "teardown" not in have or "setup" not in have:
             for when in ("setup", "call", "teardown"):
                 if when not in have:
                     reports.append(TestReport(item.nodeid, item.location, keywords, "passed", None, when, [], 0.0))
