@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "record_fixture.h"
-#include "runner/error.h"
+#include "runner/base/error.h"
 
 namespace memrun {
 namespace {

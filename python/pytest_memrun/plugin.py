@@ -36,13 +36,13 @@ import pytest
 from . import binary, format_size, parse_size, peak
 from . import blocks as _blocks
 
-# memrun's spec keys a marker takes (the spec's table, runner/spec_keys.cc:
+# memrun's spec keys a marker takes (the spec's table, runner/spec/keys.cc:
 # the keys a rule of a suite's `cases:` takes); memrun checks every value
 # with the spec's own reader and messages.
 MARKER = ("memrun(memory=SIZE, **keys): the hard memory limit memrun runs this case under, in a cgroup of "
           "its own; any other key of a memrun spec's test too (expect=oom, min_headroom=\"20%\", timeout=\"30s\", ...)")
 
-_MAX_MESSAGE = 256 * 1024      # runner/serve.h kMaxServeMessage
+_MAX_MESSAGE = 256 * 1024      # runner/app/serve.h kMaxServeMessage
 _MAX_REPORTS = 64 << 20        # what a case may send back of its reports
 
 _libc = ctypes.CDLL(None, use_errno=True)
