@@ -14,6 +14,7 @@
 #include <regex>
 
 #include "record_fixture.h"
+#include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
 #include "runner/plan/plan.h"
 #include "runner/report/ci_outputs.h"

@@ -7,7 +7,7 @@
 
 #include "runner/base/error.h"
 #include "runner/base/units.h"
-#include "runner/bisect/bisect.h"
+#include "runner/spec/overrides.h"
 
 namespace memrun {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "record_fixture.h"
 #include "runner/base/error.h"
+#include "runner/verdict/decide.h"
 
 namespace memrun {
 namespace {

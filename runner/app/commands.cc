@@ -4,6 +4,7 @@
 #include <re2/re2.h>
 
 #include "runner/report/merge.h"
+#include "runner/suites/discover.h"
 
 namespace memrun {
 
@@ -41,12 +42,6 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options&
 void shard_selection(const Options& o, Selection* selection) {
   if (!o.timings.empty()) selection->timings = timings_from(read_report(o.timings));
   if (!o.shard.empty()) parse_shard(o.shard, selection);
-}
-
-std::string shell_quote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 }  // namespace memrun

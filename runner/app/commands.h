@@ -54,9 +54,6 @@ struct Options {
   std::string unenforceable = "fail";  ///< --unenforceable fail|skip
 };
 
-/// `text` as one word for a POSIX shell: in single quotes, each ' as '\''.
-std::string shell_quote(const std::string& text);
-
 /// What `--backend NAME` asks for.
 cgroup::Kind kind_of(const std::string& name);
 

@@ -9,10 +9,12 @@
 
 #include "runner/app/commands.h"
 #include "runner/base/error.h"
+#include "runner/base/shell.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/spec/keys.h"
 #include "runner/spec/spec.h"
+#include "runner/verdict/decide.h"
 
 namespace memrun {
 namespace {

@@ -14,6 +14,7 @@
 
 #include "runner/app/commands.h"
 #include "runner/base/error.h"
+#include "runner/base/shell.h"
 #include "runner/base/utf8.h"
 #include "runner/report/merge.h"
 

@@ -18,13 +18,13 @@
 #include "runner/base/files.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
-#include "runner/bisect/bisect.h"
 #include "runner/explain/profiled_run.h"
 #include "runner/plan/budget.h"
 #include "runner/report/live_view.h"
 #include "runner/report/report.h"
 #include "runner/run/process_setup.h"
 #include "runner/run/run.h"
+#include "runner/spec/overrides.h"
 
 extern char** environ;
 

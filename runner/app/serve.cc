@@ -22,10 +22,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cgroup/error.h"
+#include "runner/base/bounded_json.h"
 #include "runner/base/clock.h"
 #include "runner/base/error.h"
 #include "runner/base/files.h"
 #include "runner/base/kernel_log.h"
+#include "runner/base/shell.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/explain/profiled_run.h"

@@ -1,6 +1,6 @@
 // `memrun bisect`: the smallest memory limit at which a test still passes —
 // its true requirement, which the page cache makes lower than its kernel
-// peak. And the overrides that tighten limits for a run (--scale, --set).
+// peak.
 #pragma once
 
 #include <cstdint>
@@ -45,10 +45,5 @@ void parse_memory_range(const std::string& text, BisectOptions* options);
 
 /// Parses "1MiB" or "1%". Throws Error(usage).
 void parse_tolerance(const std::string& text, BisectOptions* options);
-
-/// Applies --scale F (every limit times F) and --set NAME.memory=SIZE (one
-/// test's limit) to loaded specs. Throws Error(usage) for a bad value or
-/// a name no spec has.
-void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets);
 
 }  // namespace memrun

@@ -68,20 +68,6 @@ struct ReportData {
 /// a time from its spool and a merged report's from memory.
 using EachRecord = std::function<void(const std::function<void(const TestRecord&)>&)>;
 
-/// What a JSON text memrun reads (a report, a suite's listing) may hold:
-/// its nesting (nlohmann's dump, comparison and conversions recurse once a
-/// level), each string's and each list's or object's length. Far above
-/// anything memrun writes or a tool lists.
-struct JsonLimits {
-  size_t depth = 64;
-  size_t string_bytes = 1 << 20;  ///< a name, a command (execve takes 128 KiB an argument)
-  size_t elements = 10'000'000;   ///< a list's or an object's members (a report's tests)
-};
-
-/// `text` parsed as JSON, within `limits`. Throws Error(bad_input)
-/// "`where`: ...": not JSON, or past a limit (which, and where).
-nlohmann::ordered_json parse_json(const std::string& text, const std::string& where, const JsonLimits& limits = {});
-
 /// A test's entry of the report's "tests" array (or a setup's "result").
 nlohmann::ordered_json to_json(const TestRecord& record);
 

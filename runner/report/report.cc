@@ -11,6 +11,7 @@
 #include <ctime>
 #include <functional>
 
+#include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"

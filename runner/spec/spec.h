@@ -13,10 +13,17 @@
 
 #include "runner/base/units.h"
 #include "runner/spec/order.h"
-#include "runner/suites/discover.h"
-#include "runner/verdict/explanation.h"
+#include "runner/spec/suite.h"
 
 namespace memrun {
+
+/// A test's `explain:` (spec, rule, defaults) or --explain.
+enum class ExplainMode { never, on_failure, always };
+
+/// "never", "on-failure", "always".
+const char* to_string(ExplainMode mode);
+/// The mode named `text`, or nullopt.
+std::optional<ExplainMode> explain_mode_named(const std::string& text);
 
 /// What a test is expected to end with.
 struct Expectation {
@@ -94,14 +101,14 @@ struct TestSpec {
   /// where the kernel charges no socket buffers (see cgroup::Final::
   /// uncharged_sub_group); without it such a test fails.
   bool sub_groups = false;
-  /// `explain:` (verdict/explanation.h); nullopt: as --explain says (on-failure with
+  /// `explain:` (explain/profiled_run.h); nullopt: as --explain says (on-failure with
   /// it, never without).
   std::optional<ExplainMode> explain;
   /// A suite's case: where its limit and expectation came from ("suite
   /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
   /// written in `tests:`.
   std::string origin;
-  /// A suite's case: how its own tool judges its end (discover.h).
+  /// A suite's case: how its own tool judges its end (spec/suite.h).
   ToolRules rules;
   /// Why it cannot run (ctest found no executable): reported, never started.
   std::string not_runnable;
@@ -145,9 +152,6 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minute
 inline constexpr uint64_t kDefaultPids = 4096;
 /// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
 inline constexpr uint64_t kMinMemory = MiB;
-
-/// Lists a suite's cases: discover() for real, a fixed list in tests.
-using Discoverer = std::function<std::vector<Case>(const SuiteSource&)>;
 
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
 /// resolved against `dir`. `suites:` are listed with `discover` once the

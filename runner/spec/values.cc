@@ -20,6 +20,21 @@ std::string Expectation::describe() const {
   return "pass";
 }
 
+const char* to_string(ExplainMode mode) {
+  switch (mode) {
+    case ExplainMode::never: return "never";
+    case ExplainMode::on_failure: return "on-failure";
+    case ExplainMode::always: return "always";
+  }
+  return "never";
+}
+
+std::optional<ExplainMode> explain_mode_named(const std::string& text) {
+  for (auto m : {ExplainMode::never, ExplainMode::on_failure, ExplainMode::always})
+    if (text == to_string(m)) return m;
+  return std::nullopt;
+}
+
 uint64_t MinHeadroom::for_limit(uint64_t limit) const {
   return is_percent ? static_cast<uint64_t>(static_cast<double>(limit) * percent / 100.0) : bytes;
 }

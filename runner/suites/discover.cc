@@ -23,13 +23,13 @@
 #include <sstream>
 
 #include "cgroup/error.h"
-#include "runner/app/commands.h"
+#include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
+#include "runner/base/shell.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/launch/child.h"
 #include "runner/launch/shield.h"
-#include "runner/report/json.h"
 #include "runner/spec/spec.h"
 
 extern char** environ;

@@ -1,13 +1,13 @@
 // The verdict: from the kernel's figures to an outcome, the headroom and
 // pass/fail against what the spec expects.
+#include "runner/verdict/decide.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "runner/base/units.h"
-#include "runner/spec/spec.h"
-#include "runner/verdict/record.h"
 
 namespace memrun {
 

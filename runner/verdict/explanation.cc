@@ -10,21 +10,6 @@ namespace memrun {
 
 using Json = nlohmann::ordered_json;
 
-const char* to_string(ExplainMode mode) {
-  switch (mode) {
-    case ExplainMode::never: return "never";
-    case ExplainMode::on_failure: return "on-failure";
-    case ExplainMode::always: return "always";
-  }
-  return "never";
-}
-
-std::optional<ExplainMode> explain_mode_named(const std::string& text) {
-  for (auto m : {ExplainMode::never, ExplainMode::on_failure, ExplainMode::always})
-    if (text == to_string(m)) return m;
-  return std::nullopt;
-}
-
 namespace {
 
 Json frame_json(const StackFrame& f) {

@@ -18,14 +18,6 @@
 
 namespace memrun {
 
-/// A test's `explain:` (spec, rule, defaults) or --explain.
-enum class ExplainMode { never, on_failure, always };
-
-/// "never", "on-failure", "always".
-const char* to_string(ExplainMode mode);
-/// The mode named `text`, or nullopt.
-std::optional<ExplainMode> explain_mode_named(const std::string& text);
-
 /// One frame of an allocation's stack.
 struct StackFrame {
   std::string function;

@@ -10,6 +10,7 @@
 #include "runner/base/utf8.h"
 #include "runner/plan/plan.h"
 #include "runner/spec/spec.h"
+#include "runner/verdict/decide.h"
 
 namespace memrun {
 

@@ -248,10 +248,6 @@ struct TestRecord {
 /// test passes when every run passed.
 TestRecord combine_runs(std::vector<TestRecord> runs);
 
-/// Decides outcome, verdict and headroom for `observed` against `test`. A
-/// pure function (runner/verdict/decide.cc).
-Verdict decide(const TestSpec& test, const Observation& observed);
-
 /// The identity of a planned test.
 TestIdentity identity_of(const PlannedTest& planned);
 
