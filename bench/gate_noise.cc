@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "runner/compare.h"
-#include "runner/report_json.h"
-#include "runner/threshold.h"
+#include "runner/report/compare.h"
+#include "runner/report/json.h"
+#include "runner/report/threshold.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Where a sealed test's start-up cost goes: each level adds one of the
-// seal's kernel steps (runner/launch.cc, cgroup/seal.cc), in memrun's
+// seal's kernel steps (runner/launch/child.cc, cgroup/seal.cc), in memrun's
 // order, to the level before, and is timed as N starts of /bin/true. The
 // first step is the cgroups every test gets, sealed or not: a group and
 // its leaf in each hierarchy the seal mounts, made, limited, joined and

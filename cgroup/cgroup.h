@@ -320,7 +320,7 @@ class Backend {
   /// How much more memory the run's tree may be charged before an
   /// ancestor's limit is hit: the smallest `limit - usage` over the limited
   /// ancestors of run_path(); UINT64_MAX when none is limited. What a
-  /// scheduler may hand out (see runner/budget.h).
+  /// scheduler may hand out (see runner/plan/budget.h).
   virtual uint64_t room() const = 0;
   /// Makes a group named "probe" with a `limit` (and a pids limit), reads
   /// back what it offers, and removes it. Throws Failure when it cannot.

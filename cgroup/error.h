@@ -1,7 +1,7 @@
 // How the cgroup library fails: one typed error, carrying what it tried,
 // on which path, the errno, and, where memory limits cannot be enforced,
 // the typed Problem. The library never decides how a program ends nor what
-// its user should type: memrun maps a Failure's kind to an exit code in one table (runner/main.cc),
+// its user should type: memrun maps a Failure's kind to an exit code in one table (runner/app/main.cc),
 // and a Problem to advice in its own terms.
 #pragma once
 

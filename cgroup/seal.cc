@@ -4,7 +4,7 @@
 // hierarchy, and its limit is set once more on a parent it cannot see.
 // This file says whether memrun may seal and which mounts; the test's
 // process takes the steps itself before exec (Placement::seal: memrun's
-// init::seal, in runner/test_init.cc).
+// init::seal, in runner/launch/init.cc).
 //
 // Kernel rules this file obeys (cgroup_namespaces(7), cgroup-v2.rst
 // "Namespace", mount_namespaces(7)):

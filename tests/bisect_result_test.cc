@@ -1,6 +1,6 @@
 // How a bisection ends when it finds no limit, on the fake backend
 // (tests/fake_backend.h): it returns why, or the signal that stopped it,
-// and `memrun bisect` turns that into its exit code (runner/main.cc). What
+// and `memrun bisect` turns that into its exit code (runner/app/main.cc). What
 // it finds on a real kernel is bisect_test.cc's.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,9 +10,9 @@
 #include <filesystem>
 
 #include "fake_backend.h"
-#include "runner/bisect.h"
-#include "runner/spec.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
+#include "runner/bisect/bisect.h"
+#include "runner/spec/spec.h"
 
 namespace memrun::testing {
 namespace {

@@ -6,7 +6,7 @@
 #include <regex>
 
 #include "harness.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {

@@ -1,13 +1,13 @@
 // The scheduler's rules without a kernel: the default budget, admission
 // under a budget, the start order, and the live view's text.
-#include "runner/budget.h"
+#include "runner/plan/budget.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "runner/live.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
+#include "runner/report/live_view.h"
 
 namespace memrun {
 namespace {

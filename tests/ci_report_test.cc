@@ -9,11 +9,11 @@
 #include <regex>
 #include <set>
 
-#include "runner/error.h"
-#include "runner/files.h"
-#include "runner/ci_report.h"
-#include "runner/merge.h"
-#include "runner/plan.h"
+#include "runner/base/error.h"
+#include "runner/base/files.h"
+#include "runner/plan/plan.h"
+#include "runner/report/ci_outputs.h"
+#include "runner/report/merge.h"
 
 namespace memrun {
 namespace {

@@ -1,10 +1,10 @@
-// The command line as memrun reads it before CLI11 does (runner/cli_scan.h):
+// The command line as memrun reads it before CLI11 does (runner/app/cli_scan.h):
 // where exec's command starts, and what an unknown word is named as.
 #include <gtest/gtest.h>
 
-#include "runner/cli_scan.h"
-#include "runner/nearest.h"
-#include "runner/error.h"
+#include "runner/app/cli_scan.h"
+#include "runner/base/error.h"
+#include "runner/base/nearest.h"
 
 namespace memrun {
 namespace {

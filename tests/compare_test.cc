@@ -1,7 +1,7 @@
 // The comparison rule and its outputs, from reports built in memory; the
 // real-kernel counterparts (a real 30% regression, reruns, page cache of a
 // declared input) are in compare_run_test.cc.
-#include "runner/compare.h"
+#include "runner/report/compare.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
-#include "runner/ci_report.h"
-#include "runner/report_json.h"
-#include "runner/threshold.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
+#include "runner/report/ci_outputs.h"
+#include "runner/report/json.h"
+#include "runner/report/threshold.h"
 
 namespace memrun {
 namespace {

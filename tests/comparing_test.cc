@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "harness.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {

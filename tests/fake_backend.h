@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
-#include "runner/clock.h"
-#include "runner/kmsg.h"
+#include "runner/base/clock.h"
+#include "runner/base/kernel_log.h"
 
 namespace memrun::testing {
 

@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "cgroup/cgroup.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 

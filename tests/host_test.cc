@@ -14,7 +14,7 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/error.h"
 #include "cgroup/host.h"
-#include "runner/enforce.h"
+#include "runner/run/enforce.h"
 
 namespace memrun::cgroup {
 namespace {

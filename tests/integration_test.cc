@@ -14,7 +14,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {

@@ -2,7 +2,7 @@
 // group whose limit was hit, sub-groups, the rate limit's lost lines.
 #include <gtest/gtest.h>
 
-#include "runner/kmsg.h"
+#include "runner/base/kernel_log.h"
 
 namespace memrun {
 namespace {

@@ -11,11 +11,11 @@
 #include <filesystem>
 
 #include "fake_backend.h"
-#include "runner/plan.h"
-#include "runner/process_setup.h"
-#include "runner/run.h"
-#include "runner/spec.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
+#include "runner/plan/plan.h"
+#include "runner/run/process_setup.h"
+#include "runner/run/run.h"
+#include "runner/spec/spec.h"
 
 namespace memrun::testing {
 namespace {

@@ -15,9 +15,9 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
-#include "runner/process_setup.h"
-#include "runner/run.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
+#include "runner/run/process_setup.h"
+#include "runner/run/run.h"
 
 namespace memrun::testing {
 namespace {

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string>
 
-#include "runner/plan.h"
-#include "runner/record.h"
-#include "runner/spec.h"
+#include "runner/plan/plan.h"
+#include "runner/spec/spec.h"
+#include "runner/verdict/record.h"
 
 namespace memrun::fixture {
 

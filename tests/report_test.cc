@@ -1,5 +1,5 @@
-#include "runner/report.h"
-#include "runner/utf8.h"
+#include "runner/base/utf8.h"
+#include "runner/report/report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,15 +13,16 @@
 #include <pugixml.hpp>
 #include <regex>
 
-#include "runner/comparison.h"
-#include "runner/ci_report.h"
-#include "runner/error.h"
-#include "runner/merge.h"
-#include "runner/plan.h"
-#include "runner/plot.h"
-#include "runner/report_json.h"
-#include "runner/spec.h"
 #include "record_fixture.h"
+#include "runner/base/bounded_json.h"
+#include "runner/base/error.h"
+#include "runner/plan/plan.h"
+#include "runner/report/ci_outputs.h"
+#include "runner/report/comparison.h"
+#include "runner/report/json.h"
+#include "runner/report/merge.h"
+#include "runner/report/plot.h"
+#include "runner/spec/spec.h"
 
 namespace memrun {
 namespace {
@@ -78,7 +79,7 @@ TEST(Report, TestsComeInThePlansOrderAndReadLikeOneDump) {
   EXPECT_EQ(text, j.dump(2) + "\n");
 }
 
-// An explanation with every field set (explain.h), names that are markup.
+// An explanation with every field set (verdict/explanation.h), names that are markup.
 Explanation an_explanation() {
   Explanation e;
   e.status = "explained";
@@ -239,7 +240,7 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   nlohmann::ordered_json j = to_json(written_record);
   TestRecord back = record_from_json(j, "t");
   EXPECT_EQ(to_json(back), j);
-  // The explanation too, field by field (explain.h).
+  // The explanation too, field by field (verdict/explanation.h).
   ASSERT_TRUE(back.explanation);
   const Explanation &a = *written_record.explanation, &b = *back.explanation;
   EXPECT_EQ(b.sites, a.sites);

@@ -1,13 +1,13 @@
 // The table of spec keys: the places each key is allowed, and the flags of
 // `exec` and `bisect` read and checked through the same readers and checks
 // as a spec; and the checks again after --scale and --set.
-#include "runner/spec_keys.h"
+#include "runner/spec/keys.h"
 
 #include <gtest/gtest.h>
 
-#include "runner/bisect.h"
-#include "runner/error.h"
-#include "runner/units.h"
+#include "runner/base/error.h"
+#include "runner/base/units.h"
+#include "runner/spec/overrides.h"
 
 namespace memrun {
 namespace {

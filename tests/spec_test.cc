@@ -1,11 +1,11 @@
-#include "runner/spec.h"
+#include "runner/spec/spec.h"
 
 #include <gtest/gtest.h>
 
-#include "runner/discover.h"
-#include "runner/error.h"
-#include "runner/inputs.h"
-#include "runner/plan.h"
+#include "runner/base/error.h"
+#include "runner/plan/plan.h"
+#include "runner/spec/inputs.h"
+#include "runner/suites/discover.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

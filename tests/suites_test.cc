@@ -18,7 +18,7 @@
 #include <pugixml.hpp>
 
 #include "harness.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {

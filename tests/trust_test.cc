@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "harness.h"
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "record_fixture.h"
-#include "runner/error.h"
+#include "runner/base/error.h"
+#include "runner/verdict/decide.h"
 
 namespace memrun {
 namespace {

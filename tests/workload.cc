@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "runner/units.h"
+#include "runner/base/units.h"
 
 namespace {
 

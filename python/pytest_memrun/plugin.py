@@ -37,14 +37,14 @@ import pytest
 from . import binary, format_size, parse_size, peak
 from . import blocks as _blocks
 
-# memrun's spec keys a marker takes (the spec's table, runner/spec_keys.cc:
+# memrun's spec keys a marker takes (the spec's table, runner/spec/keys.cc:
 # the keys a rule of a suite's `cases:` takes); memrun checks every value
 # with the spec's own reader and messages.
 MARKER = ("memrun(memory=SIZE, **keys): the hard memory limit memrun runs this case under, in a cgroup of "
           "its own; any other key of a memrun spec's test too (expect=oom, min_headroom=\"20%\", timeout=\"30s\", ...)")
 
-_MAX_MESSAGE = 256 * 1024      # runner/serve.h kMaxServeMessage
-_MAX_NODEID = 16 * 1024        # runner/serve.cc reads a case's node id up to 16 KiB
+_MAX_MESSAGE = 256 * 1024      # runner/app/serve.h kMaxServeMessage
+_MAX_NODEID = 16 * 1024        # runner/app/serve.cc reads a case's node id up to 16 KiB
 _MAX_REPORTS = 64 << 20        # what a case may send back of its reports
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -184,7 +184,7 @@ def _read_message(fd):
     return None if body is None else json.loads(body)
 
 
-_MAX_BLOCK_NAME = 200  # runner/serve.cc reads a block's name up to 200 bytes
+_MAX_BLOCK_NAME = 200  # runner/app/serve.cc reads a block's name up to 200 bytes
 
 
 def _block_request(block):

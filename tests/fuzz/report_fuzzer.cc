@@ -7,12 +7,12 @@
 #include <cstdint>
 #include <string>
 
-#include "runner/ci_report.h"
-#include "runner/compare.h"
-#include "runner/error.h"
-#include "runner/merge.h"
-#include "runner/plot.h"
-#include "runner/report_json.h"
+#include "runner/base/error.h"
+#include "runner/report/ci_outputs.h"
+#include "runner/report/compare.h"
+#include "runner/report/json.h"
+#include "runner/report/merge.h"
+#include "runner/report/plot.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

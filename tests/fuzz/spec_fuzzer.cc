@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runner/error.h"
-#include "runner/spec.h"
+#include "runner/base/error.h"
+#include "runner/spec/spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

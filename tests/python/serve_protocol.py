@@ -1,7 +1,7 @@
 """memrun serve refuses a process it must not take in (tests/python/check):
 one that is not the pytest process's own child, or (sealed) not in its
 case's pid namespace, or a case handed in twice. Speaks the protocol of
-runner/serve.h directly, as the plugin does.
+runner/app/serve.h directly, as the plugin does.
   python3 serve_protocol.py MEMRUN"""
 import json
 import os

@@ -1,0 +1,47 @@
+// What several commands share: the backend flag, loading specs, sharding.
+#include "runner/app/commands.h"
+
+#include <re2/re2.h>
+
+#include "runner/report/merge.h"
+#include "runner/suites/discover.h"
+
+namespace memrun {
+
+cgroup::Kind kind_of(const std::string& name) {
+  if (name == "v2") return cgroup::Kind::v2;
+  if (name == "v1") return cgroup::Kind::v1;
+  if (name == "systemd") return cgroup::Kind::systemd;
+  return cgroup::Kind::automatic;
+}
+
+cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) {
+  return {kind_of(o.backend), o.cgroup_parent, run_name, !o.host_cgroups};
+}
+
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o) {
+  SuiteLister lister(open_options(o, ""));
+  // --filter applies as a suite's cases are read: those it does not select
+  // are never made into tests (a listing of a million cases, one of them
+  // selected, costs one). An invalid one is make_plan's to refuse.
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 filter(o.selection.filter, options);
+  bool filtered = !o.selection.filter.empty() && filter.ok();
+  std::vector<Spec> specs;
+  for (const auto& p : paths)
+    specs.push_back(load_spec(p, [&](const SuiteSource& s) {
+      if (!filtered) return lister(s);
+      SuiteSource selected = s;
+      selected.keep = [&](const std::string& name) { return RE2::PartialMatch(name, filter); };
+      return lister(selected);
+    }));
+  return specs;
+}
+
+void shard_selection(const Options& o, Selection* selection) {
+  if (!o.timings.empty()) selection->timings = timings_from(read_report(o.timings));
+  if (!o.shard.empty()) parse_shard(o.shard, selection);
+}
+
+}  // namespace memrun

@@ -1,0 +1,216 @@
+#include "runner/plan/plan.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <re2/re2.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "cgroup/cgroup.h"
+#include "runner/base/error.h"
+#include "runner/base/utf8.h"
+
+namespace memrun {
+namespace {
+
+// A test's name as part of a cgroup's and its logs' file names: a suite's
+// case may hold '/' ("Inst/Suite.Case/3", "tests/test_io.py::test[a/b]")
+// and be long; a directory name may not hold '/' and has at most 255
+// bytes (NAME_MAX). Outputs keep the real name.
+std::string file_name_part(const std::string& name) {
+  std::string out;
+  // Shown in log paths (the console, reports): a character that shows as
+  // another is written as the names' one rule writes it.
+  for (char c : escape_controls(name)) out += c == '/' ? '_' : c;
+  if (out.size() > 160) {
+    out.resize(160);
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();  // no half a UTF-8 character
+    if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0x80)) out.pop_back();
+  }
+  return out;
+}
+
+// The tests of shard K of N. A fixture's setup and cleanup tests and
+// those that require it are one unit, never split (its setup and cleanup
+// also when no user of it is selected): each shard runs on a
+// machine of its own, where a fixture set up in another shard does not
+// exist.
+std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
+    const std::vector<std::pair<const Spec*, const TestSpec*>>& selected, const Selection& selection) {
+  std::vector<size_t> unit(selected.size());
+  std::map<std::pair<const Spec*, std::string>, size_t> index;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    unit[i] = i;
+    index.emplace(std::pair{selected[i].first, selected[i].second->name}, i);
+  }
+  std::function<size_t(size_t)> root = [&](size_t i) { return unit[i] == i ? i : unit[i] = root(unit[i]); };
+  for (size_t i = 0; i < selected.size(); ++i)
+    for (const auto* names : {&selected[i].second->order.brings, &selected[i].second->order.fixture})
+      for (const auto& name : *names)
+        if (auto it = index.find({selected[i].first, name}); it != index.end())
+          unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
+  // A unit is named by its first test and costs what its tests cost.
+  std::vector<std::string> names;
+  std::map<size_t, size_t> unit_number;
+  std::map<std::string, double> timings;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    size_t r = root(i);
+    if (unit_number.emplace(r, names.size()).second) names.push_back(selected[r].second->name);
+    if (auto t = selection.timings.find(selected[i].second->name); t != selection.timings.end())
+      timings[names[unit_number[r]]] += t->second;
+  }
+  auto shard = assign_shards(names, selection.shard_count, timings.empty() ? selection.timings : timings);
+  std::vector<std::pair<const Spec*, const TestSpec*>> mine;
+  for (size_t i = 0; i < selected.size(); ++i)
+    if (shard[unit_number[root(i)]] == selection.shard_index - 1) mine.push_back(selected[i]);
+  return mine;
+}
+
+// The plan indices each test of one spec (plan.tests from `first` on)
+// waits for and needs, from its order's names; a name not in the plan
+// (not selected, another shard's) is no wait, as in ctest.
+void link_order(std::vector<PlannedTest>& tests, size_t first) {
+  std::map<std::string, std::vector<size_t>> runs;  // a name's runs (--repeat)
+  for (size_t i = first; i < tests.size(); ++i) runs[tests[i].test->name].push_back(i);
+  auto indices = [&](const std::vector<std::string>& names) {
+    std::vector<size_t> out;
+    for (const auto& n : names)
+      if (auto it = runs.find(n); it != runs.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+    return out;
+  };
+  for (size_t i = first; i < tests.size(); ++i) {
+    tests[i].after = indices(tests[i].test->order.after);
+    tests[i].needs = indices(tests[i].test->order.needs);
+  }
+}
+
+}  // namespace
+
+Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
+               const std::string& run_dir) {
+  // RE2 matches in time linear in the name (no backtracking): a filter
+  // such as (a*)*b cannot stall a run, as std::regex's did (11 s on a
+  // 30-character name).
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 filter(selection.filter, options);
+  if (!filter.ok())
+    throw Error(Category::usage, "--filter '" + selection.filter + "' is not a valid regular expression: " + filter.error() +
+                                     " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
+  // Selection first, over all specs; the shard is cut from the selected.
+  std::vector<std::pair<const Spec*, const TestSpec*>> selected;
+  for (const auto& spec : specs) {
+    std::set<std::string> chosen;
+    for (const auto& test : spec.tests) {
+      if (!selection.filter.empty() && !RE2::PartialMatch(test.name, filter)) continue;
+      if (!selection.tags.empty() &&
+          std::none_of(selection.tags.begin(), selection.tags.end(), [&](const std::string& t) {
+            return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
+          }))
+        continue;
+      chosen.insert(test.name);
+      chosen.insert(test.order.brings.begin(), test.order.brings.end());  // as ctest -R adds fixtures
+    }
+    for (const auto& test : spec.tests)
+      if (chosen.count(test.name)) selected.push_back({&spec, &test});
+  }
+  if (selection.shard_count > 0) selected = shard_of(selected, selection);
+  Plan plan{run_dir, {}, {}};
+  for (const auto& spec : specs) {
+    size_t before = plan.tests.size();
+    for (const auto& [owner, t] : selected) {
+      if (owner != &spec) continue;
+      const TestSpec& test = *t;
+      size_t first = plan.tests.size();
+      for (int run = 1; run <= std::max(1, selection.repeat); ++run) {
+        // The sequence number keeps names unique across specs and runs, and
+        // keeps a test named like a control file ("memory.max") from
+        // colliding.
+        std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, file_name_part(test.name));
+        std::string base = run_dir + "/" + group;
+        plan.tests.push_back({&spec, &test, group, base + ".stdout", base + ".stderr", run,
+                              std::max(1, selection.repeat), first});
+      }
+    }
+    link_order(plan.tests, before);
+    if (spec.setup && plan.tests.size() > before) {
+      std::string group = fmt::format("setup-{}", plan.setups.size() + 1);
+      std::string base = run_dir + "/" + group;
+      plan.setups.push_back({&spec, &spec.setup->command, group, base + ".stdout", base + ".stderr"});
+    }
+  }
+  return plan;
+}
+
+void parse_shard(const std::string& text, Selection* selection) {
+  int k = 0, n = 0;
+  char extra;
+  if (std::sscanf(text.c_str(), "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 1 || k > n || n > kMaxShards)
+    throw Error(Category::usage, "--shard '" + text + "' must be K/N with 1 <= K <= N <= " + std::to_string(kMaxShards) +
+                                     ", e.g. --shard 2/3");
+  selection->shard_index = k;
+  selection->shard_count = n;
+}
+
+std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+                               const std::map<std::string, double>& timings) {
+  std::vector<size_t> order(names.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<int> shard(names.size(), 0);
+  if (timings.empty()) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return names[a] < names[b]; });
+    for (size_t i = 0; i < order.size(); ++i) shard[order[i]] = static_cast<int>(i % count);
+    return shard;
+  }
+  double known = 0;
+  for (const auto& [name, s] : timings) known += s;
+  double fallback = known / static_cast<double>(timings.size());
+  auto cost = [&](size_t i) {
+    auto it = timings.find(names[i]);
+    return it == timings.end() ? fallback : it->second;
+  };
+  // Longest processing time first: near-optimal and stable under ties.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cost(a) != cost(b) ? cost(a) > cost(b) : names[a] < names[b];
+  });
+  std::vector<double> load(count, 0);
+  for (size_t i : order) {
+    int least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    shard[i] = least;
+    load[least] += cost(i);
+  }
+  return shard;
+}
+
+std::string new_run_id() {
+  std::time_t now = std::time(nullptr);
+  // The library's run id (its process's identity last: what gc tells live
+  // runs from dead by), labelled with the time.
+  return cgroup::run_id(fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now)));
+}
+
+bool setup_up_to_date(const Setup& setup) {
+  namespace fs = std::filesystem;
+  if (setup.outputs.empty()) return false;
+  std::error_code ec;
+  fs::file_time_type newest_input = fs::file_time_type::min();
+  for (const auto& in : setup.inputs) {
+    auto t = fs::last_write_time(in, ec);
+    if (ec) return false;  // a missing input: let the setup say what is wrong
+    newest_input = std::max(newest_input, t);
+  }
+  for (const auto& out : setup.outputs) {
+    auto t = fs::last_write_time(out, ec);
+    if (ec || t < newest_input) return false;
+  }
+  return true;
+}
+
+}  // namespace memrun

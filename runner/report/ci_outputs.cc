@@ -1,0 +1,299 @@
+#include "runner/report/ci_outputs.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "runner/base/error.h"
+#include "runner/base/units.h"
+#include "runner/base/utf8.h"
+#include "runner/report/plot.h"
+#include "runner/report/report.h"
+
+namespace memrun {
+namespace {
+
+bool is_error(const TestRecord& t) {
+  return t.verdict.outcome == Outcome::error || t.verdict.outcome == Outcome::interrupted;
+}
+
+// What happened, in one line: "OOM-killed at 64.0 MiB (peak 64.0 MiB,
+// headroom 0 B)" or the reason memrun gave.
+std::string summary_of(const TestRecord& t) {
+  const Verdict& v = t.verdict;
+  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(v.peak), format_limit(v.limit),
+                                   format_signed_size(v.headroom));
+  if (v.outcome == Outcome::oom) {
+    std::string victims;
+    for (const auto& k : t.observed.oom_victims)
+      victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", printable(k.name), k.pid,
+                             format_size(k.anon_rss));
+    return fmt::format("OOM-killed at {} ({}){}", format_limit(v.limit), memory, victims);
+  }
+  return v.reason + (is_error(t) ? "" : " (" + memory + ")");
+}
+
+}  // namespace
+
+// `text` shown literally in a Markdown table cell: every ASCII punctuation
+// character as a numeric character reference, which Markdown decodes to the
+// character but never reads as syntax (no code span, emphasis, link, HTML
+// tag or cell separator can start), and line breaks as spaces.
+std::string markdown_literal(const std::string& text) {
+  std::string out;
+  for (unsigned char c : escape_controls(text, true)) {
+    if (c == '\n' || c == '\r' || c == '\t') out += ' ';
+    else if (c < 0x80 && std::ispunct(c)) out += fmt::format("&#{};", static_cast<int>(c));
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+// GitHub's workflow command escaping: data and property values.
+std::string escape_data(const std::string& s) {
+  std::string out;
+  for (char c : escape_controls(s, true)) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else out += c;
+  }
+  return out;
+}
+
+std::string escape_property(const std::string& s) {
+  std::string out;
+  for (char c : escape_data(s)) {
+    if (c == ':') out += "%3A";
+    else if (c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+void add_property(pugi::xml_node props, const char* name, const std::string& value) {
+  auto p = props.append_child("property");
+  p.append_attribute("name") = name;
+  p.append_attribute("value") = value.c_str();
+}
+
+// A testsuite per spec, made when the spec's first test comes; its counts
+// are added once every test is in.
+pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::string& spec,
+                         std::map<std::string, pugi::xml_node>& suite_of) {
+  auto it = suite_of.find(spec);
+  if (it != suite_of.end()) return it->second;
+  auto s = suites.append_child("testsuite");
+  s.append_attribute("name") = spec.c_str();
+  s.append_attribute("timestamp") = iso(info.started).c_str();
+  auto props = s.append_child("properties");
+  for (const auto& [name, value] : junit_properties(info)) add_property(props, name.c_str(), value);
+  return suite_of[spec] = s;
+}
+
+}  // namespace
+
+pugi::xml_node junit_root(pugi::xml_document& doc, const char* name) {
+  auto decl = doc.append_child(pugi::node_declaration);
+  decl.append_attribute("version") = "1.0";
+  decl.append_attribute("encoding") = "UTF-8";
+  auto suites = doc.append_child("testsuites");
+  suites.append_attribute("name") = name;
+  return suites;
+}
+
+// Every attribute and text of `node` and below, in XML 1.0's characters
+// (escape_controls): pugixml writes a control character as &#27;, which no
+// XML parser accepts, and the whole file would be unreadable.
+void xml_safe(pugi::xml_node node) {
+  for (auto a : node.attributes()) a.set_value(escape_controls(a.value(), true).c_str());
+  if (node.type() == pugi::node_pcdata || node.type() == pugi::node_cdata || node.type() == pugi::node_comment)
+    node.set_value(escape_controls(node.value(), true).c_str());
+  for (auto child : node.children()) xml_safe(child);
+}
+
+std::string xml_text(const pugi::xml_document& doc) {
+  xml_safe(doc);
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+// Long: JUnit's elements and attributes in the order its schema (tests/junit.xsd) wants them.
+std::string junit_xml(const RunInfo& info, const EachRecord& records) {
+  pugi::xml_document doc;
+  auto suites = junit_root(doc, "memrun");
+  std::map<std::string, pugi::xml_node> suite_of;
+  size_t tests = 0, failures = 0, errors = 0, skipped = 0, disabled = 0;
+  double total_time = 0;
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    auto c = suite_for(suites, info, t.test.spec, suite_of).append_child("testcase");
+    double time = t.observed.duration_s;
+    ++tests;
+    total_time += time;
+    c.append_attribute("name") = t.test.name.c_str();
+    c.append_attribute("classname") = t.test.spec.c_str();
+    c.append_attribute("file") = t.test.spec.c_str();
+    c.append_attribute("line") = t.test.line;
+    c.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
+    auto props = c.append_child("properties");
+    for (const auto& [name, value] : junit_properties(t)) add_property(props, name.c_str(), value);
+    if (v.outcome == Outcome::skipped && v.passed) {
+      ++skipped;
+      disabled += v.disabled;
+      c.append_child("skipped").append_attribute("message") = v.reason.c_str();
+    } else if (!v.passed) {
+      bool error = is_error(t);
+      (error ? errors : failures)++;
+      auto f = c.append_child(error ? "error" : "failure");
+      f.append_attribute("message") = summary_of(t).c_str();
+      f.append_attribute("type") = to_string(v.outcome);
+      std::string text = v.reason + "\nbreakdown at the highest sample: " + breakdown_json_text(t.observed.at_peak);
+      // Where the memory went (verdict/explanation.h): the sites in the failure text,
+      // which is what a CI test tab shows.
+      if (t.explanation)
+        for (const auto& line : explanation_lines(*t.explanation, 10)) text += "\n" + escape_controls(line, true);
+      f.text() = text.c_str();
+    }
+    if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
+  });
+  for (auto s : suites.children("testsuite")) {
+    size_t n = 0, f = 0, e = 0, k = 0, d = 0;
+    double time = 0;
+    for (auto c : s.children("testcase")) {
+      ++n;
+      f += !c.child("failure").empty();
+      e += !c.child("error").empty();
+      k += !c.child("skipped").empty();
+      d += std::string(c.child("skipped").attribute("message").as_string()).rfind("disabled:", 0) == 0;
+      time += c.attribute("time").as_double();
+    }
+    s.append_attribute("tests") = n;
+    s.append_attribute("failures") = f;
+    s.append_attribute("errors") = e;
+    s.append_attribute("skipped") = k;
+    s.append_attribute("disabled") = d;
+    s.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
+  }
+  suites.append_attribute("tests") = tests;
+  suites.append_attribute("failures") = failures;
+  suites.append_attribute("errors") = errors;
+  suites.append_attribute("skipped") = skipped;
+  suites.append_attribute("disabled") = disabled;
+  suites.append_attribute("time") = fmt::format("{:.3f}", total_time).c_str();
+  return xml_text(doc);
+}
+
+std::string explanation_markdown(const TestRecord& t) {
+  if (!t.explanation) return "";
+  const Explanation& e = *t.explanation;
+  std::string out = fmt::format("\n<details><summary>where the memory of <code>{}</code> went ({})</summary>\n\n",
+                                markdown_literal(t.test.name), markdown_literal(e.why));
+  if (e.status != "explained") return out + markdown_literal(e.message) + "\n\n</details>\n";
+  out += fmt::format("A second run under {} (the verdict is the first run's): {}\n\n", markdown_literal(e.profiler),
+                     markdown_literal(e.summary));
+  out += "| bytes | of peak | site | called from |\n|---:|---:|---|---|\n";
+  for (const auto& s : e.sites) {
+    const StackFrame* caller = site_caller(s);
+    out += fmt::format("| {} | {:.0f}% | <code>{}</code> | {} |\n", format_size(s.bytes), 100 * s.share,
+                       markdown_literal(site_text(s)),
+                       caller ? "<code>" + markdown_literal(frame_text(*caller)) + "</code>" : "");
+  }
+  out += "\n" + markdown_literal(unseen_text(e)) + ".\n";
+  return out + "\n</details>\n";
+}
+
+std::string markdown_table(const RunInfo& info, const EachRecord& records) {
+  std::string out = "| verdict | test | outcome | peak | limit | headroom |\n|---|---|---|---:|---:|---:|\n";
+  Tally tally;
+  records([&](const TestRecord& t) {
+    const Verdict& v = t.verdict;
+    tally.add(v);
+    if (v.outcome == Outcome::skipped && v.passed) {  // no run, no figures
+      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(cell(t.test.name)),
+                         v.disabled ? "disabled" : "skipped");
+      return;
+    }
+    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
+                       markdown_literal(cell(t.test.name)), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
+                       format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
+  });
+  // Where the memory went, a collapsible section per explained test, so
+  // that a pull request's comment names the line.
+  records([&](const TestRecord& t) { out += explanation_markdown(t); });
+  std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
+  if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
+  // A merged report's host fields come from its inputs: data, like names.
+  out += fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
+                     skipped, markdown_literal(info.backend), markdown_literal(info.kernel));
+  return out;
+}
+
+std::string github_annotations(const EachRecord& records) {
+  std::string out;
+  records([&](const TestRecord& t) {
+    if (t.verdict.passed) return;
+    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.test.spec), t.test.line,
+                       escape_property("memrun: " + t.test.name), escape_data(summary_of(t)));
+  });
+  return out;
+}
+
+bool under_github_actions() {
+  const char* gha = std::getenv("GITHUB_ACTIONS");
+  return gha && std::string(gha) == "true";
+}
+
+void append_step_summary(const std::string& markdown) {
+  const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+  if (!summary || !*summary) return;
+  // The step summary is shared by every command of the step: append.
+  std::ofstream out(summary, std::ios::app);
+  out << markdown;
+  if (!out) throw Error(Category::output, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
+}
+
+bool ci_outputs_wanted(const CiOutputs& o) {
+  return !o.junit.empty() || !o.markdown.empty() || !o.html.empty() || under_github_actions();
+}
+
+void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs,
+                      const Comparison* comparison) {
+  std::string markdown = markdown_table(info, records);
+  if (comparison) markdown += "\n" + comparison_markdown(*comparison);
+  if (!outputs.junit.empty()) {
+    std::string xml = junit_xml(info, records);
+    if (comparison) {
+      // The comparison's testsuite beside the spec's.
+      pugi::xml_document doc, extra;
+      doc.load_string(xml.c_str(), pugi::parse_default | pugi::parse_declaration);
+      extra.load_string(comparison_junit(*comparison).c_str());
+      auto root = doc.child("testsuites");
+      root.append_copy(extra.child("testsuites").child("testsuite"));
+      root.attribute("tests") = root.attribute("tests").as_uint() + comparison->tests.size();
+      // As the comparison's own testsuite counts them (comparison_junit).
+      auto counted = extra.child("testsuites").child("testsuite");
+      root.attribute("failures") = root.attribute("failures").as_uint() + counted.attribute("failures").as_uint();
+      xml = xml_text(doc);
+    }
+    write_atomically(outputs.junit, xml);
+  }
+  if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown);
+  if (!outputs.html.empty())
+    write_atomically(outputs.html, [&](const Sink& sink) { html_report(info, records, sink); });
+  if (!under_github_actions()) return;
+  fmt::print("{}", github_annotations(records));
+  if (comparison) fmt::print("{}", comparison_annotations(*comparison));
+  append_step_summary(markdown);
+}
+
+}  // namespace memrun

@@ -1,0 +1,175 @@
+// Stage 1: the spec. A YAML file becomes a validated list of tests with the
+// spec's `defaults:` merged in. Nothing runs before the whole file is valid.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/base/units.h"
+#include "runner/spec/order.h"
+#include "runner/spec/suite.h"
+
+namespace memrun {
+
+/// A test's `explain:` (spec, rule, defaults) or --explain.
+enum class ExplainMode { never, on_failure, always };
+
+/// "never", "on-failure", "always".
+const char* to_string(ExplainMode mode);
+/// The mode named `text`, or nullopt.
+std::optional<ExplainMode> explain_mode_named(const std::string& text);
+
+/// What a test is expected to end with.
+struct Expectation {
+  enum Kind { pass, oom, fail, exit_code } kind = pass;
+  int code = 0;  ///< for exit_code
+  /// "pass", "oom", "fail" or "exit 3".
+  std::string describe() const;
+};
+
+/// The least headroom a passing test must keep: bytes, or a share of its limit.
+struct MinHeadroom {
+  uint64_t bytes = 0;
+  double percent = 0;  ///< used when is_percent
+  bool is_percent = false;
+  /// The requirement in bytes for a given limit.
+  uint64_t for_limit(uint64_t limit) const;
+};
+
+/// How much more memory a test may use than the baseline's before a
+/// comparison calls it a regression: a share of the baseline's figure, a
+/// size, or both (the larger wins, so a small test does not flap on a few
+/// pages).
+struct MaxIncrease {
+  double percent = 10;
+  uint64_t bytes = MiB;
+  /// The allowed increase over a baseline figure of `base` bytes.
+  uint64_t for_base(uint64_t base) const {
+    return std::max(bytes, static_cast<uint64_t>(static_cast<double>(base) * percent / 100));
+  }
+};
+
+/// Parses "10%", "8MiB" or "10%, 8MiB" (either order). Nullopt and `why`
+/// set when it is none of these.
+std::optional<MaxIncrease> parse_max_increase(const std::string& text, std::string* why);
+
+/// Parses `expect`: pass, oom, fail or an exit code 0-255. Nullopt and
+/// `why` set otherwise.
+std::optional<Expectation> parse_expectation(const std::string& text, std::string* why);
+
+/// Parses `min_headroom`: a size, or a percentage above 0% and below 100%.
+std::optional<MinHeadroom> parse_min_headroom(const std::string& text, std::string* why);
+
+/// One test, as written, with defaults applied.
+struct TestSpec {
+  std::string name;
+  int line = 0, column = 0;            ///< where the test starts in the spec
+  std::vector<std::string> argv;       ///< `run`, as an argv (shell: sh -c)
+  std::string command;                 ///< `run` as written, for display
+  uint64_t memory = 0;                 ///< hard limit, bytes
+  std::optional<uint64_t> memory_high; ///< throttle point, bytes (v2)
+  uint64_t swap = 0;                   ///< swap allowed on top, bytes
+  std::chrono::milliseconds timeout{0};
+  std::map<std::string, std::string> env;
+  std::string cwd;                     ///< absolute
+  Expectation expect;
+  std::optional<MinHeadroom> min_headroom;
+  std::vector<std::string> tags;
+  std::optional<uint64_t> pids;        ///< pids.max; nullopt: no limit
+  /// What a comparison with a baseline allows (compare.h); nullopt: the
+  /// command line's or the default.
+  std::optional<MaxIncrease> max_increase;
+  /// Files the test reads (absolute): memrun evicts their page cache before
+  /// every run of the test, so that each run pays the same (see run/loop.cc).
+  std::vector<std::string> inputs;
+  /// The test may reach the service managers (shield.h): it inherits the
+  /// user's bus variables and their sockets stay in its mount namespace.
+  bool service_manager = false;
+  /// `transparent_hugepages: never`: the test runs with transparent huge
+  /// pages disabled (PR_SET_THP_DISABLE), whatever the host's policy.
+  bool hugepages_off = false;
+  /// `thrash: off`: the test is never ended as thrashing (run/running_test.cc); it
+  /// runs until it ends or its timeout.
+  bool thrash = true;
+  /// `sub_groups: true`: the test may make memory sub-groups on cgroup v1,
+  /// where the kernel charges no socket buffers (see cgroup::Final::
+  /// uncharged_sub_group); without it such a test fails.
+  bool sub_groups = false;
+  /// `explain:` (explain/profiled_run.h); nullopt: as --explain says (on-failure with
+  /// it, never without).
+  std::optional<ExplainMode> explain;
+  /// A suite's case: where its limit and expectation came from ("suite
+  /// engine (line 3); rule 'Parquet.*' (line 6); marker"); empty for a test
+  /// written in `tests:`.
+  std::string origin;
+  /// A suite's case: how its own tool judges its end (spec/suite.h).
+  ToolRules rules;
+  /// Why it cannot run (ctest found no executable): reported, never started.
+  std::string not_runnable;
+  /// Its tool does not run it (DISABLED_, ctest's DISABLED): counted as
+  /// disabled, never started.
+  bool disabled = false;
+  /// Its tool skipped it as it listed it, and why: skipped, never started.
+  std::string skipped;
+  /// A ctest case's DEPENDS, fixtures and locks (spec/order.h).
+  Order order;
+};
+
+/// A command run once before a spec's tests, e.g. to generate fixtures. It
+/// runs under its own limit like a test, and is skipped when every output
+/// exists and is newer than every input.
+struct Setup {
+  TestSpec command;                  ///< name "setup"; run, memory, timeout, cwd, env
+  std::vector<std::string> inputs;   ///< absolute paths
+  std::vector<std::string> outputs;  ///< absolute paths
+};
+
+/// A loaded spec file.
+struct Spec {
+  std::string path;             ///< as given on the command line
+  std::optional<Setup> setup;
+  std::vector<TestSpec> tests;  ///< in file order
+};
+
+/// Expands ${NAME} and ${NAME:-default} in `text` from `env`, then from
+/// memrun's own environment; an unset NAME without default expands to "".
+/// $${ is a literal ${. Throws std::invalid_argument (saying what is wrong)
+/// for any other ${...} form and for a ${ never closed.
+std::string expand_vars(const std::string& text, const std::map<std::string, std::string>& env);
+
+/// The variables of memrun's own environment that expand_vars has read so
+/// far, with their values (nullopt: unset), for `memrun repro` to set again.
+std::map<std::string, std::optional<std::string>> environment_read();
+
+/// Defaults that apply when neither the test nor `defaults:` says otherwise.
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
+inline constexpr uint64_t kDefaultPids = 4096;
+/// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
+inline constexpr uint64_t kMinMemory = MiB;
+
+/// Parses spec text. `path` names the file in messages; relative `cwd`s are
+/// resolved against `dir`. `suites:` are listed with `discover` once the
+/// whole file is valid (a spec with suites and no discoverer is an error);
+/// every key is read and checked through runner/spec/keys.h. Throws
+/// memrun::Error(bad_input) with "path:line:col: what is wrong" and what to
+/// write instead. With `check_inputs` (load_spec), a test's inputs must be
+/// files or folders that exist (see inputs.h), or outputs of the setup.
+Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
+                const Discoverer& discover = nullptr, bool check_inputs = false);
+
+/// Reads and parses a spec file; its suites are listed with `discover`.
+Spec load_spec(const std::string& path, const Discoverer& discover = nullptr);
+
+/// Checks a test of `spec` again as parsing did (memory at least 1 MiB,
+/// memory_high and min_headroom below it) after `changed_by` ("--scale
+/// 0.5") changed its limit. Throws Error(bad_input) "path:line:col: test
+/// 'x': what is wrong once CHANGED_BY applies; ADVICE, or lower ...".
+void recheck_test(const Spec& spec, const TestSpec& t, const std::string& changed_by, const std::string& advice);
+
+}  // namespace memrun
