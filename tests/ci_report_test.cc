@@ -11,6 +11,7 @@
 
 #include "runner/base/error.h"
 #include "runner/base/files.h"
+#include "runner/base/shell.h"
 #include "runner/plan/plan.h"
 #include "runner/report/ci_outputs.h"
 #include "runner/report/merge.h"
@@ -191,7 +192,8 @@ TEST(CiFormats, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
   std::string xml = junit_xml(r.info, each);
   std::string path = ::testing::TempDir() + "/hostile-junit.xml";
   write_atomically(path, xml);
-  std::string check = "xmllint --noout --schema " + std::string(SOURCE_DIR) + "/tests/junit.xsd " + path + " 2>&1";
+  std::string check = "xmllint --noout --schema " + shell_quote(std::string(SOURCE_DIR) + "/tests/junit.xsd") + " " +
+                      shell_quote(path) + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << xml;
   EXPECT_NE(xml.find("Case\\x1b[31mRed\\x07"), std::string::npos) << xml;
   std::string md = markdown_table(r.info, each);

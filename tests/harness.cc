@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <thread>
@@ -22,7 +23,25 @@
 
 namespace memrun::testing {
 
-std::string workload() { return WORKLOAD_BIN; }
+// The tests write the workload's path into spec lines and shell lines
+// unquoted: from a build folder whose path holds a space (a clone in
+// "My Projects"), it is reached through a link in a folder of its own
+// under TMPDIR, named as the workload is (the kernel's reports name it so).
+std::string workload() {
+  static const std::string path = [] {
+    std::string bin = WORKLOAD_BIN;
+    if (bin.find_first_of(" \t'\"") == std::string::npos) return bin;
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/memrun-workload-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) return bin;
+    std::string link = tmpl + "/memrun-workload";
+    if (::symlink(bin.c_str(), link.c_str()) != 0) return bin;
+    static const std::string dir = tmpl;
+    std::atexit([] { std::filesystem::remove_all(dir); });
+    return link;
+  }();
+  return path;
+}
 
 void write_mib(const std::string& path, int mib) {
   std::ofstream out(path, std::ios::binary);

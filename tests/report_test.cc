@@ -16,6 +16,7 @@
 #include "record_fixture.h"
 #include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
+#include "runner/base/shell.h"
 #include "runner/plan/plan.h"
 #include "runner/report/ci_outputs.h"
 #include "runner/report/comparison.h"
@@ -193,7 +194,7 @@ TEST(Report, AnExplanationWithHostileFramesKeepsMarkdownRowsAndTheHtmlWellFormed
   // SVG elements its HTML 4 parser does not know.
   std::string path = ::testing::TempDir() + "/hostile-explanation.html";
   write_atomically(path, html);
-  std::string check = "xmllint --html --noout " + path + " 2>&1";
+  std::string check = "xmllint --html --noout " + shell_quote(path) + " 2>&1";
   std::FILE* p = ::popen(check.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string said;
