@@ -15,6 +15,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "runner/base/shell.h"
 #include "runner/base/units.h"
 #include "runner/run/process_setup.h"
 #include "runner/run/run.h"
@@ -284,7 +285,7 @@ TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
     yaml += std::string("  - {name: ") + name + ", run: [" + workload() + ", --touch, 50MiB, --until, " + release +
             "], memory: 100MiB}\n";
   std::string spec = dir.write("spec.yaml", yaml);
-  std::string command = memrun_bin() + " " + spec + " -j 2 --memory-budget 200MiB --run-dir " + dir.path() +
+  std::string command = shell_quote(memrun_bin()) + " " + spec + " -j 2 --memory-budget 200MiB --run-dir " + dir.path() +
                         "/runs; echo MEMRUN-EXIT=$?; sleep 60";
   tmux({"new-session", "-d", "-s", "view", "-x", "140", "-y", "40", command});
   // While two tests run: a status line and a line per test with a bar

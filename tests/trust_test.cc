@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "runner/base/shell.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -396,7 +397,7 @@ TEST_F(Trust, ANestedMemrunGetsASubtreeOfItsOwnInsideASealedTest) {
   std::string inner = dir.write("inner.yaml", "tests:\n  - {name: fits, memory: 32MiB, run: '" + workload() +
                                                   " --touch 8MiB'}\n  - {name: too-big, memory: 32MiB, expect: oom, "
                                                   "run: '" + workload() + " --touch 64MiB'}\n");
-  std::string nested = memrun_bin() + " " + inner + " --json " + dir.path() + "/inner.json --run-dir " + dir.path() +
+  std::string nested = shell_quote(memrun_bin()) + " " + inner + " --json " + dir.path() + "/inner.json --run-dir " + dir.path() +
                        "/inner-runs";
   // sub_groups: on v1 the inner run's groups are sub-groups of the outer
   // test's, where the kernel charges sockets only if their TCP limit is
