@@ -24,6 +24,11 @@ if [ -n "$SCRATCH" ]; then
   # cache tests): tmpfs pages are not page cache the kernel can reclaim.
   mkdir -p "/newroot$SCRATCH"
   mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,msize=512000 scratch "/newroot$SCRATCH" || fail "scratch"
+  # The same folder at a path of no space, the command's TMPDIR: tests
+  # write their scratch paths into spec and shell lines, and a checkout in
+  # a folder whose path holds a space would split them.
+  mkdir -p /newroot/vm-scratch
+  mount --bind "/newroot$SCRATCH" /newroot/vm-scratch || fail "scratch alias"
 fi
 # The VMs' unprivileged users (tests run as a plain user, the CI walk's
 # runner) must reach the checkout where a host folder above it is 0700
