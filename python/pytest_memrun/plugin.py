@@ -616,7 +616,7 @@ class Session:
                     except (AttributeError, OSError, ValueError):
                         pass
             if not fds:
-                raise MemrunGone("pytest-xdist's channel to its controller was not found in this worker, so a case "
+                raise ValueError("pytest-xdist's channel to its controller was not found in this worker, so a case "
                                  "could not be kept from it: this pytest-xdist is not one the plugin knows")
             self._channel = sorted(fds)
         return self._channel
