@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "runner/base/error.h"
+
 namespace memrun {
 namespace {
 
@@ -142,6 +144,13 @@ std::string format_duration(double seconds) {
   int total = static_cast<int>(seconds);
   if (total < 3600) return fmt::format("{}m{:02}s", total / 60, total % 60);
   return fmt::format("{}h{:02}m", total / 3600, (total / 60) % 60);
+}
+
+uint64_t size_of_flag(const std::string& text, const char* what) {
+  std::string why;
+  auto v = parse_size_with_unit(text, &why);
+  if (!v) throw Error(Category::usage, std::string(what) + ": " + why);
+  return *v;
 }
 
 }  // namespace memrun

@@ -22,6 +22,10 @@ std::optional<uint64_t> parse_size(const std::string& text, std::string* why);
 /// what to write instead.
 std::optional<uint64_t> parse_size_with_unit(const std::string& text, std::string* why);
 
+/// A size given to a flag (--set, --memory-range, ...): Error(usage) naming
+/// `what` where it is none.
+uint64_t size_of_flag(const std::string& text, const char* what);
+
 /// Parses a duration with a unit: ms, s, m, h ("250ms", "1.5s", "2m").
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
                                                         std::string* why);

@@ -77,21 +77,14 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
   return p;
 }
 
-uint64_t parse(const std::string& text, const char* what) {
-  std::string why;
-  auto v = parse_size_with_unit(text, &why);
-  if (!v) throw Error(Category::usage, std::string(what) + ": " + why);
-  return *v;
-}
-
 }  // namespace
 
 void parse_memory_range(const std::string& text, BisectOptions* o) {
   auto colon = text.find(':');
   if (colon == std::string::npos)
     throw Error(Category::usage, "--memory-range '" + text + "' must be LO:HI, e.g. 64MiB:2GiB");
-  o->low = parse(text.substr(0, colon), "--memory-range LO");
-  o->high = parse(text.substr(colon + 1), "--memory-range HI");
+  o->low = size_of_flag(text.substr(0, colon), "--memory-range LO");
+  o->high = size_of_flag(text.substr(colon + 1), "--memory-range HI");
   if (o->low >= o->high) throw Error(Category::usage, "--memory-range: LO must be below HI");
 }
 
@@ -104,7 +97,7 @@ void parse_tolerance(const std::string& text, BisectOptions* o) {
     o->tolerance = 0;
     o->tolerance_pct = pct;
   } else {
-    o->tolerance = parse(text, "--tolerance");
+    o->tolerance = size_of_flag(text, "--tolerance");
   }
 }
 

@@ -248,12 +248,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
                         (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
     if (t.rules.outcome_file || t.rules.gtest_results) ask_for_outcome(cmd);
-    if (context.launcher) {
-      context.launcher->post(serial, std::move(cmd), placement);
-      phase_ = Phase::starting;
-      deadline_ = next_sample_ = clock::time_point::max();  // until launched()
-      return true;
-    }
+    if (context.launcher) return post_start(*context.launcher, serial, std::move(cmd), placement);
     child = launch(cmd, placement);
   } catch (const cgroup::Failure& e) {
     return start_failed(failure_text(e));
@@ -261,6 +256,15 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     return start_failed(e.what());
   }
   return launched(child, nullptr);
+}
+
+// The start handed to the launcher's thread: nothing is sampled or timed
+// until it says how it went (launched(), or adopt() for a vessel).
+bool RunningTest::post_start(Launcher& launcher, uint64_t serial, Command cmd, const cgroup::Placement& placement) {
+  launcher.post(serial, std::move(cmd), placement);
+  phase_ = Phase::starting;
+  deadline_ = next_sample_ = clock::time_point::max();
+  return true;
 }
 
 // The vessel's init (Command::vessel), started on the loop's thread: its
@@ -282,12 +286,8 @@ bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::uniq
     // is only moved into the group, and no process waits there for it.
     if (context.pid_namespace && !t.service_manager && placement.seal) {
       cmd.pid_namespace = true;
-      if (context.launcher) {  // its seal's steps, on the launcher's thread
-        context.launcher->post(serial, std::move(cmd), placement);
-        phase_ = Phase::starting;
-        deadline_ = next_sample_ = clock::time_point::max();  // until adopt()
-        return true;
-      }
+      // Its seal's steps, on the launcher's thread.
+      if (context.launcher) return post_start(*context.launcher, serial, std::move(cmd), placement);
       child = launch(cmd, placement);
     }
   } catch (const cgroup::Failure& e) {

@@ -202,6 +202,7 @@ class RunningTest {
   enum class Phase { starting, waiting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
+  bool post_start(Launcher& launcher, uint64_t serial, Command cmd, const cgroup::Placement& placement);
   bool start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead, uint64_t serial);
   void open_relays(const RunContext& context);
   void ask_for_outcome(Command& cmd);

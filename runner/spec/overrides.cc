@@ -15,13 +15,6 @@ constexpr uint64_t kPage = 4096;
 
 uint64_t round_up(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 
-uint64_t parse(const std::string& text, const char* what) {
-  std::string why;
-  auto v = parse_size_with_unit(text, &why);
-  if (!v) throw Error(Category::usage, std::string(what) + ": " + why);
-  return *v;
-}
-
 }  // namespace
 
 void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<std::string>& sets) {
@@ -43,7 +36,7 @@ void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<s
     if (dot == std::string::npos)
       throw Error(Category::usage, "--set '" + set + "' must be NAME.memory=SIZE, e.g. --set big-join.memory=3GiB");
     std::string name = set.substr(0, dot);
-    uint64_t bytes = parse(set.substr(dot + 8), "--set");
+    uint64_t bytes = size_of_flag(set.substr(dot + 8), "--set");
     bool found = false;
     for (auto& spec : specs)
       for (auto& t : spec.tests)
