@@ -6,12 +6,16 @@
 #include <regex>
 
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
 namespace {
 
 class Bisect : public MemrunTest {};
+
+// Bisect is the same on every backend and slow under TCG: on the host only.
+MEMRUN_LANES(Bisect, "*", kHostLane);
 
 TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
   auto run = run_memrun({"bisect", "--memory-range", "64MiB:1GiB", "--tolerance", "1%", "--run-dir",

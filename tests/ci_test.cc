@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "harness.h"
+#include "lanes.h"
 
 namespace memrun::testing {
 namespace {
@@ -29,6 +30,9 @@ const char* kMixed = R"(tests:
 std::string slurp(const std::string& path) { return read_text(path); }
 
 class Ci : public MemrunTest {};
+
+// CI outputs are memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Ci, "*", kHostLane);
 
 TEST_F(Ci, JunitValidatesAgainstTheSchema) {
   std::string xml = dir.path() + "/junit.xml";

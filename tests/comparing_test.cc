@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -39,6 +40,9 @@ class Comparing : public MemrunTest {
     return r;
   }
 };
+
+// compare is memrun's own, whatever the backend: on the host only (exceptions labelled at their tests).
+MEMRUN_LANES(Comparing, "*", kHostLane);
 
 TEST_F(Comparing, ThirtyPercentMoreIsARegressionWithTheRightFigures) {
   // The workload's binary read once outside both runs: its page cache,
@@ -134,6 +138,8 @@ void write_and_cache(const std::string& path, int mib) {
   }
 }
 
+// Page cache, cold and warm: the kernel's, proven in the v2 VM too.
+MEMRUN_LANES(Comparing, "PageCacheOfADeclaredInputIsTheSameColdOrWarm", kHostLane | kV2Lane);
 TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
   if (on_tmpfs(dir.path()))
     GTEST_SKIP() << dir.path() << " is on tmpfs: its pages are shmem, there is no page cache to evict (the host "
@@ -164,6 +170,8 @@ TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
   EXPECT_EQ(c.report["tests"][0]["change"], "unchanged") << c.out;
 }
 
+// Reports made on each backend: proven in the v2 VM too.
+MEMRUN_LANES(Comparing, "ReportsOfAnotherBackendAreNotComparedSilently", kHostLane | kV2Lane);
 TEST_F(Comparing, ReportsOfAnotherBackendAreNotComparedSilently) {
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 8MiB], memory: 64MiB}\n", "base.json").exit_code, 0);
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 64MiB}\n", "head.json").exit_code, 0);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -26,6 +27,11 @@ class Exec : public MemrunTest {
   }
 };
 
+// exec's command line is memrun's own: on the host only (what the kernel decides is labelled at its tests).
+MEMRUN_LANES(Exec, "*", kHostLane);
+
+// An OOM kill under exec: proven in the v2 VM too.
+MEMRUN_LANES(Exec, "AnOomKillIsTheVerdictAndExpectOomAcceptsIt", kHostLane | kV2Lane);
 TEST_F(Exec, AnOomKillIsTheVerdictAndExpectOomAcceptsIt) {
   auto killed = exec({"--memory", "64MiB"}, {workload(), "--touch", "100MiB"});
   EXPECT_EQ(killed.exit_code, 1) << killed.out << killed.err;
@@ -44,6 +50,8 @@ TEST_F(Exec, AnOomKillIsTheVerdictAndExpectOomAcceptsIt) {
   EXPECT_NE(expected.out.find("PASS  Inst/Big.Loads/3  oom (expected)"), std::string::npos) << expected.out;
 }
 
+// The kernel's figures under exec: proven in the v2 VM too.
+MEMRUN_LANES(Exec, "TheSameFiguresAsTheSameCommandInASpec", kHostLane | kV2Lane);
 TEST_F(Exec, TheSameFiguresAsTheSameCommandInASpec) {
   auto one = exec({"--memory", "128MiB", "--min-headroom", "20%"}, {workload(), "--touch", "40MiB"});
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
@@ -146,6 +154,8 @@ TEST_F(Exec, OutputAfterPutsTheVerdictFirst) {
 
 // Memory held: the command's own status. Memory did not hold: 1, whatever
 // the command said. A signal: 128+N, as a shell says it.
+// Enforcement under exec: proven in the v2 VM too.
+MEMRUN_LANES(Exec, "ExitsWithTheCommandsStatusWhenMemoryHeld", kHostLane | kV2Lane);
 TEST_F(Exec, ExitsWithTheCommandsStatusWhenMemoryHeld) {
   EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "exit 7"}).exit_code, 7);
   EXPECT_EQ(exec({"--memory", "64MiB"}, {"sh", "-c", "kill -TERM $$"}).exit_code, 128 + 15);
@@ -181,6 +191,8 @@ TEST_F(Exec, UnknownFlagsAndCommandsAreNamedWithTheNearest) {
 // As a user who cannot make cgroups here: the message names fixes that
 // work on this host, never the one just tried; --unenforceable skip turns
 // the failure into a skip (77), which the CMake functions hand to CTest.
+// Without root the kernel's delegation decides: proven in the v2 VM too.
+MEMRUN_LANES(Exec, "WithoutRootTheFixWorksHereAndSkipIsOptIn", kHostLane | kV2Lane);
 TEST_F(Exec, WithoutRootTheFixWorksHereAndSkipIsOptIn) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
   std::vector<std::string> user = {"setpriv", "--reuid", "1600", "--regid", "1600", "--clear-groups", memrun_bin()};

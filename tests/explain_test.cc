@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "harness.h"
+#include "lanes.h"
 
 namespace memrun::testing {
 namespace {
@@ -55,6 +56,9 @@ const json* site_at(const json& e, const std::string& function, const std::strin
   }
   return nullptr;
 }
+
+// explain's profilers (memray, heaptrack) take a minute a case under TCG; what they show is the profiler's, whatever the backend.
+MEMRUN_LANES(Explain, "*", kHostLane);
 
 TEST_F(Explain, APytestCaseKilledByItsLimitNamesTheHelpersLineAndTheTestLineThatCalledIt) {
   std::string why;

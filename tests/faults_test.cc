@@ -13,6 +13,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "lanes.h"
 
 namespace memrun::testing {
 namespace {
@@ -29,6 +30,9 @@ std::string hanging_spec(const Scratch& dir, const std::string& pidfile) {
 }
 
 class Signals : public Faults, public ::testing::WithParamInterface<int> {};
+
+// memrun's end on a signal, with the backend's clean-up: proven on every backend.
+MEMRUN_LANES(Signals, "*", kHostLane | kV2Lane | kSystemdLane);
 
 TEST_P(Signals, KillTheRunningTestWriteTheReportAndExit128PlusN) {
   int sig = GetParam();
@@ -52,6 +56,8 @@ TEST_P(Signals, KillTheRunningTestWriteTheReportAndExit128PlusN) {
 // lost terminal, Ctrl-\, and two that nobody sends by hand.
 INSTANTIATE_TEST_SUITE_P(Catchable, Signals, ::testing::Values(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGALRM));
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Faults, "ClosedStdioIsNoCrashAndNoCorruptReport", kHostLane);
 TEST_F(Faults, ClosedStdioIsNoCrashAndNoCorruptReport) {
   // Started with stdin, stdout and stderr closed (a daemon's children, a
   // careless CI step): memrun runs, its report is whole and the test's
@@ -66,6 +72,8 @@ TEST_F(Faults, ClosedStdioIsNoCrashAndNoCorruptReport) {
   EXPECT_EQ(read_text(json["tests"][0]["stdout"].get<std::string>()), "to-the-log\n");
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Faults, "MemrunsOwnFailureEndsWithACodeNoTestEndsWith", kHostLane);
 TEST_F(Faults, MemrunsOwnFailureEndsWithACodeNoTestEndsWith) {
   // Where memrun cannot hold a closed descriptor's place (/dev/null, bound
   // read-only in a mount namespace of its own, refuses to open for
@@ -116,6 +124,8 @@ TEST_F(Faults, TheFirstSignalAsksTestsToStopASecondKillsAtOnce) {
   EXPECT_EQ(j["tests"][1]["outcome"], "interrupted");
 }
 
+// memrun's relay of a GiB of output (minutes under TCG), whatever the backend.
+MEMRUN_LANES(Faults, "AGibibyteToStdoutIsCappedWithANoteWhileMemrunStaysFlat", kHostLane);
 TEST_F(Faults, AGibibyteToStdoutIsCappedWithANoteWhileMemrunStaysFlat) {
   auto run = run_spec(dir, "tests:\n  - {name: flood, run: 'head -c 1073741824 /dev/zero', memory: 64MiB}\n",
                       {"--max-log", "1MiB"});
@@ -177,6 +187,8 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   EXPECT_EQ(finish_program(live).exit_code, 143);
 }
 
+// v1's own layout: the host's.
+MEMRUN_LANES(Faults, "GcStaysInsideTheCgroupParentOnV1*", kHostLane);
 TEST_F(Faults, GcStaysInsideTheCgroupParentOnV1ItsPidsPlaceToo) {
   const auto& h = cgroup::host();
   if (h.v1_mount.count("memory") == 0 || h.v1_mount.count("pids") == 0 || h.v1_self.count("memory") == 0)
@@ -225,6 +237,8 @@ TEST_F(Faults, GcStaysInsideTheCgroupParentOnV1ItsPidsPlaceToo) {
 // their sessions; a process its caller left it (a shell's background job
 // before `exec memrun`: memrun's child from the start, outside every test's
 // group) is not a test's and lives on.
+// Kills and clean-up of a scope: proven under systemd too.
+MEMRUN_LANES(Faults, "ACallersBackgroundJob*", kHostLane | kV2Lane | kSystemdLane);
 TEST_F(Faults, ACallersBackgroundJobIsNeverTouched) {
   std::string pidfile = dir.path() + "/job.pid";
   auto run = run_spec_with(dir,
@@ -240,6 +254,8 @@ TEST_F(Faults, ACallersBackgroundJobIsNeverTouched) {
   ::kill(pid, SIGKILL);
 }
 
+// Global pressure beside a scope: proven under systemd too.
+MEMRUN_LANES(Faults, "UnderGlobalPressure*", kHostLane | kV2Lane | kSystemdLane);
 TEST_F(Faults, UnderGlobalPressureTheKernelPicksTestsBeforeMemrun) {
   // --host-cgroups: $PPID is memrun itself, not a sealed test's init (PID 1
   // of its pid namespace, at -1000: the kernel never picks it either).
@@ -258,6 +274,8 @@ TEST_F(Faults, UnderGlobalPressureTheKernelPicksTestsBeforeMemrun) {
 
 // Every malformed spec of tests/bad-specs/ gives exit 2 and its message,
 // with the file named; never a crash.
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Faults, "BadSpecsGiveAClearErrorNeverACrash", kHostLane);
 TEST_F(Faults, BadSpecsGiveAClearErrorNeverACrash) {
   std::string corpus = std::string(SOURCE_DIR) + "/tests/bad-specs";
   std::ifstream expected(corpus + "/expected.txt");
@@ -281,6 +299,8 @@ TEST_F(Faults, BadSpecsGiveAClearErrorNeverACrash) {
   EXPECT_NE(missing.err.find("no-such.yaml"), std::string::npos) << missing.err;
 }
 
+// A backend's pids limit and kills: proven under systemd too.
+MEMRUN_LANES(Faults, "AForkBomb*", kHostLane | kV2Lane | kSystemdLane);
 TEST_F(Faults, AForkBombIsBoundedAndReported) {
   // The bomb outgrows 64 pids in well under the timeout; the timeout ends it.
   auto run = run_spec(dir, "tests:\n  - {name: bomb, run: 'b() { b | b & }; b; sleep 600', memory: 256MiB, pids: 64, timeout: 10s}\n");
@@ -303,6 +323,8 @@ TEST_F(Faults, ALimitTooSmallToEvenStartGivesAClearVerdict) {
   EXPECT_EQ(run.exit_code, 1);
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Faults, "AFullDisk*", kHostLane);
 TEST_F(Faults, AFullDiskKeepsThePreviousReportAndSaysSo) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
   std::string disk = dir.path() + "/disk";
@@ -345,6 +367,8 @@ TEST_F(Faults, AFullDiskCostsALogNotTheRun) {
   EXPECT_TRUE(j["tests"][1]["stdout"].is_null()) << "a quiet test made a log file";
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Faults, "BinaryOutputStillGivesValidReports", kHostLane);
 TEST_F(Faults, BinaryOutputStillGivesValidReports) {
   std::string xml = dir.path() + "/junit.xml";
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'head -c 3000 /dev/urandom >&2; exit 1', memory: 16MiB}\n",

@@ -14,6 +14,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -21,6 +22,9 @@ namespace {
 
 
 class Host : public MemrunTest {};
+
+// Enforcement, OOM kills, kills and clean-up: proven on every backend (exceptions are labelled at their tests).
+MEMRUN_LANES(Host, "*", kHostLane | kV2Lane | kSystemdLane);
 
 TEST_F(Host, OverTheLimitIsAnOomKill) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 100MiB], memory: 64MiB}\n");
@@ -41,6 +45,8 @@ TEST_F(Host, OverTheLimitIsAnOomKill) {
   }
 }
 
+// The OOM report's rate limit is the kernel log's, whatever the backend (fifteen kills, slow under TCG).
+MEMRUN_LANES(Host, "EveryOomKillNamesItsVictimWhenTheKernelRateLimitsItsReports", kHostLane);
 TEST_F(Host, EveryOomKillNamesItsVictimWhenTheKernelRateLimitsItsReports) {
   // The kernel's OOM report (with the line that names the group) is
   // rate-limited to ten in five seconds; fifteen kills in a row pass that
@@ -152,6 +158,8 @@ TEST_F(Host, MinHeadroomFailsATestThatCameTooClose) {
   EXPECT_NE(t["reason"].get<std::string>().find("below min_headroom"), std::string::npos);
 }
 
+// Page cache reads the same v2 files whichever backend made the group: the v2 VM proves it.
+MEMRUN_LANES(Host, "PageCache*", kHostLane | kV2Lane);
 TEST_F(Host, PageCacheIsNotCountedAgainstHeadroom) {
   // 1 GiB read through `cat` under 64 MiB: the page cache fills the limit
   // and is reclaimed; the test passes and is not said to need 64 MiB.
@@ -203,6 +211,8 @@ TEST_F(Host, PidsLimitStopsAForkBomb) {
   EXPECT_EQ(t["outcome"], "fail") << run.out;
 }
 
+// Spec checks are memrun's, whatever the backend.
+MEMRUN_LANES(Host, "AnInvalidSpecRunsNothing", kHostLane | kV2Lane);
 TEST_F(Host, AnInvalidSpecRunsNothing) {
   auto run = run_spec(dir, "tests:\n  - {name: ok, run: 'touch ran', memory: 8MiB}\n  - {name: t, run: x, memroy: 8MiB}\n");
   EXPECT_EQ(run.exit_code, 2);
@@ -213,6 +223,8 @@ TEST_F(Host, AnInvalidSpecRunsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/report.json"));
 }
 
+// Set-up steps are memrun's, whatever the backend.
+MEMRUN_LANES(Host, "*Setup*", kHostLane | kV2Lane);
 TEST_F(Host, SetupRunsOnceUnderItsLimitAndOnlyWhenOutdated) {
   dir.write("input", "");
   std::string yaml = R"(
@@ -248,6 +260,8 @@ tests:
   EXPECT_EQ(lines(), 2);
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Host, "AFailingSetupStopsTheRunClearly", kHostLane);
 TEST_F(Host, AFailingSetupStopsTheRunClearly) {
   auto run = run_spec(dir, R"(
 setup: {run: 'echo cannot make fixtures >&2; exit 4', memory: 16MiB}
@@ -262,6 +276,8 @@ tests:
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran"));
 }
 
+// Logs are memrun's, whatever the backend.
+MEMRUN_LANES(Host, "LogsAreFilesNotMemory", kHostLane | kV2Lane);
 TEST_F(Host, LogsAreFilesNotMemory) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: 'echo out; echo err >&2', memory: 8MiB}\n");
   const auto& t = test_named(run, "t");
@@ -273,6 +289,8 @@ TEST_F(Host, LogsAreFilesNotMemory) {
   EXPECT_EQ(err, "err");
 }
 
+// Which inputs a spec may name and their eviction (thousands of files: minutes under TCG) are memrun's.
+MEMRUN_LANES(Host, "InputsAreFilesOrFoldersAndTheirEvictionNeverHoldsTheRun", kHostLane);
 TEST_F(Host, InputsAreFilesOrFoldersAndTheirEvictionNeverHoldsTheRun) {
   // A FIFO would block memrun in open() (it once did, SIGTERM ignored): it
   // is refused at its place in the spec, as a system folder is.

@@ -15,6 +15,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/shell.h"
 #include "runner/base/units.h"
 #include "runner/run/process_setup.h"
@@ -117,6 +118,8 @@ TEST_F(Parallel, VerdictsAndPeaksAreTheSameWhateverJ) {
   }
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Parallel, "ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlone", kHostLane);
 TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlone) {
   const std::string yaml =
       "tests:\n"
@@ -151,6 +154,8 @@ TEST_F(Parallel, ATestOverTheBudgetIsRefusedUnlessOversubscribingAndThenRunsAlon
   }
 }
 
+// memrun's own limit of open files; under TCG forty processes take minutes to start.
+MEMRUN_LANES(Parallel, "ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt", kHostLane);
 TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   // 40 tests at once hold ~200-400 descriptors: over a soft limit of 128,
   // which memrun raises for itself and gives back to each test.
@@ -180,6 +185,8 @@ TEST_F(Parallel, ManyAtOnceOutgrowASmallOpenFilesLimitButTestsKeepIt) {
   EXPECT_LE(most_at_once(capped.report["tests"]), fit) << times_of(capped.report["tests"]);
 }
 
+// Hundreds of quick tests: memrun's loop and launcher thread, whatever the backend.
+MEMRUN_LANES(Parallel, "EveryQuickTestGetsItsOwnExitStatus", kHostLane);
 TEST_F(Parallel, EveryQuickTestGetsItsOwnExitStatus) {
   // Tests start on the launcher's thread and are reaped on the loop's,
   // each through its pidfd; what else ends is reaped only while no test
@@ -204,6 +211,8 @@ TEST_F(Parallel, EveryQuickTestGetsItsOwnExitStatus) {
   }
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Parallel, "BadFlagsAreRefusedBeforeAnythingRuns", kHostLane);
 TEST_F(Parallel, BadFlagsAreRefusedBeforeAnythingRuns) {
   std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
@@ -276,6 +285,9 @@ class LiveView : public Parallel {
   std::string socket_;
 };
 
+// The live view tests a terminal (tmux), not the kernel: on the host only.
+MEMRUN_LANES(LiveView, "*", kHostLane);
+
 TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
   // The tests hold their 50 MiB until `release` exists: the screen is
   // read while two certainly run, then they are let go.
@@ -310,6 +322,8 @@ TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
   EXPECT_EQ(after.find("[#"), std::string::npos) << after;
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Parallel, "WithoutATerminalEachFinishedTestIsOnePlainLine", kHostLane);
 TEST_F(Parallel, WithoutATerminalEachFinishedTestIsOnePlainLine) {
   auto run = run_spec(dir,
                       "tests:\n  - {name: a, run: 'printf \"\\033[2J\\033[31mred\\n\"; exit 1', memory: 16MiB}\n"

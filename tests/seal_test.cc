@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "lanes.h"
 
 namespace memrun::testing {
 namespace {
@@ -50,6 +51,9 @@ std::vector<int> processes_with(const std::string& entry) {
 const std::string kEveryRoot =
     "for b in /proc/[0-9]*/root/sys/fs/cgroup/memory /proc/[0-9]*/root/sys/fs/cgroup/pids "
     "/proc/[0-9]*/root/sys/fs/cgroup/unified /proc/[0-9]*/root/sys/fs/cgroup; do ";
+
+// The seal: proven on every backend.
+MEMRUN_LANES(Seal, "*", kHostLane | kV2Lane | kSystemdLane);
 
 TEST_F(Seal, AGrandchildThatWritesItselfIntoTheHostsRootThroughParentRootNeverPassesNorSurvives) {
   if (!sealing()) GTEST_SKIP() << "memrun does not seal tests here (doctor: sealed no)";

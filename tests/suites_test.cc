@@ -18,6 +18,7 @@
 #include <pugixml.hpp>
 
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -47,6 +48,11 @@ std::string pytest_missing() {
   return r.exit_code == 0 ? "" : "exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
 }
 
+// Discovery and the tools' verdicts are memrun's own: on the host only (what the kernel decides is labelled at its tests).
+MEMRUN_LANES(Suites, "*", kHostLane);
+
+// Each case under its own limit: proven in the v2 VM too.
+MEMRUN_LANES(Suites, "GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ", kHostLane | kV2Lane);
 TEST_F(Suites, GoogleTestCasesRunOneByOneUnderTheirOwnLimitsAtAnyJ) {
   std::string yaml = "suites:\n  - name: engine\n    gtest: " + kExample +
                      "\n    memory: 128MiB\n    cases:\n"
@@ -699,6 +705,8 @@ TEST_F(Suites, ABadSuiteIsAClearErrorBeforeAnythingRuns) {
   }
 }
 
+// A listing's OOM kill under the suite's limit: proven in the v2 VM too.
+MEMRUN_LANES(Suites, "AListingThatBlowsUpIsOomKilledUnderTheSuitesLimit", kHostLane | kV2Lane);
 TEST_F(Suites, AListingThatBlowsUpIsOomKilledUnderTheSuitesLimit) {
   // A "GoogleTest binary" whose listing touches 200 MiB, as a collection
   // that imports a library which loads everything would: the kernel kills

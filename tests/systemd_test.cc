@@ -15,6 +15,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "lanes.h"
 
 namespace memrun::testing {
 namespace {
@@ -78,6 +79,9 @@ class Systemd : public MemrunTest {
     GTEST_SKIP() << "PID 1 is not systemd on cgroup v2 here (the systemd VM suite runs these)";
   }
 };
+
+// The systemd backend's own: in the systemd VM only.
+MEMRUN_LANES(Systemd, "*", kSystemdLane);
 
 TEST_F(Systemd, AsRootAScopeFromTheSystemManagerSurvivesATestsOom) {
   auto run = run_spec(dir, kSpec, {"--backend", "systemd"});

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/shell.h"
 #include "runner/base/units.h"
 
@@ -42,6 +43,9 @@ std::string yaml_quoted(const std::string& text) {
 bool sealing() {
   return run_memrun({"doctor"}).out.find("sealed             yes") != std::string::npos;
 }
+
+// What a test can do against its limit: proven on every backend (exceptions are labelled at their tests).
+MEMRUN_LANES(Trust, "*", kHostLane | kV2Lane | kSystemdLane);
 
 TEST_F(Trust, ATestThatRaisesItsLimitNeverPasses) {
   // As root a test can write its group's files: it raises its limit, then
@@ -210,6 +214,8 @@ TEST_F(Trust, APeakResetByTheTestNeverPasses) {
   }
 }
 
+// The kernel log is read for every test on v1 only (the host's layout).
+MEMRUN_LANES(Trust, "KillLinesATestWritesToTheKernelLogAreNotBelieved", kHostLane);
 TEST_F(Trust, KillLinesATestWritesToTheKernelLogAreNotBelieved) {
   if (::geteuid() != 0) GTEST_SKIP() << "/dev/kmsg is root's to write";
   // On v1 (host only, tests/CMakeLists.txt), where memrun reads the kernel
@@ -513,6 +519,8 @@ TEST_F(Trust, GcFromAnotherPidNamespaceNeverTouchesALiveRun) {
   }
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Trust, "TheReproLineIsQuotedAndRerunsExactlyThatTest", kHostLane);
 TEST_F(Trust, TheReproLineIsQuotedAndRerunsExactlyThatTest) {
   // A name that is shell code, a name that is a regex matching another
   // test, and an environment value with a quote.
@@ -536,6 +544,8 @@ TEST_F(Trust, TheReproLineIsQuotedAndRerunsExactlyThatTest) {
   }
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Trust, "OutputPathsAreCheckedBeforeAnyTestRunsAndCiOutputsNeedNoRunFolder", kHostLane);
 TEST_F(Trust, OutputPathsAreCheckedBeforeAnyTestRunsAndCiOutputsNeedNoRunFolder) {
   std::string ran = dir.path() + "/ran";
   std::string spec = dir.write("spec.yaml", "tests:\n  - {name: t, run: 'touch " + ran + "', memory: 16MiB}\n");
@@ -590,6 +600,8 @@ TEST_F(Trust, ATestGetsNoPacketSocketWhoseRingNoLimitCharges) {
   }
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Trust, "NoTestDataStartsAConsoleLineOrAWorkflowCommand", kHostLane);
 TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
   // A program name with a line break: the reason quotes it.
   std::string yaml = "tests:\n  - {name: t, run: [\"no-such\\n::warning::injected\"], memory: 16MiB}\n";
@@ -637,6 +649,8 @@ TEST_F(Trust, MemoryLeftInASharedTmpfsIsReported) {
       << run.out;
 }
 
+// Page cache reads the same v2 files whichever backend made the group.
+MEMRUN_LANES(Trust, "AShortBurstBesidePageCache*", kHostLane | kV2Lane);
 TEST_F(Trust, AShortBurstBesidePageCacheNeverPassesOnTheEstimate) {
   // Reading a file larger than the limit (cold: declared as an input) keeps
   // usage at the limit with page cache; a burst of 110 MiB of anonymous
@@ -659,6 +673,8 @@ TEST_F(Trust, AShortBurstBesidePageCacheNeverPassesOnTheEstimate) {
   EXPECT_LE(t["headroom_bytes"].get<int64_t>(), int64_t{30} << 20) << t.dump();
 }
 
+// Thrash reads the same v2 files whichever backend made the group.
+MEMRUN_LANES(Trust, "AThrashingTest*", kHostLane | kV2Lane);
 TEST_F(Trust, AThrashingTestEndsWithItsOwnVerdictNotAtTheTimeout) {
   // A working set of 64 MiB (a file mapped and read over and over, cold:
   // declared as an input) under a 16 MiB limit: every pass reads back from
@@ -685,6 +701,8 @@ TEST_F(Trust, AThrashingTestEndsWithItsOwnVerdictNotAtTheTimeout) {
   EXPECT_TRUE(test_named(run, "expected")["passed"]) << run.out;
 }
 
+// Page cache reads the same v2 files whichever backend made the group.
+MEMRUN_LANES(Trust, "ReReading*", kHostLane | kV2Lane);
 TEST_F(Trust, ReReadingAFileLargerThanTheLimitIsNoThrashing) {
   // 20 sequential passes over a 128 MiB file under 64 MiB, with read(): each
   // pass reads back what the one before had (ten times the limit and more
@@ -712,6 +730,8 @@ TEST_F(Trust, ReReadingAFileLargerThanTheLimitIsNoThrashing) {
       << off["reason"] << run.out;
 }
 
+// memrun's own, whatever the backend: on the host only.
+MEMRUN_LANES(Trust, "TestsSeeMemrunsVariablesOnceWhateverTheCallerSet", kHostLane);
 TEST_F(Trust, TestsSeeMemrunsVariablesOnceWhateverTheCallerSet) {
   auto run = run_spec_with(dir, "tests:\n  - {name: inner, run: 'env | grep -E \"^MEMRUN_(TEST|MEMORY_LIMIT)=\"', memory: 16MiB}\n",
                            {"env", "MEMRUN_TEST=outer", "MEMRUN_MEMORY_LIMIT=1", memrun_bin()});

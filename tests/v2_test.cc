@@ -12,6 +12,7 @@
 
 #include "cgroup/cgroup.h"
 #include "harness.h"
+#include "lanes.h"
 #include "runner/base/units.h"
 
 namespace memrun::testing {
@@ -27,6 +28,9 @@ class V2 : public MemrunTest {
     GTEST_SKIP() << "no cgroup v2 memory controller on this host (the VM suites run these)";
   }
 };
+
+// The v2 backend's own: in the v2 VM only.
+MEMRUN_LANES(V2, "*", kV2Lane);
 
 TEST_F(V2, KernelFiguresComeFromV2Files) {
   auto run = run_spec(dir, "tests:\n  - {name: t, run: [{W}, --touch, 64MiB], memory: 128MiB}\n");
