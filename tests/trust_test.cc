@@ -686,19 +686,30 @@ TEST_F(Trust, AThrashingTestEndsWithItsOwnVerdictNotAtTheTimeout) {
                                   "disk, proves this)";
   std::string data = dir.path() + "/data.bin";
   write_mib(data, 64);
-  auto run = run_spec(dir, "tests:\n  - {name: maps, run: '{W} --map " + data +
-                               "', memory: 16MiB, timeout: 120s, inputs: [" + data + "]}\n"
-                               "  - {name: expected, run: '{W} --map " + data +
-                               "', memory: 16MiB, timeout: 120s, inputs: [" + data + "], expect: oom}\n");
+  // The kernel may end such a test with an OOM kill instead, when reclaim
+  // makes no progress in time (seen on a loaded host, one run in six): a
+  // verdict as true, but not the one this test proves. Up to three runs
+  // then, each held to "never passes"; thrash must be seen in one of them.
+  RunOutput run;
+  for (int tries = 0; tries < 3; ++tries) {
+    run = run_spec(dir, "tests:\n  - {name: maps, run: '{W} --map " + data +
+                            "', memory: 16MiB, timeout: 120s, inputs: [" + data + "]}\n"
+                            "  - {name: expected, run: '{W} --map " + data +
+                            "', memory: 16MiB, timeout: 120s, inputs: [" + data + "], expect: oom}\n");
+    const auto& t = test_named(run, "maps");
+    EXPECT_FALSE(t["passed"]) << run.out;
+    EXPECT_TRUE(t["outcome"] == "thrash" || t["outcome"] == "oom") << run.out;
+    EXPECT_LT(t["duration_s"].get<double>(), 60.0) << "it ran toward its timeout";
+    // A test that must not fit its limit passes by thrashing, as by an OOM kill.
+    const auto& expected = test_named(run, "expected");
+    EXPECT_TRUE(expected["outcome"] == "thrash" || expected["outcome"] == "oom") << run.out;
+    EXPECT_TRUE(expected["passed"]) << run.out;
+    if (t["outcome"] == "thrash") break;
+  }
   const auto& t = test_named(run, "maps");
-  EXPECT_EQ(t["outcome"], "thrash") << run.out;
-  EXPECT_FALSE(t["passed"]);
-  EXPECT_LT(t["duration_s"].get<double>(), 60.0) << "it ran toward its timeout";
+  ASSERT_EQ(t["outcome"], "thrash") << "three runs, each ended by an OOM kill: " << run.out;
   EXPECT_NE(t["reason"].get<std::string>().find("its working set does not fit in 16.0 MiB"), std::string::npos)
       << t["reason"];
-  // A test that must not fit its limit passes by thrashing, as by an OOM kill.
-  EXPECT_EQ(test_named(run, "expected")["outcome"], "thrash") << run.out;
-  EXPECT_TRUE(test_named(run, "expected")["passed"]) << run.out;
 }
 
 // Page cache reads the same v2 files whichever backend made the group.
