@@ -248,8 +248,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
                         (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
     if (t.rules.outcome_file || t.rules.gtest_results) ask_for_outcome(cmd);
-    if (context.launcher) return post_start(*context.launcher, serial, std::move(cmd), placement);
-    child = launch(cmd, placement);
+    if (begin(context, serial, std::move(cmd), placement, child)) return true;
   } catch (const cgroup::Failure& e) {
     return start_failed(failure_text(e));
   } catch (const Error& e) {
@@ -258,10 +257,15 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
   return launched(child, nullptr);
 }
 
-// The start handed to the launcher's thread: nothing is sampled or timed
+// A start handed to the launcher's thread: nothing is sampled or timed
 // until it says how it went (launched(), or adopt() for a vessel).
-bool RunningTest::post_start(Launcher& launcher, uint64_t serial, Command cmd, const cgroup::Placement& placement) {
-  launcher.post(serial, std::move(cmd), placement);
+bool RunningTest::begin(const RunContext& context, uint64_t serial, Command cmd, const cgroup::Placement& placement,
+                        Child& child) {
+  if (!context.launcher || context.start_now) {
+    child = context.launcher ? context.launcher->start_now(cmd, placement) : launch(cmd, placement);
+    return false;
+  }
+  context.launcher->post(serial, std::move(cmd), placement);
   phase_ = Phase::starting;
   deadline_ = next_sample_ = clock::time_point::max();
   return true;
@@ -287,8 +291,7 @@ bool RunningTest::start_vessel(const RunContext& context, Command cmd, std::uniq
     if (context.pid_namespace && !t.service_manager && placement.seal) {
       cmd.pid_namespace = true;
       // Its seal's steps, on the launcher's thread.
-      if (context.launcher) return post_start(*context.launcher, serial, std::move(cmd), placement);
-      child = launch(cmd, placement);
+      if (begin(context, serial, std::move(cmd), placement, child)) return true;
     }
   } catch (const cgroup::Failure& e) {
     return start_failed(failure_text(e));

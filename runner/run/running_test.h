@@ -52,8 +52,10 @@ struct RunContext {
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
   bool pid_namespace = true;  ///< see RunOptions::pid_namespace
-  /// Starts the tests' processes off the loop's thread; null: start() does.
+  /// Starts the tests' processes off the loop's thread (Launcher::post), or
+  /// on it with `start_now` (fail-fast); null: start() calls launch().
   Launcher* launcher = nullptr;
+  bool start_now = false;
   /// The loop's epoll set, which forgets a test's descriptors before they
   /// are closed (see LogRelay::close_reader); -1: none.
   int epoll = -1;
@@ -74,9 +76,9 @@ class RunningTest {
   /// start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
-  /// With a `context.launcher`, the process is started there: the test is
-  /// starting() until the loop hands launched() what the launcher did
-  /// with the start tagged `serial`.
+  /// With a `context.launcher` (and no `start_now`), the process is started
+  /// on its thread: the test is starting() until the loop hands launched()
+  /// what the launcher did with the start tagged `serial`.
   bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr, uint64_t serial = 0);
   /// The start of a starting() test is done: `child` runs, or `error` says
   /// why it could not start (false: not_started() gives the record).
@@ -202,7 +204,9 @@ class RunningTest {
   enum class Phase { starting, waiting, running, killing, reading, removing, awaiting_victims, done };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
-  bool post_start(Launcher& launcher, uint64_t serial, Command cmd, const cgroup::Placement& placement);
+  /// Starts `cmd` through the context's launcher: true when posted to its
+  /// thread (the test is starting()), else `child` is the process started.
+  bool begin(const RunContext& context, uint64_t serial, Command cmd, const cgroup::Placement& placement, Child& child);
   bool start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead, uint64_t serial);
   void open_relays(const RunContext& context);
   void ask_for_outcome(Command& cmd);
