@@ -17,8 +17,12 @@
 #include "runner/base/kernel_log.h"
 #include "runner/launch/child.h"
 #include "runner/launch/launcher.h"
+#include "runner/run/escape_walk.h"
 #include "runner/run/log_relay.h"
 #include "runner/run/run.h"
+#include "runner/run/sampler.h"
+#include "runner/run/thrash_watch.h"
+#include "runner/run/tool_results.h"
 
 namespace memrun {
 
@@ -135,7 +139,7 @@ class RunningTest {
   /// When memrun must act next: the timeout, the next sample, the end of a
   /// stop's grace period, the next step of the cleanup.
   clock::time_point deadline() const { return deadline_; }
-  clock::time_point next_sample() const { return next_sample_; }
+  clock::time_point next_sample() const { return sampler_.next(); }
   std::optional<clock::time_point> grace_end() const { return grace_end_; }
   clock::time_point next_settle() const { return next_settle_; }
   /// memory.current as last sampled; read now when sampling is off.
@@ -209,20 +213,11 @@ class RunningTest {
   bool begin(const RunContext& context, uint64_t serial, Command cmd, const cgroup::Placement& placement, Child& child);
   bool start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead, uint64_t serial);
   void open_relays(const RunContext& context);
-  void ask_for_outcome(Command& cmd);
-  void read_results();  // sets observed_.tool_said, closes results_fd_
-  uint64_t shmem_left(uint64_t shmem) const;
   /// The kernel's figures, once a private /dev/shm had its time to go;
   /// then the removal.
   void read_once_drained(KernelLog& kernel_log, clock::time_point now);
   /// The logs' figures, and the kernel's `final` (Group::finish()).
   void read_figures(KernelLog& kernel_log, cgroup::Final final);
-  /// After a sample: whether the test is thrashing at its limit (see
-  /// run/running_test.cc); if so it is ended, outcome `thrash`.
-  bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
-  /// Adds what the sample `u` read back of the test's own memory to
-  /// working_refaulted_ (see run/running_test.cc).
-  void count_refaults(const cgroup::Usage& u);
   void remove_group();
   /// Group::kill_step; a Failure is the test's cleanup_error, and the
   /// group counts as not empty yet.
@@ -231,37 +226,23 @@ class RunningTest {
   /// kernel's counters left it open.
   void oom_at_limit();
   void find_escapes();
-  void kill_escaped();
   void after(std::chrono::microseconds delay);  // next_settle_, backing off
   void close_watched(int& fd);  // out of the loop's epoll set, then closed
 
   const PlannedTest* planned_;
   const RunContext* context_ = nullptr;
   Observation observed_;
-  int results_fd_ = -1;  // the case's results file (ask_for_outcome)
-  uint64_t results_bytes_ = 0;  // what the results file held in pages
+  ToolResults results_;  // the case's results file
   Phase phase_ = Phase::running;
-  clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
-  clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
-  std::optional<clock::time_point> window_start_;  // of the thrash window, while at the limit
-  uint64_t window_refaulted_ = 0;                  // working_refaulted_ when it started
-  uint64_t working_refaulted_ = 0;                 // bytes of its own memory read back so far
-  uint64_t last_refaulted_ = 0, last_refaulted_anon_ = 0;  // Usage::refaulted(_anon) at the last sample
-  std::optional<uint64_t> window_stalled_;         // Group::stalled_us when it started
+  clock::time_point t0_, deadline_, next_settle_ = clock::time_point::max(), give_up_;
+  Sampler sampler_;
+  ThrashWatch thrash_;
   std::chrono::microseconds backoff_{0};
   std::optional<clock::time_point> grace_end_;
   std::optional<std::chrono::milliseconds> interrupt_pending_;  // a signal's grace, while starting
-  std::chrono::milliseconds interval_{0};
   std::unique_ptr<cgroup::Group> group_;
   std::unique_ptr<LogRelay> out_, err_;
-  /// Processes of the test seen outside its group while it ran, by pid:
-  /// a pidfd each, so that they are killed with the rest and never a
-  /// process that reused the pid (see find_escapes).
-  std::map<int, int> escaped_;
-  /// The test's processes memrun has seen (its main process, what the
-  /// walks found): who an OOM kill hit when the kernel's log leaves out
-  /// the group (see KernelLog::oom_kills).
-  std::set<int> seen_;
+  EscapeWalk escapes_;  // what left the group, and the processes seen
   std::optional<clock::time_point> shm_drain_until_;  ///< see read_once_drained()
   bool shm_draining_ = false;                         ///< shmem was left when the processes were gone
   Child child_;
@@ -275,7 +256,6 @@ class RunningTest {
   std::optional<InitReport> init_report_;
   int status_ = 0;
   rusage usage_{};
-  uint64_t current_ = 0;
   std::string log_name_;  // the group, as the kernel's log names it
   std::vector<std::string> limit_paths_;  // Group::limit_paths, for the kills logged late
 };
