@@ -2,15 +2,10 @@
 
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "cgroup/error.h"
 #include "runner/base/error.h"
@@ -271,7 +266,7 @@ void RunningTest::case_ended(int status, const rusage& usage, const std::string&
   blocks_.clear();  // a block the case never closed measures nothing
   reaped(status, usage);
   // Its init (and what the case left) dies now, while the loop turns.
-  kill_step();
+  kill_step(*group_, observed_);
 }
 
 std::pair<std::string, uint64_t> RunningTest::open_block(const std::string& name) {
@@ -346,7 +341,7 @@ void RunningTest::sample() {
   if (planned().test->thrash && thrash_.thrashing(u, now, limit, *group_, observed_)) {
     deadline_ = clock::time_point::max();
     sampler_.stop();
-    kill_step();
+    kill_step(*group_, observed_);
     return;
   }
   // A block measured by samples (Group::open_block) is sampled every
@@ -374,7 +369,7 @@ void RunningTest::time_out() {
   sampler_.stop();
   // The main process dies with the rest; its exit starts the cleanup,
   // which kills again until the group is empty.
-  kill_step();
+  kill_step(*group_, observed_);
 }
 
 void RunningTest::interrupt(std::chrono::milliseconds grace) {
@@ -398,18 +393,7 @@ void RunningTest::kill_now() {
     return;
   }
   grace_end_.reset();
-  kill_step();
-}
-
-bool RunningTest::kill_step() {
-  try {
-    return group_->kill_step();
-  } catch (const cgroup::Failure& e) {
-    // Tried again on the loop's timer, up to the cleanup's bound; then the
-    // removal says what is left. Never the test's verdict.
-    if (observed_.cleanup_error.empty()) observed_.cleanup_error = e.what();
-    return false;
-  }
+  kill_step(*group_, observed_);
 }
 
 // Every fifth sample, and as the test ends: from its main process (or
@@ -455,14 +439,13 @@ void RunningTest::reaped(int status, const rusage& usage) {
   // before the group's kill takes the init and the kernel the rest.
   if (init_ && !init_gone_) find_escapes();
   close_watched(child_.status_fd);
-  phase_ = Phase::killing;
+  phase_ = Phase::ended;
   status_ = status;
   usage_ = usage;
   deadline_ = clock::time_point::max();
   sampler_.stop();
   grace_end_.reset();
-  give_up_ = context_->clock->now() + std::chrono::seconds(2);
-  next_settle_ = context_->clock->now();
+  cleanup_.emplace(Cleanup::Parts{planned(), *context_, group_, observed_, escapes_, results_, out_, err_, vessel_, t0_});
   close_watched(child_.pidfd);
   Observation& o = observed_;
   if (WIFEXITED(status_)) o.exit_code = WEXITSTATUS(status_);
@@ -481,178 +464,7 @@ void RunningTest::close_watched(int& fd) {
   fd = -1;
 }
 
-void RunningTest::after(std::chrono::microseconds delay) {
-  // Backing off from 0.5 ms to 16 ms: an exiting process is usually gone
-  // within a millisecond, a large one may take tens of them.
-  backoff_ = backoff_.count() == 0 ? delay : std::min(backoff_ * 2, std::chrono::microseconds(16000));
-  next_settle_ = context_->clock->now() + backoff_;
-}
-
-bool RunningTest::settle(KernelLog& kernel_log) {
-  auto now = context_->clock->now();
-  switch (phase_) {
-    case Phase::starting:
-    case Phase::waiting:
-    case Phase::running: return false;
-    case Phase::killing:
-      // Whatever the test left running (daemons, setsid'd grandchildren)
-      // dies with it; the run's reaper collects them (memrun is their
-      // subreaper). Past the bound, what remains is reported by the removal.
-      escapes_.kill();
-      if (!kill_step() && now < give_up_) {
-        after(std::chrono::microseconds(500));
-        return false;
-      }
-      // Nothing of the test runs any more: its figures come on the next
-      // turn, after the loop may have started the next test (released()
-      // says it can, unless shmem is still charged), so that they are read
-      // while that one starts and runs. Its results file goes first.
-      results_.read(*planned().test, observed_);
-      shm_draining_ = results_.shmem_left(group_->usage().breakdown.shmem) > 0;
-      phase_ = Phase::reading;
-      next_settle_ = now;
-      return false;
-    case Phase::reading:
-      read_once_drained(kernel_log, now);
-      return false;
-    case Phase::removing:
-      remove_group();
-      if (phase_ == Phase::removing) return false;
-      [[fallthrough]];
-    case Phase::awaiting_victims:
-      // An OOM kill the kernel has not logged yet: the record waits (never
-      // the loop) for its victims, for up to 200 ms; without them the kill
-      // is still counted.
-      if (phase_ == Phase::awaiting_victims && kernel_log.readable()) {
-        observed_.oom_victims = kernel_log.oom_kills(log_name_, escapes_.seen(), t0_);
-        oom_at_limit();
-        if (observed_.oom_victims.empty() && now < give_up_) {
-          next_settle_ = now + std::chrono::milliseconds(10);
-          return false;
-        }
-      }
-      phase_ = Phase::done;
-      next_settle_ = clock::time_point::max();
-      return true;
-    case Phase::done: return true;
-  }
-  return true;
-}
-
-void RunningTest::read_once_drained(KernelLog& kernel_log, clock::time_point now) {
-  // The test's private /dev/shm goes with its mount namespace, which the
-  // kernel releases after the last process has left the group (mounts are
-  // put asynchronously on exit): shmem still charged now may be on its way
-  // out. It gets up to 100 ms before it is reported as left in a shared
-  // tmpfs.
-  cgroup::Final final = group_->finish();
-  final.breakdown.shmem = results_.shmem_left(final.breakdown.shmem);
-  if (final.breakdown.shmem > 0) {
-    if (!shm_drain_until_) shm_drain_until_ = now + std::chrono::milliseconds(100);
-    if (now < *shm_drain_until_) {
-      next_settle_ = now + std::chrono::milliseconds(2);
-      return;
-    }
-  }
-  shm_draining_ = false;
-  read_figures(kernel_log, std::move(final));
-  phase_ = Phase::removing;
-  backoff_ = {};
-  give_up_ = now + std::chrono::seconds(2);
-  // The removal comes on the next turn too: rmdir and the record run
-  // while the next test does, not before it.
-  next_settle_ = now;
-  // A vessel's case waits for its verdict in pytest, and the next case
-  // after it: its group goes to the leftovers, removed on the loop's timer
-  // (what cannot be is said when the run closes, as for any leftover).
-  if (vessel_) {
-    context_->leftovers->add(std::move(group_));
-    bool wait_for_victims = observed_.kernel.oom_kills > 0 && observed_.oom_victims.empty();
-    phase_ = wait_for_victims ? Phase::awaiting_victims : Phase::done;
-    give_up_ = now + std::chrono::milliseconds(200);
-  }
-}
-
-void RunningTest::read_figures(KernelLog& kernel_log, cgroup::Final final) {
-  Observation& o = observed_;
-  if (out_ && err_) {
-    out_->finish();
-    err_->finish();
-    o.stdout_bytes = out_->bytes();
-    o.stderr_bytes = err_->bytes();
-    o.log_discarded_bytes = out_->discarded() + err_->discarded();
-    for (const LogRelay* relay : {out_.get(), err_.get()})
-      if (!relay->error().empty()) o.log_error += (o.log_error.empty() ? "" : "; ") + relay->error();
-  }
-  o.kernel = std::move(final);
-  o.kernel.escaped += escapes_.count();
-  if (o.escaped_to.empty()) o.escaped_to = escapes_.first_place();
-  // Where the kernel does not count a kill in a sub-group in the group
-  // itself (v1), the test may remove the sub-group and its count with it:
-  // there the log is read for every test, and the kills it names count.
-  // (The log is read once for all tests: each call reads only what is new,
-  // one read(2) when nothing is.)
-  if (o.kernel.oom_kills > 0 || !group_->counts_kills_below()) {
-    log_name_ = group_->kernel_path();
-    limit_paths_ = group_->limit_paths();
-    o.oom_victims = kernel_log.oom_kills(log_name_, escapes_.seen(), t0_);
-    if (o.oom_victims.size() > o.kernel.oom_kills) o.kernel.oom_kills = o.oom_victims.size();
-  }
-  oom_at_limit();
-  if (o.samples == 0) o.at_peak = o.kernel.breakdown;
-}
-
-// Whether the kills came at the limit memrun set, where the kernel's
-// counters cannot tell (v1): the log's `oom_memcg=` names the group whose
-// limit was hit. One below the test's group that holds no limit of
-// memrun's is the test's own; the group, its leaf or an ancestor (a lower
-// limit above: the effective limit) are memrun's. The root ("/", the log's
-// global_oom) is neither: the machine ran out of memory, and no limit was
-// reached, so `expect: oom` is not met by it.
-// A kill in the group or its leaf under a limit lower than memrun's (the
-// report's `limit`) came after a sealed test lowered its leaf's limit for
-// a moment, between two samples: the test's own too.
-// The log decides only where it named every kill's (its report is
-// rate-limited); else the kernel's counters stand (Final::oom_at_limit).
-void RunningTest::oom_at_limit() {
-  const auto& victims = observed_.oom_victims;
-  if (victims.empty()) return;
-  bool at_limit = false;
-  for (const auto& kill : victims) {
-    if (kill.oom_memcg.empty()) return;
-    bool memruns = std::find(limit_paths_.begin(), limit_paths_.end(), kill.oom_memcg) != limit_paths_.end();
-    bool below = kill.oom_memcg.rfind(log_name_ + "/", 0) == 0 && !memruns;
-    bool global = kill.oom_memcg == "/";
-    bool lowered = memruns && kill.limit_bytes != 0 && kill.limit_bytes + 4096 < planned().test->memory;
-    at_limit = at_limit || (!below && !global && !lowered);
-  }
-  observed_.kernel.oom_at_limit = at_limit;
-}
-
-void RunningTest::remove_group() {
-  bool gone = false;
-  try {
-    gone = group_->remove_step();
-    if (!gone && context_->clock->now() >= give_up_) {
-      errno = EBUSY;
-      cgroup::fail_errno(cgroup::Failure::Kind::system, "cannot remove cgroup " + group_->path(), group_->path());
-    }
-  } catch (const cgroup::Failure& e) {
-    // Given up on: said in the report, never in place of it. The loop keeps
-    // trying to remove it on its timer until the run ends (Leftovers).
-    observed_.cleanup_error += (observed_.cleanup_error.empty() ? "" : "; ") + std::string(e.what());
-    context_->leftovers->add(std::move(group_));
-    gone = true;
-  }
-  if (!gone) {
-    after(std::chrono::microseconds(1000));
-    return;
-  }
-  group_.reset();
-  bool wait_for_victims = observed_.kernel.oom_kills > 0 && observed_.oom_victims.empty();
-  phase_ = wait_for_victims ? Phase::awaiting_victims : Phase::done;
-  give_up_ = context_->clock->now() + std::chrono::milliseconds(200);
-}
+bool RunningTest::settle(KernelLog& kernel_log) { return cleanup_ && cleanup_->step(kernel_log); }
 
 TestRecord RunningTest::record() {
   results_.read(*planned().test, observed_);
