@@ -45,6 +45,9 @@ class FakeLauncher : public Launcher {
   std::vector<Started> take() override;
   Child start_now(const Command& cmd, const cgroup::Placement& placement) override;
   std::vector<Ended> reap(const std::vector<int>* only) override;
+  /// Nothing to shield, and no probe: a fake process has no namespaces.
+  void keep_from_service_managers(Command&) const override {}
+  bool pid_namespaces_work() const override { return false; }
 
   /// Signal `sig` reaches the fake process `pid`: any but 0 ends it now,
   /// killed by it. False when `pid` is none of the fake's.

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runner/launch/shield.h"
+
 namespace memrun {
 namespace {
 
@@ -15,6 +17,8 @@ int wait_status(const siginfo_t& info) {
 }
 
 }  // namespace
+
+void RealLauncher::keep_from_service_managers(Command& cmd) const { memrun::keep_from_service_managers(cmd); }
 
 RealLauncher::RealLauncher(bool init_program) : worker_(start) {
   if (init_program) prepare_init_program();

@@ -60,6 +60,12 @@ class Launcher {
   /// wait for any child would take. Else every child, a test's orphans
   /// too (memrun is their subreaper).
   virtual std::vector<Ended> reap(const std::vector<int>* only) = 0;
+
+  /// What this machine allows a start, asked once a process (each probe
+  /// forks a short-lived child): see keep_from_service_managers() and
+  /// pid_namespaces_work() (shield.h, child.h).
+  virtual void keep_from_service_managers(Command& cmd) const = 0;
+  virtual bool pid_namespaces_work() const = 0;
 };
 
 /// Forks and execs through launch(), on a thread of its own.
@@ -78,6 +84,8 @@ class RealLauncher final : public Launcher {
   std::vector<Started> take() override { return worker_.take(); }
   Child start_now(const Command& cmd, const cgroup::Placement& placement) override { return launch(cmd, placement); }
   std::vector<Ended> reap(const std::vector<int>* only) override;
+  void keep_from_service_managers(Command& cmd) const override;
+  bool pid_namespaces_work() const override { return memrun::pid_namespaces_work(); }
 
  private:
   struct Job {

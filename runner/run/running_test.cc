@@ -54,7 +54,7 @@ Command command_of(const TestSpec& t, const RunContext& context) {
   cmd.open_files = context.open_files;
   cmd.private_shm = true;
   cmd.hugepages_off = t.hugepages_off;
-  if (!t.service_manager) keep_from_service_managers(cmd);
+  if (!t.service_manager) context.launcher->keep_from_service_managers(cmd);
   return cmd;
 }
 
@@ -184,7 +184,7 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
     // manager: it names processes by their pids (systemd-run --scope sends
     // its own), which mean nothing outside the namespace.
     cmd.pid_namespace = context.pid_namespace && !t.service_manager &&
-                        (placement.seal || (cmd.user_namespace && pid_namespaces_work()));
+                        (placement.seal || (cmd.user_namespace && context.launcher->pid_namespaces_work()));
     if (t.rules.outcome_file || t.rules.gtest_results) results_.ask(cmd, t.rules.gtest_results);
     if (begin(context, serial, std::move(cmd), placement, child)) return true;
   } catch (const cgroup::Failure& e) {
@@ -199,8 +199,8 @@ bool RunningTest::start(const RunContext& context, std::unique_ptr<cgroup::Group
 // until it says how it went (launched(), or adopt() for a vessel).
 bool RunningTest::begin(const RunContext& context, uint64_t serial, Command cmd, const cgroup::Placement& placement,
                         Child& child) {
-  if (!context.launcher || context.start_now) {
-    child = context.launcher ? context.launcher->start_now(cmd, placement) : launch(cmd, placement);
+  if (context.start_now) {
+    child = context.launcher->start_now(cmd, placement);
     return false;
   }
   context.launcher->post(serial, std::move(cmd), placement);

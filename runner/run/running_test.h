@@ -62,7 +62,7 @@ struct RunContext {
   uint64_t max_log = 0;       ///< per stream; 0: no cap
   bool pid_namespace = true;  ///< see RunOptions::pid_namespace
   /// Starts the tests' processes off the loop's thread (Launcher::post), or
-  /// on it with `start_now` (fail-fast); null: start() calls launch().
+  /// on it with `start_now` (fail-fast). Never null.
   Launcher* launcher = nullptr;
   bool start_now = false;
   /// The loop's epoll set, which forgets a test's descriptors before they
@@ -85,9 +85,9 @@ class RunningTest {
   /// start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
-  /// With a `context.launcher` (and no `start_now`), the process is started
-  /// on its thread: the test is starting() until the loop hands launched()
-  /// what the launcher did with the start tagged `serial`.
+  /// Unless `context.start_now`, the process is started on the launcher's
+  /// thread: the test is starting() until the loop hands launched() what
+  /// the launcher did with the start tagged `serial`.
   bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr, uint64_t serial = 0);
   /// The start of a starting() test is done: `child` runs, or `error` says
   /// why it could not start (false: not_started() gives the record).
