@@ -36,13 +36,13 @@ bool ThrashWatch::thrashing(const cgroup::Usage& u, Clock::time_point now, uint6
   // started cold under 6 MiB read back 5 GiB in 10 s and never printed. It
   // is ended here with its own verdict, once within a window it has read
   // back more than kThrashFactor times its limit of its own memory (see
-  // count_refaults), or (where the kernel keeps per-group pressure: v2,
+  // count()), or (where the kernel keeps per-group pressure: v2,
   // 4.20+) read back at least its limit while all its tasks were stalled
   // on memory for half the window or more: a large limit over a slow disk
   // refaults less than ten times its size in a window, yet the test does
   // nothing else. A single pass over a file larger than the limit reads
   // nothing back (evicted pages are refaults only when read again), and
-  // re-reading files with read() is no thrash (count_refaults); measured:
+  // re-reading files with read() is no thrash (count()); measured:
   // the spilling sort of specs/parquet.yaml reads back 0.45 times its
   // limit in 10 s, the streaming aggregate 0.75 times in 1 s.
   constexpr auto kWindow = std::chrono::seconds(5);
