@@ -1,8 +1,9 @@
 // A cgroup backend without a kernel, the seam for testing the run's event
 // loop (admission under a budget, timeouts, interrupts, verdicts, every
 // step of a test's cleanup) in milliseconds, as ninja tests its build loop
-// with a fake command runner and a virtual clock. No process runs: the
-// tests' processes are FakeLauncher's (fake_launcher.h); limits are only
+// with a fake command runner and a virtual clock. With its launcher
+// (RunOptions::launcher), no process runs: the tests' processes are
+// FakeLauncher's (fake_launcher.h); limits are only
 // recorded, the kernel's figures and how the kernel answers kills and
 // removals are what a test scripts, and time is a fake clock (FakeClock)
 // that the loop's waits advance. Never a stand-in for the real-kernel
@@ -106,7 +107,8 @@ class FakeBackend : public cgroup::Backend {
   /// The tests whose processes ran at the same time as each test's, by name.
   std::map<std::string, std::set<std::string>> beside;
   std::set<std::string> running_tests;
-  /// The tests' processes: none real.
+  /// The loop tests' launcher, which starts no process (bisect's tests,
+  /// on the steady clock, start real ones).
   FakeLauncher launcher{clock};
 
   std::string name() const override { return "fake"; }
