@@ -1,32 +1,39 @@
 #include "fake_backend.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <sstream>
+#include <stdexcept>
 
 #include "cgroup/error.h"
 
 namespace memrun::testing {
 
 int FakeClock::wait(int epoll, int, epoll_event* events, int max, time_point until) {
-  // A hold longer than this (real time) is a bug of the hold, not an exit
-  // on its way: the clock moves on rather than hang the test.
-  if (!hold_since_) hold_since_ = std::chrono::steady_clock::now();
-  const auto bound = *hold_since_ + std::chrono::seconds(5);
   for (;;) {
-    bool held = hold && hold() && std::chrono::steady_clock::now() < bound;
-    int n = ::epoll_wait(epoll, events, max, held ? 1 : until == time_point::max() ? -1 : 0);
-    // Held: back to the loop, whose reaper collects what exited meanwhile
-    // (an orphan's exit is no event of the loop's), at the same instant.
-    if (n != 0 || held) return n;
-    hold_since_.reset();
-    now_ = std::max(now_, until);
-    return 0;
+    int n = ::epoll_wait(epoll, events, max, 0);
+    if (n != 0) return n;
+    time_point next = due_.empty() ? until : std::min(until, due_.begin()->first);
+    if (next == time_point::max()) {
+      // No deadline and nothing scripted: only a thread of memrun's own (the
+      // evictor) can still make an fd ready. A loop that waits for nothing
+      // would hang: the test fails instead.
+      n = ::epoll_wait(epoll, events, max, 10000);
+      if (n == 0) throw std::runtime_error("the loop waits on the fake clock with nothing to wait for");
+      return n;
+    }
+    now_ = std::max(now_, next);
+    bool happened = false;
+    while (!due_.empty() && due_.begin()->first <= now_) {
+      auto what = std::move(due_.begin()->second);
+      due_.erase(due_.begin());
+      what();
+      happened = true;
+    }
+    if (!happened) return 0;
   }
 }
 
@@ -45,8 +52,9 @@ std::vector<OomKill> FakeKernelLog::oom_kills(const std::string& group_suffix, c
   return {};
 }
 
-// A group is a name and its limits. Its processes are the test's process
-// group: the launched child calls setsid(), so its pid is its group's id.
+// A group is a name and its limits. Its processes are the fake launcher's
+// one (the loop's tests), or a real test's process group (the launched
+// child calls setsid(), so its pid is its group's id: bisect's tests).
 class FakeGroup : public cgroup::Group {
  public:
   FakeGroup(FakeBackend& backend, std::string test, const cgroup::Limits& limits)
@@ -79,7 +87,6 @@ class FakeGroup : public cgroup::Group {
   }
   void started(int pid) override {
     pid_ = pid;
-    backend_.started.insert(pid);
     start_ = backend_.clock.now();
     backend_.seen[test_].started = start_;
     backend_.running_bytes += limits_.memory_max;
@@ -92,11 +99,7 @@ class FakeGroup : public cgroup::Group {
     backend_.running_tests.insert(test_);
   }
   void signal_all(int sig) override {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, sig);
-    // Only a SIGKILL is sure to end them: after a SIGTERM the clock must
-    // move on to the grace period's end.
-    if (sig == SIGKILL) backend_.signalled.insert(pid_);
+    if (pid_ > 0 && !backend_.launcher.signal(pid_, sig)) ::kill(-pid_, sig);
   }
   bool kill_step() override {
     auto& seen = backend_.seen[test_];
@@ -144,54 +147,6 @@ class FakeGroup : public cgroup::Group {
   Clock::time_point start_ = backend_.clock.now();
   bool removed_ = false, gone_ = false;
 };
-
-FakeBackend::FakeBackend() {
-  // The clock stands still while a killed process is still on its way out
-  // (kill(-pgid, 0) succeeds until the last of it was reaped: by memrun,
-  // when the test binary is the subreaper, as memrun is).
-  clock.hold = [this] {
-    for (auto it = signalled.begin(); it != signalled.end();) {
-      if (::kill(-*it, 0) == 0) return true;
-      it = signalled.erase(it);
-    }
-    // A test's process that has work to do (`true` starting on a loaded
-    // machine) ends on its own in real time; one asleep (`sleep 600`)
-    // waits for a deadline, which the clock then jumps to.
-    for (auto it = started.begin(); it != started.end();) {
-      if (::kill(-*it, 0) != 0) {
-        it = started.erase(it);
-        continue;
-      }
-      if (busy(*it)) return true;
-      ++it;
-    }
-    return false;
-  };
-}
-
-bool FakeBackend::busy(int pid) {
-  // read(2), not a stream: a process that ends meanwhile makes the read
-  // fail (ESRCH), which is "not busy".
-  auto read_all = [](const std::string& path) {
-    std::string text;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return text;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return text;
-  };
-  std::string p = "/proc/" + std::to_string(pid);
-  std::string stat = read_all(p + "/stat");
-  auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  char state = stat[close + 2];
-  if (state == 'R' || state == 'D') return true;
-  std::istringstream children(read_all(p + "/task/" + std::to_string(pid) + "/children"));
-  for (int child; children >> child;)
-    if (busy(child)) return true;
-  return false;
-}
 
 std::unique_ptr<cgroup::Group> FakeBackend::create(const std::string& name, const cgroup::Limits& limits) {
   // Groups are named NNN-<test>: the scripts go by the test's name.

@@ -1,12 +1,13 @@
 // A cgroup backend without a kernel, the seam for testing the run's event
 // loop (admission under a budget, timeouts, interrupts, verdicts, every
 // step of a test's cleanup) in milliseconds, as ninja tests its build loop
-// with a fake command runner and a virtual clock. Processes still run (the
-// loop needs real children and pidfds), in the test binary's own cgroup;
-// limits are only recorded, the kernel's figures and how the kernel
-// answers kills and removals are what a test scripts, and time is a fake
-// clock (FakeClock) that the loop's waits advance. Never a stand-in for the
-// real-kernel tests: it proves the loop's logic, not enforcement.
+// with a fake command runner and a virtual clock. With its launcher
+// (RunOptions::launcher), no process runs: the tests' processes are
+// FakeLauncher's (fake_launcher.h); limits are only
+// recorded, the kernel's figures and how the kernel answers kills and
+// removals are what a test scripts, and time is a fake clock (FakeClock)
+// that the loop's waits advance. Never a stand-in for the real-kernel
+// tests: it proves the loop's logic, not enforcement.
 #pragma once
 
 #include <chrono>
@@ -21,25 +22,24 @@
 #include "cgroup/cgroup.h"
 #include "runner/base/clock.h"
 #include "runner/base/kernel_log.h"
+#include "fake_launcher.h"
 
 namespace memrun::testing {
 
 /// Time that moves only when the loop waits: a wait with no fd ready jumps
-/// to the loop's next deadline at once. While `hold` says true (a process
-/// was signalled and has not exited yet, or one is busy on a CPU, in real
-/// time) it waits on the fds for real instead and the clock stands still,
-/// so that a kill and the exit it causes are one instant apart on the fake
-/// clock, and `true` on a loaded machine never takes ten fake minutes.
+/// to the loop's next deadline, or to the next thing scripted to happen
+/// (at()) if that comes first, at once.
 class FakeClock : public Clock {
  public:
   time_point now() const override { return now_; }
   int wait(int epoll, int timer, epoll_event* events, int max, time_point until) override;
   void advance(std::chrono::nanoseconds by) { now_ += by; }
-  std::function<bool()> hold;
+  /// `what` happens when the clock reaches `when` (a fake process exits).
+  void at(time_point when, std::function<void()> what) { due_.emplace(when, std::move(what)); }
 
  private:
   time_point now_ = time_point(std::chrono::hours(1));
-  std::optional<std::chrono::steady_clock::time_point> hold_since_;  // real time
+  std::multimap<time_point, std::function<void()>> due_;
 };
 
 /// A kernel log whose OOM kills are scripted, by test name: `victims` are
@@ -65,7 +65,6 @@ class FakeKernelLog : public KernelLog {
 
 class FakeBackend : public cgroup::Backend {
  public:
-  FakeBackend();
   /// What the "kernel" reports for one test, by the test's name.
   struct Script {
     cgroup::Usage usage;  ///< every sample
@@ -108,11 +107,9 @@ class FakeBackend : public cgroup::Backend {
   /// The tests whose processes ran at the same time as each test's, by name.
   std::map<std::string, std::set<std::string>> beside;
   std::set<std::string> running_tests;
-  /// Process groups signalled: while one of them lives, the clock holds.
-  std::set<int> signalled;
-  /// Process groups started: while a process of one runs or waits for a
-  /// CPU or the disk (state R or D, not asleep), the clock holds too.
-  std::set<int> started;
+  /// The loop tests' launcher, which starts no process (bisect's tests,
+  /// on the steady clock, start real ones).
+  FakeLauncher launcher{clock};
 
   std::string name() const override { return "fake"; }
   const std::string& run_path() const override { return run_path_; }
@@ -122,7 +119,6 @@ class FakeBackend : public cgroup::Backend {
   void close() override {}
 
  private:
-  static bool busy(int pid);  ///< pid or a descendant runs or waits in state R or D
   std::string run_path_ = "/fake/memrun-run";
 };
 

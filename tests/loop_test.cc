@@ -1,9 +1,11 @@
-// The run's event loop against a fake backend and a fake clock
-// (tests/fake_backend.h): what it decides (who starts when, timeouts,
-// signals, thrash, every step of a test's cleanup, verdicts from the
-// kernel's figures) in milliseconds of real time, without a kernel; times
-// are asserted on the fake clock. Enforcement itself is proven by the
-// real-kernel tests (host.*, vm.*).
+// The run's event loop against a fake backend, a fake clock and a fake
+// launcher (tests/fake_backend.h, tests/fake_launcher.h): what it decides
+// (who starts when, timeouts, signals, thrash, every step of a test's
+// cleanup, verdicts from the kernel's figures) in milliseconds of real
+// time, without a kernel and without a process: a test's `run: fake` is
+// never run, what its process does is scripted in `process(name)`. Times
+// are asserted on the fake clock, which nothing but the loop moves.
+// Enforcement itself is proven by the real-kernel tests (host.*, vm.*).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,7 +15,6 @@
 #include "fake_backend.h"
 #include "runner/base/units.h"
 #include "runner/plan/plan.h"
-#include "runner/run/process_setup.h"
 #include "runner/run/run.h"
 #include "runner/spec/spec.h"
 
@@ -55,10 +56,11 @@ class Loop : public ::testing::Test {
     if (options.sample_interval == RunOptions{}.sample_interval) options.sample_interval = std::chrono::milliseconds(5);
     options.clock = &backend.clock;
     options.kernel_log = &kernel_log;
-    // As `memrun run` does: what a killed test leaves is reaped by the loop.
-    prepare_runner_process(options);
+    options.launcher = &backend.launcher;
     return run_plan(plan_, backend, options, collector);
   }
+  /// What the process of test `name` does (by default: exits 0 at once).
+  FakeLauncher::Process& process(const std::string& name) { return backend.launcher.processes[name]; }
   /// The verdict of the test `name` (the plan is in the spec's order).
   const Verdict& named(const RunResults& r, const std::string& name) {
     for (size_t i = 0; i < plan_.tests.size(); ++i)
@@ -77,8 +79,9 @@ class Loop : public ::testing::Test {
 };
 
 TEST_F(Loop, RunningLimitsNeverExceedTheBudget) {
+  for (int i = 0; i < 8; ++i) process("t" + std::to_string(i)).runs_for = std::chrono::milliseconds(20);
   std::string yaml = "tests:\n";
-  for (int i = 0; i < 8; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: 'sleep 0.02', memory: 100MiB}\n";
+  for (int i = 0; i < 8; ++i) yaml += "  - {name: t" + std::to_string(i) + ", run: fake, memory: 100MiB}\n";
   RunOptions o;
   o.jobs = 8;
   o.budget = Budget{250 * MiB, "test"};
@@ -97,8 +100,8 @@ TEST_F(Loop, WithSeveralJobsTheLargestLimitsStartFirst) {
   RunOptions o;
   o.jobs = 2;
   o.budget = Budget{1024 * MiB, "test"};
-  run("tests:\n  - {name: small, run: 'true', memory: 16MiB}\n  - {name: big, run: 'true', memory: 300MiB}\n"
-      "  - {name: mid, run: 'true', memory: 64MiB}\n",
+  run("tests:\n  - {name: small, run: fake, memory: 16MiB}\n  - {name: big, run: fake, memory: 300MiB}\n"
+      "  - {name: mid, run: fake, memory: 64MiB}\n",
       o);
   ASSERT_EQ(backend.created.size(), 3u);
   EXPECT_EQ(backend.created[0].first, "big");
@@ -111,7 +114,7 @@ TEST_F(Loop, ATestOverTheBudgetIsRefusedWithoutAGroup) {
   RunOptions o;
   o.jobs = 2;
   o.budget = Budget{100 * MiB, "test"};
-  auto r = run("tests:\n  - {name: huge, run: 'true', memory: 200MiB}\n  - {name: fits, run: 'true', memory: 50MiB}\n", o);
+  auto r = run("tests:\n  - {name: huge, run: fake, memory: 200MiB}\n  - {name: fits, run: fake, memory: 50MiB}\n", o);
   EXPECT_EQ(named(r, "huge").outcome, Outcome::error);
   EXPECT_NE(named(r, "huge").reason.find("exceeds the memory budget"), std::string::npos);
   EXPECT_TRUE(named(r, "fits").passed);
@@ -119,7 +122,8 @@ TEST_F(Loop, ATestOverTheBudgetIsRefusedWithoutAGroup) {
 }
 
 TEST_F(Loop, ATimeoutEndsATestWithItsOwnOutcome) {
-  auto r = run("tests:\n  - {name: slow, run: 'sleep 30', memory: 16MiB, timeout: 50ms}\n");
+  process("slow").runs_for = std::nullopt;
+  auto r = run("tests:\n  - {name: slow, run: fake, memory: 16MiB, timeout: 50ms}\n");
   EXPECT_EQ(named(r, "slow").outcome, Outcome::timeout);
   EXPECT_FALSE(named(r, "slow").passed);
   EXPECT_EQ(backend.seen["slow"].first_kill, *backend.seen["slow"].started + std::chrono::milliseconds(50))
@@ -134,10 +138,10 @@ TEST_F(Loop, VerdictsComeFromTheKernelsFigures) {
   }
   backend.scripts["over"].final.peak = 200 * MiB;
   backend.scripts["fits"].final.peak = 10 * MiB;
-  auto r = run("tests:\n  - {name: ooms, run: 'true', memory: 64MiB}\n"
-               "  - {name: expected, run: 'true', memory: 64MiB, expect: oom}\n"
-               "  - {name: over, run: 'true', memory: 64MiB}\n"
-               "  - {name: fits, run: 'true', memory: 64MiB}\n");
+  auto r = run("tests:\n  - {name: ooms, run: fake, memory: 64MiB}\n"
+               "  - {name: expected, run: fake, memory: 64MiB, expect: oom}\n"
+               "  - {name: over, run: fake, memory: 64MiB}\n"
+               "  - {name: fits, run: fake, memory: 64MiB}\n");
   EXPECT_EQ(named(r, "ooms").outcome, Outcome::oom);
   EXPECT_FALSE(named(r, "ooms").passed);
   EXPECT_TRUE(named(r, "expected").passed);
@@ -155,6 +159,7 @@ TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
   // it is not, and the test runs to its timeout.
   for (const char* name : {"stalled", "stalled-no-refaults", "no-pressure"}) {
     auto& script = backend.scripts[name];
+    process(name).runs_for = std::nullopt;
     script.usage.current = 60 * MiB;
     script.usage.breakdown.file = script.usage.file_mapped = 40 * MiB;
     script.refaulted_per_s = std::string(name) == "stalled-no-refaults" ? 0 : 2 * 64 * MiB / 5.0;
@@ -162,9 +167,9 @@ TEST_F(Loop, AStalledTestThatReadsBackItsLimitIsEndedAsThrashing) {
   }
   RunOptions options;
   options.jobs = 3;
-  auto r = run("tests:\n  - {name: stalled, run: 'sleep 600', memory: 64MiB}\n"
-               "  - {name: stalled-no-refaults, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n"
-               "  - {name: no-pressure, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n",
+  auto r = run("tests:\n  - {name: stalled, run: fake, memory: 64MiB}\n"
+               "  - {name: stalled-no-refaults, run: fake, memory: 64MiB, timeout: 11s}\n"
+               "  - {name: no-pressure, run: fake, memory: 64MiB, timeout: 11s}\n",
                options);
   EXPECT_EQ(named(r, "stalled").outcome, Outcome::thrash) << named(r, "stalled").reason;
   EXPECT_NE(named(r, "stalled").reason.find("stalled on memory for"), std::string::npos) << named(r, "stalled").reason;
@@ -182,6 +187,7 @@ TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
   // `off` maps it too, but its spec turns the check off.
   for (const char* name : {"maps", "rereads", "off"}) {
     auto& script = backend.scripts[name];
+    process(name).runs_for = std::nullopt;
     script.usage.current = 60 * MiB;
     script.usage.breakdown.file = 40 * MiB;
     script.usage.file_mapped = std::string(name) == "rereads" ? 0 : 40 * MiB;
@@ -190,9 +196,9 @@ TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
   }
   RunOptions options;
   options.jobs = 3;
-  auto r = run("tests:\n  - {name: maps, run: 'sleep 600', memory: 64MiB}\n"
-               "  - {name: rereads, run: 'sleep 600', memory: 64MiB, timeout: 11s}\n"
-               "  - {name: 'off', run: 'sleep 600', memory: 64MiB, thrash: off, timeout: 11s}\n",
+  auto r = run("tests:\n  - {name: maps, run: fake, memory: 64MiB}\n"
+               "  - {name: rereads, run: fake, memory: 64MiB, timeout: 11s}\n"
+               "  - {name: 'off', run: fake, memory: 64MiB, thrash: off, timeout: 11s}\n",
                options);
   EXPECT_EQ(named(r, "maps").outcome, Outcome::thrash) << named(r, "maps").reason;
   EXPECT_EQ(named(r, "rereads").outcome, Outcome::timeout) << named(r, "rereads").reason;
@@ -200,11 +206,13 @@ TEST_F(Loop, ReReadingAFileIsNoThrashingAndThrashOffTurnsTheCheckOff) {
 }
 
 TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
-  // The test signals its runner (its parent: this process) itself.
+  // The test signals its runner itself (memrun: this process).
+  process("signals").runs_for = std::nullopt;
+  process("signals").signals_runner = SIGTERM;
   RunOptions o;
   o.grace = std::chrono::milliseconds(20);
-  auto r = run("tests:\n  - {name: signals, run: 'kill -TERM $PPID; sleep 30', memory: 16MiB}\n"
-               "  - {name: never, run: 'true', memory: 16MiB}\n",
+  auto r = run("tests:\n  - {name: signals, run: fake, memory: 16MiB}\n"
+               "  - {name: never, run: fake, memory: 16MiB}\n",
                o);
   EXPECT_EQ(r.interrupted_by, SIGTERM);
   ASSERT_EQ(r.tests.size(), 2u);
@@ -218,12 +226,13 @@ TEST_F(Loop, ASignalStopsTheRunAndEveryTestIsAccountedFor) {
 // user not run, never reported as waiting for ever; the first run's
 // groups are all used or removed.
 TEST_F(Loop, ATestFreedByATestThatEndedUnrunStartsInItsTurn) {
+  process("up").exit_code = 1;
   Order use, down;
   use.after = use.needs = {"up"};
   down.after = {"up", "use"};
-  auto r = run("tests:\n  - {name: up, run: 'exit 1', memory: 16MiB}\n"
-               "  - {name: down, run: 'true', memory: 16MiB}\n"
-               "  - {name: use, run: 'true', memory: 16MiB}\n",
+  auto r = run("tests:\n  - {name: up, run: fake, memory: 16MiB}\n"
+               "  - {name: down, run: fake, memory: 16MiB}\n"
+               "  - {name: use, run: fake, memory: 16MiB}\n",
                {}, {{"use", use}, {"down", down}});
   EXPECT_EQ(named(r, "up").outcome, Outcome::fail);
   EXPECT_EQ(named(r, "use").outcome, Outcome::error);
@@ -245,13 +254,15 @@ TEST_F(Loop, LocksSerialAndWideTestsNeverRunBesideWhatTheyMustNot) {
   std::string yaml = "tests:\n";
   std::map<std::string, Order> orders;
   for (int i = 0; i < 3; ++i) {
-    yaml += "  - {name: lock" + std::to_string(i) + ", run: 'sleep 0.02', memory: 16MiB}\n";
+    yaml += "  - {name: lock" + std::to_string(i) + ", run: fake, memory: 16MiB}\n";
     orders["lock" + std::to_string(i)] = lock;
-    yaml += "  - {name: free" + std::to_string(i) + ", run: 'sleep 0.02', memory: 16MiB}\n";
+    yaml += "  - {name: free" + std::to_string(i) + ", run: fake, memory: 16MiB}\n";
   }
-  yaml += "  - {name: serial, run: 'sleep 0.02', memory: 16MiB}\n  - {name: wide, run: 'sleep 0.02', memory: 16MiB}\n";
+  yaml += "  - {name: serial, run: fake, memory: 16MiB}\n  - {name: wide, run: fake, memory: 16MiB}\n";
   orders["serial"] = serial;
   orders["wide"] = wide;
+  for (const char* name : {"lock0", "lock1", "lock2", "free0", "free1", "free2", "serial", "wide"})
+    process(name).runs_for = std::chrono::milliseconds(20);
   auto r = run(yaml, o, orders);
   for (const auto& t : r.tests) ASSERT_TRUE(t && t->outcome == Outcome::pass);
   for (int i = 0; i < 3; ++i)
@@ -266,10 +277,11 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 TEST_F(Loop, OneAtATimeTheNextTestsGroupIsMadeWhileTheTestBeforeItRuns) {
+  process("a").runs_for = process("b").runs_for = milliseconds(50);
   // The per-test cost: mkdir and the limits' writes happen while the test
   // before runs, not between the two (-j 1, the default).
-  run("tests:\n  - {name: a, run: 'sleep 0.05', memory: 16MiB}\n  - {name: b, run: 'sleep 0.05', memory: 16MiB}\n"
-      "  - {name: c, run: 'true', memory: 16MiB}\n");
+  run("tests:\n  - {name: a, run: fake, memory: 16MiB}\n  - {name: b, run: fake, memory: 16MiB}\n"
+      "  - {name: c, run: fake, memory: 16MiB}\n");
   for (auto [before, next] : {std::pair{"a", "b"}, std::pair{"b", "c"}}) {
     const auto &was = backend.seen[before], &is = backend.seen[next];
     ASSERT_TRUE(was.started && was.emptied && is.made && is.started);
@@ -279,6 +291,7 @@ TEST_F(Loop, OneAtATimeTheNextTestsGroupIsMadeWhileTheTestBeforeItRuns) {
 }
 
 TEST_F(Loop, AStuckCleanupHoldsUpNoOtherTest) {
+  process("stuck").runs_for = process("other").runs_for = std::nullopt;
   // `stuck` times out; its processes take five kills to go, and the kernel
   // refuses to remove its group for 3 s. Meanwhile `other` is sampled at
   // its interval, never later; `stuck` is reported after the 2 s the
@@ -289,8 +302,8 @@ TEST_F(Loop, AStuckCleanupHoldsUpNoOtherTest) {
   RunOptions o;
   o.jobs = 2;
   o.sample_interval = milliseconds(20);
-  auto r = run("tests:\n  - {name: stuck, run: 'sleep 600', memory: 16MiB, timeout: 1s}\n"
-               "  - {name: other, run: 'sleep 600', memory: 16MiB, timeout: 8s}\n",
+  auto r = run("tests:\n  - {name: stuck, run: fake, memory: 16MiB, timeout: 1s}\n"
+               "  - {name: other, run: fake, memory: 16MiB, timeout: 8s}\n",
                o);
   const auto& stuck = backend.seen["stuck"];
   EXPECT_EQ(named(r, "stuck").outcome, Outcome::timeout);
@@ -320,7 +333,7 @@ TEST_F(Loop, ACleanupThatNeverEndsIsGivenUpOnAndTheGroupLeftForGc) {
   // run ends, the group left to gc, the verdict the test's own.
   backend.scripts["forever"].kill_steps = 1 << 30;
   backend.scripts["forever"].busy_for = std::chrono::hours(1);
-  auto r = run("tests:\n  - {name: forever, run: 'true', memory: 16MiB}\n");
+  auto r = run("tests:\n  - {name: forever, run: fake, memory: 16MiB}\n");
   const auto& seen = backend.seen["forever"];
   EXPECT_EQ(named(r, "forever").outcome, Outcome::pass) << named(r, "forever").reason;
   EXPECT_NE(collector.records.at("forever").observed.cleanup_error.find("cannot remove cgroup"), std::string::npos);
@@ -334,8 +347,8 @@ TEST_F(Loop, ACleanupThatNeverEndsIsGivenUpOnAndTheGroupLeftForGc) {
 
 TEST_F(Loop, AFailedKillIsTheTestsCleanupErrorNeverItsVerdict) {
   backend.scripts["unkillable"].fail_kill = true;
-  auto r = run("tests:\n  - {name: unkillable, run: 'true', memory: 16MiB}\n"
-               "  - {name: next, run: 'true', memory: 16MiB}\n");
+  auto r = run("tests:\n  - {name: unkillable, run: fake, memory: 16MiB}\n"
+               "  - {name: next, run: fake, memory: 16MiB}\n");
   EXPECT_TRUE(named(r, "unkillable").passed) << named(r, "unkillable").reason;
   EXPECT_NE(collector.records.at("unkillable").observed.cleanup_error.find("cgroup.kill"), std::string::npos)
       << collector.records.at("unkillable").observed.cleanup_error;
@@ -346,9 +359,9 @@ TEST_F(Loop, AFailedKillIsTheTestsCleanupErrorNeverItsVerdict) {
 TEST_F(Loop, AGroupThatCannotBeMadeOrLimitedIsThatTestsError) {
   backend.scripts["no-group"].fail_create = true;
   backend.scripts["no-limit"].fail_limit = true;
-  auto r = run("tests:\n  - {name: no-group, run: 'true', memory: 16MiB}\n"
-               "  - {name: no-limit, run: 'true', memory: 16MiB}\n"
-               "  - {name: fine, run: 'true', memory: 16MiB}\n");
+  auto r = run("tests:\n  - {name: no-group, run: fake, memory: 16MiB}\n"
+               "  - {name: no-limit, run: fake, memory: 16MiB}\n"
+               "  - {name: fine, run: fake, memory: 16MiB}\n");
   EXPECT_EQ(named(r, "no-group").outcome, Outcome::error);
   EXPECT_NE(named(r, "no-group").reason.find("cannot create cgroup"), std::string::npos) << named(r, "no-group").reason;
   EXPECT_EQ(named(r, "no-limit").outcome, Outcome::error);
@@ -366,8 +379,8 @@ TEST_F(Loop, TheRecordWaitsUpTo200msForTheKernelLogToNameAnOomKillsVictims) {
   victim.pid = 4242;
   victim.name = "workload";
   kernel_log.kills["logged-late"] = {milliseconds(50), {victim}, std::nullopt, false};
-  auto r = run("tests:\n  - {name: logged-late, run: 'true', memory: 16MiB}\n"
-               "  - {name: never-logged, run: 'true', memory: 16MiB}\n");
+  auto r = run("tests:\n  - {name: logged-late, run: fake, memory: 16MiB}\n"
+               "  - {name: never-logged, run: fake, memory: 16MiB}\n");
   EXPECT_EQ(named(r, "logged-late").outcome, Outcome::oom);
   EXPECT_EQ(named(r, "never-logged").outcome, Outcome::oom) << "the kill counts without its victims";
   const auto& late = collector.records.at("logged-late").observed.oom_victims;

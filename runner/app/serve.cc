@@ -311,7 +311,7 @@ class Server {
       auto now = steady_clock().now();
       leftovers_.retry(now);
       running_.on_timers(now);
-      running_.finish_exited(steady_clock(), kernel_log_, admission_, false,
+      running_.finish_exited(steady_clock(), kernel_log_, launcher_, admission_, false,
                              [&](size_t index, TestRecord r) { judged(index, std::move(r)); });
     }
     close_backend();
@@ -800,7 +800,7 @@ class Server {
   ucred peer_{};
   SignalGuard signals_;
   // Before the cases: its thread ends after them (their PR_SET_PDEATHSIG).
-  Launcher launcher_{true};
+  RealLauncher launcher_{true};
   int epoll_ = -1, timer_ = -1;
   int interrupted_by_ = 0;
   bool finished_ = false, sealed_ = false;

@@ -150,7 +150,8 @@ class Loop {
     auto next_tick = clock_.now() + options_.tick;
     // With fail-fast, a test that cannot start stops the tests after it
     // from starting: tests start on the loop's thread, one at a time.
-    context_.launcher = fail_fast ? nullptr : &launcher_;
+    context_.launcher = &launcher_;
+    context_.start_now = fail_fast;
     for (;;) {
       if (!stop_starting && !interrupted_by_) stop_starting = starts_.start_what_fits(start);
       bool cooling = !stop_starting && !interrupted_by_ && starts_.cooling();
@@ -169,7 +170,7 @@ class Loop {
         observer_.tick(running_.progress());
         next_tick = now + options_.tick;
       }
-      if (running_.finish_exited(clock_, *kernel_log_, admission, fail_fast, done)) stop_starting = true;
+      if (running_.finish_exited(clock_, *kernel_log_, launcher_, admission, fail_fast, done)) stop_starting = true;
     }
     starts_.stop(interrupted_by_ != 0);
   }
@@ -280,7 +281,9 @@ class Loop {
   StartQueue starts_;
   bool evicted_ = false;  // the evictor said it finished a job
   // Before the tests: its thread ends after them (their PR_SET_PDEATHSIG).
-  Launcher launcher_{options_.pid_namespace};
+  std::unique_ptr<RealLauncher> own_launcher_ =
+      options_.launcher ? nullptr : std::make_unique<RealLauncher>(options_.pid_namespace);
+  Launcher& launcher_ = options_.launcher ? *options_.launcher : *own_launcher_;
   bool launched_ = false;  // the launcher said it finished a start
   RunningSet running_;
   int interrupted_by_ = 0;

@@ -24,6 +24,7 @@ namespace memrun {
 
 class Clock;
 class KernelLog;
+class Launcher;
 
 /// Options of a run.
 struct RunOptions {
@@ -53,10 +54,12 @@ struct RunOptions {
   /// own).
   std::string oom_score_adj;
   rlimit open_files{0, 0};
-  /// Seams for unit tests: the loop's clock (null: the steady clock) and
-  /// the kernel log it reads OOM kills from (null: /dev/kmsg).
+  /// Seams for unit tests: the loop's clock (null: the steady clock), the
+  /// kernel log it reads OOM kills from (null: /dev/kmsg) and what starts
+  /// and reaps the tests' processes (null: a RealLauncher, which forks).
   Clock* clock = nullptr;
   KernelLog* kernel_log = nullptr;
+  Launcher* launcher = nullptr;
   /// Where the tests' stdout and stderr are also shown as they come (the
   /// logs keep them all the same); -1: nowhere. `memrun exec` sets them.
   int echo_stdout = -1, echo_stderr = -1;

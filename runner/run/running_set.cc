@@ -2,9 +2,6 @@
 #include "runner/run/running_set.h"
 
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,15 +9,6 @@
 #include "runner/base/files.h"
 
 namespace memrun {
-namespace {
-
-// waitid's account of an ended child as the status wait4 would give.
-int wait_status(const siginfo_t& info) {
-  if (info.si_code == CLD_EXITED) return (info.si_status & 0xff) << 8;
-  return (info.si_status & 0x7f) | (info.si_code == CLD_DUMPED ? 0x80 : 0);
-}
-
-}  // namespace
 
 void RunningSet::add(uint64_t serial, size_t index, std::unique_ptr<RunningTest> test) {
   slots_.push_back({serial, index, false, std::move(test)});
@@ -81,10 +69,10 @@ std::vector<Progress> RunningSet::progress() const {
   return progress;
 }
 
-bool RunningSet::finish_exited(const Clock& clock, KernelLog& kernel_log, Admission& admission, bool fail_fast,
-                               const Done& done) {
+bool RunningSet::finish_exited(const Clock& clock, KernelLog& kernel_log, Launcher& launcher, Admission& admission,
+                               bool fail_fast, const Done& done) {
   bool stop = false;
-  reap();
+  reap(launcher);
   find_orphans_outside();  // before a test's figures are read
   auto now = clock.now();
   for (auto it = slots_.begin(); it != slots_.end();) {
@@ -104,7 +92,7 @@ bool RunningSet::finish_exited(const Clock& clock, KernelLog& kernel_log, Admiss
     done(it->index, std::move(r));
     it = slots_.erase(it);
   }
-  reap();  // what the cleanup killed: the tests' orphans
+  reap(launcher);  // what the cleanup killed: the tests' orphans
   return stop;
 }
 
@@ -117,26 +105,17 @@ void RunningSet::abandon() {
 // status goes to their test) and the orphans they left (memrun is their
 // subreaper), so that no zombie outlives the run (the last turn's reap
 // comes when nothing starts).
-void RunningSet::reap() {
-  int status;
-  rusage usage;
-  pid_t pid;
+void RunningSet::reap(Launcher& launcher) {
   // While a test starts on the launcher's thread, its process (whose pid
   // the loop does not know yet) must not be taken by wait4(-1): each known
   // test's process is reaped through its pidfd, and the rest (orphans)
   // wait for a turn with no start. Otherwise one wait4(-1) per turn.
-  if (starting()) {
-    for (auto& s : slots_) {
-      siginfo_t info{};
-      if (s.test->pidfd() >= 0 &&
-          ::syscall(SYS_waitid, kWaitPidfd, s.test->pidfd(), &info, WEXITED | WNOHANG, &usage) == 0 && info.si_pid != 0)
-        s.test->child_exited(wait_status(info), usage);
-    }
-  } else {
-    while ((pid = ::wait4(-1, &status, WNOHANG, &usage)) > 0)
-      for (auto& s : slots_)
-        if (s.test->pid() == pid) s.test->child_exited(status, usage);
-  }
+  std::vector<int> pidfds;
+  for (auto& s : slots_)
+    if (s.test->pidfd() >= 0) pidfds.push_back(s.test->pidfd());
+  for (const auto& ended : launcher.reap(starting() ? &pidfds : nullptr))
+    for (auto& s : slots_)
+      if (s.test->pid() == ended.pid) s.test->child_exited(ended.status, ended.usage);
   // A test in a pid namespace: its init's report of the command's end.
   for (auto& s : slots_) s.test->poll_status();
 }

@@ -39,13 +39,13 @@ class RunningSet {
   void interrupt(bool first, std::chrono::milliseconds grace);
   std::vector<Progress> progress() const;
 
-  /// Collects the exits, then takes every exited test one step further in
+  /// Collects the exits (Launcher::reap), then takes every exited test one step further in
   /// its cleanup (see RunningTest::settle): a test whose group is gone
   /// hands its limit back to `admission`; one whose record is made is
   /// reported through `done`. Returns true when fail-fast says to start no
   /// more.
-  bool finish_exited(const Clock& clock, KernelLog& kernel_log, Admission& admission, bool fail_fast,
-                     const Done& done);
+  bool finish_exited(const Clock& clock, KernelLog& kernel_log, Launcher& launcher, Admission& admission,
+                     bool fail_fast, const Done& done);
 
   /// The run failed: each test is killed and its group left to the
   /// Leftovers (see RunningTest::abandon).
@@ -54,7 +54,7 @@ class RunningSet {
   void clear() { slots_.clear(); }
 
  private:
-  void reap();
+  void reap(Launcher& launcher);
   void find_orphans_outside();
 
   struct Slot {

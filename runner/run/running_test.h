@@ -1,6 +1,10 @@
 // One test between its start and its result: its cgroup, its process, its
-// two log relays, its samples. The run's event loop (run/loop.cc) owns several
-// at once and calls them when their file descriptors or timers fire.
+// two log relays, and the rooms that do the rest, each of one job: its
+// samples (Sampler), the thrash window (ThrashWatch), the walk for what
+// left its group (EscapeWalk), its tool's results file (ToolResults) and
+// the steps after its end (Cleanup). The run's event loop (run/loop.cc)
+// owns several at once and calls them when their file descriptors or
+// timers fire.
 #pragma once
 
 #include <sys/resource.h>
@@ -8,8 +12,8 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "cgroup/cgroup.h"
@@ -17,8 +21,13 @@
 #include "runner/base/kernel_log.h"
 #include "runner/launch/child.h"
 #include "runner/launch/launcher.h"
+#include "runner/run/cleanup.h"
+#include "runner/run/escape_walk.h"
 #include "runner/run/log_relay.h"
 #include "runner/run/run.h"
+#include "runner/run/sampler.h"
+#include "runner/run/thrash_watch.h"
+#include "runner/run/tool_results.h"
 
 namespace memrun {
 
@@ -52,8 +61,10 @@ struct RunContext {
   std::chrono::milliseconds sample_interval{0};
   uint64_t max_log = 0;       ///< per stream; 0: no cap
   bool pid_namespace = true;  ///< see RunOptions::pid_namespace
-  /// Starts the tests' processes off the loop's thread; null: start() does.
+  /// Starts the tests' processes off the loop's thread (Launcher::post), or
+  /// on it with `start_now` (fail-fast). Never null.
   Launcher* launcher = nullptr;
+  bool start_now = false;
   /// The loop's epoll set, which forgets a test's descriptors before they
   /// are closed (see LogRelay::close_reader); -1: none.
   int epoll = -1;
@@ -74,9 +85,9 @@ class RunningTest {
   /// start: not_started() then gives the record (outcome `error`), and
   /// nothing is left behind. Throws Error only for run-level failures (a
   /// log that cannot be written).
-  /// With a `context.launcher`, the process is started there: the test is
-  /// starting() until the loop hands launched() what the launcher did
-  /// with the start tagged `serial`.
+  /// Unless `context.start_now`, the process is started on the launcher's
+  /// thread: the test is starting() until the loop hands launched() what
+  /// the launcher did with the start tagged `serial`.
   bool start(const RunContext& context, std::unique_ptr<cgroup::Group> ahead = nullptr, uint64_t serial = 0);
   /// The start of a starting() test is done: `child` runs, or `error` says
   /// why it could not start (false: not_started() gives the record).
@@ -133,9 +144,9 @@ class RunningTest {
   /// When memrun must act next: the timeout, the next sample, the end of a
   /// stop's grace period, the next step of the cleanup.
   clock::time_point deadline() const { return deadline_; }
-  clock::time_point next_sample() const { return next_sample_; }
+  clock::time_point next_sample() const { return sampler_.next(); }
   std::optional<clock::time_point> grace_end() const { return grace_end_; }
-  clock::time_point next_settle() const { return next_settle_; }
+  clock::time_point next_settle() const { return cleanup_ ? cleanup_->next() : clock::time_point::max(); }
   /// memory.current as last sampled; read now when sampling is off.
   uint64_t current() const;
   double elapsed_s() const { return std::chrono::duration<double>(context_->clock->now() - t0_).count(); }
@@ -160,9 +171,9 @@ class RunningTest {
   /// With a pid namespace: reads the init's report, if one came, and ends
   /// the test with the command's status. Never waits.
   void poll_status();
-  bool exited() const { return phase_ != Phase::running && phase_ != Phase::starting && phase_ != Phase::waiting; }
+  bool exited() const { return phase_ == Phase::ended; }
   /// After exited(), until what the test left running is gone.
-  bool killing() const { return phase_ == Phase::killing; }
+  bool killing() const { return cleanup_ && cleanup_->killing(); }
   /// Whether what the test leaves running becomes memrun's child when its
   /// parent dies: memrun is the subreaper of a test without a pid
   /// namespace; in one, the test's init is (and its end kills the rest).
@@ -175,23 +186,19 @@ class RunningTest {
   /// the pid).
   void check_escaped(int pid, int parent, std::vector<int> threads = {});
 
-  /// After exited(): one step of the cleanup, never waiting, so that the
-  /// loop keeps every other test's sampling and timeouts on time. In
-  /// order: kill what the test left running until its group is empty
-  /// (bounded by 2 s), drain the logs and read the kernel's figures, remove
-  /// the group (retried while the kernel says EBUSY, for up to 2 s), and
-  /// give the kernel log up to 200 ms to name an OOM kill's victims.
-  /// Returns true when all is done: record() is then ready. Call again at
-  /// next_settle() otherwise.
+  /// After exited(): one step of the cleanup (Cleanup::step), never
+  /// waiting, so that the loop keeps every other test's sampling and
+  /// timeouts on time. Returns true when all is done: record() is then
+  /// ready. Call again at next_settle() otherwise.
   bool settle(KernelLog& kernel_log);
   /// True once no process of the test is left: what the test's limit
   /// reserved is free again (its anonymous memory went with its processes;
   /// page cache left in the empty group is reclaimable and moves to the
   /// parent when it is removed), unless its private /dev/shm still holds
-  /// memory on its way out (see read_once_drained). Another test may start
+  /// memory on its way out (see Cleanup::draining_shm). Another test may start
   /// while this one's figures are read, its group removed and its record
   /// made.
-  bool released() const { return exited() && phase_ != Phase::killing && !shm_draining_; }
+  bool released() const { return exited() && !killing() && !cleanup_->draining_shm(); }
   /// After settle() returned true: the test's record, its verdict decided.
   TestRecord record();
   /// The run stops before this test's cleanup is done (memrun failed):
@@ -199,67 +206,30 @@ class RunningTest {
   void abandon();
 
  private:
-  enum class Phase { starting, waiting, running, killing, reading, removing, awaiting_victims, done };
+  enum class Phase { starting, waiting, running, ended };
   /// start() could not start the test, for `why`: nothing is left behind.
   bool start_failed(const std::string& why);
-  bool post_start(Launcher& launcher, uint64_t serial, Command cmd, const cgroup::Placement& placement);
+  /// Starts `cmd` through the context's launcher: true when posted to its
+  /// thread (the test is starting()), else `child` is the process started.
+  bool begin(const RunContext& context, uint64_t serial, Command cmd, const cgroup::Placement& placement, Child& child);
   bool start_vessel(const RunContext& context, Command cmd, std::unique_ptr<cgroup::Group> ahead, uint64_t serial);
   void open_relays(const RunContext& context);
-  void ask_for_outcome(Command& cmd);
-  void read_results();  // sets observed_.tool_said, closes results_fd_
-  uint64_t shmem_left(uint64_t shmem) const;
-  /// The kernel's figures, once a private /dev/shm had its time to go;
-  /// then the removal.
-  void read_once_drained(KernelLog& kernel_log, clock::time_point now);
-  /// The logs' figures, and the kernel's `final` (Group::finish()).
-  void read_figures(KernelLog& kernel_log, cgroup::Final final);
-  /// After a sample: whether the test is thrashing at its limit (see
-  /// run/running_test.cc); if so it is ended, outcome `thrash`.
-  bool thrashing(const cgroup::Usage& u, clock::time_point now, uint64_t limit);
-  /// Adds what the sample `u` read back of the test's own memory to
-  /// working_refaulted_ (see run/running_test.cc).
-  void count_refaults(const cgroup::Usage& u);
-  void remove_group();
-  /// Group::kill_step; a Failure is the test's cleanup_error, and the
-  /// group counts as not empty yet.
-  bool kill_step();
-  /// Sets Final::oom_at_limit from the victims' `oom_memcg=` where the
-  /// kernel's counters left it open.
-  void oom_at_limit();
   void find_escapes();
-  void kill_escaped();
-  void after(std::chrono::microseconds delay);  // next_settle_, backing off
   void close_watched(int& fd);  // out of the loop's epoll set, then closed
 
   const PlannedTest* planned_;
   const RunContext* context_ = nullptr;
   Observation observed_;
-  int results_fd_ = -1;  // the case's results file (ask_for_outcome)
-  uint64_t results_bytes_ = 0;  // what the results file held in pages
+  ToolResults results_;  // the case's results file
   Phase phase_ = Phase::running;
-  clock::time_point t0_, deadline_, next_sample_, next_settle_ = clock::time_point::max(), give_up_;
-  clock::time_point next_point_;  // the timeline's next point (samples may come faster near the limit)
-  std::optional<clock::time_point> window_start_;  // of the thrash window, while at the limit
-  uint64_t window_refaulted_ = 0;                  // working_refaulted_ when it started
-  uint64_t working_refaulted_ = 0;                 // bytes of its own memory read back so far
-  uint64_t last_refaulted_ = 0, last_refaulted_anon_ = 0;  // Usage::refaulted(_anon) at the last sample
-  std::optional<uint64_t> window_stalled_;         // Group::stalled_us when it started
-  std::chrono::microseconds backoff_{0};
+  clock::time_point t0_, deadline_;
+  Sampler sampler_;
+  ThrashWatch thrash_;
   std::optional<clock::time_point> grace_end_;
   std::optional<std::chrono::milliseconds> interrupt_pending_;  // a signal's grace, while starting
-  std::chrono::milliseconds interval_{0};
   std::unique_ptr<cgroup::Group> group_;
   std::unique_ptr<LogRelay> out_, err_;
-  /// Processes of the test seen outside its group while it ran, by pid:
-  /// a pidfd each, so that they are killed with the rest and never a
-  /// process that reused the pid (see find_escapes).
-  std::map<int, int> escaped_;
-  /// The test's processes memrun has seen (its main process, what the
-  /// walks found): who an OOM kill hit when the kernel's log leaves out
-  /// the group (see KernelLog::oom_kills).
-  std::set<int> seen_;
-  std::optional<clock::time_point> shm_drain_until_;  ///< see read_once_drained()
-  bool shm_draining_ = false;                         ///< shmem was left when the processes were gone
+  EscapeWalk escapes_;  // what left the group, and the processes seen
   Child child_;
   bool vessel_ = false;  // see as_vessel()
   std::map<std::string, std::unique_ptr<cgroup::Block>> blocks_;  // open, by name (open_block())
@@ -271,9 +241,7 @@ class RunningTest {
   std::optional<InitReport> init_report_;
   int status_ = 0;
   rusage usage_{};
-  uint64_t current_ = 0;
-  std::string log_name_;  // the group, as the kernel's log names it
-  std::vector<std::string> limit_paths_;  // Group::limit_paths, for the kills logged late
+  std::optional<Cleanup> cleanup_;  // once the test's main process ended
 };
 
 }  // namespace memrun

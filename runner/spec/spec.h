@@ -94,7 +94,7 @@ struct TestSpec {
   /// `transparent_hugepages: never`: the test runs with transparent huge
   /// pages disabled (PR_SET_THP_DISABLE), whatever the host's policy.
   bool hugepages_off = false;
-  /// `thrash: off`: the test is never ended as thrashing (run/running_test.cc); it
+  /// `thrash: off`: the test is never ended as thrashing (run/thrash_watch.cc); it
   /// runs until it ends or its timeout.
   bool thrash = true;
   /// `sub_groups: true`: the test may make memory sub-groups on cgroup v1,

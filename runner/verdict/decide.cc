@@ -182,7 +182,7 @@ void measure(const TestSpec& t, const Observation& o, Verdict& r) {
   //
   // While cache holds usage at the limit, a burst of anonymous memory shows
   // only in memory.stat (the kernel reclaims cache to make room; the peak
-  // stays the limit): samples come every 2 ms there (run/running_test.cc), so that
+  // stays the limit): samples come every 2 ms there (run/sampler.cc), so that
   // a burst touching tens of MiB is seen. (The kernel keeps no high-water
   // mark of anonymous memory alone: ru_maxrss counts mapped files charged
   // elsewhere, such as the program's own binary, and overshoots the group.)
