@@ -11,6 +11,8 @@
 #include "runner/app/cli_scan.h"
 #include "runner/base/error.h"
 #include "runner/base/nearest.h"
+#include "runner/base/units.h"
+#include "runner/plan/plan.h"
 
 namespace memrun {
 namespace {
@@ -228,6 +230,53 @@ TEST(Help, ListWithoutASpecAnswersAsBareMemrun) {
   // Not CLI11's "spec is required": main says what to write.
   EXPECT_NO_THROW(m.app.parse(std::vector<std::string>{"list"}));
   EXPECT_TRUE(m.cli.list_specs.empty());
+}
+
+// `memrun list`'s columns line up, whatever the lengths of names, limits
+// and tags, and a name of several-byte characters takes its own width.
+TEST(List, ColumnsLineUp) {
+  TestSpec a, b, c;
+  a.name = "a";
+  a.line = 3;
+  a.memory = 64 * MiB;
+  b.name = "a-much-longer-name";
+  b.line = 12;
+  b.memory = 1000000000;
+  b.expect.kind = Expectation::oom;
+  b.tags = {"slow", "io"};
+  c.name = "déjà-vu";
+  c.line = 100;
+  c.memory = 512 * KiB;
+  c.origin = "suite py (line 2); marker";
+  Spec spec{"specs/x.yaml", std::nullopt, {a, b, c}};
+  std::string table = list_table(make_plan({spec}, Selection{}, ""));
+  std::vector<std::string> lines;
+  std::stringstream in(table);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << table;
+  auto width_to = [](const std::string& line, size_t bytes) {  // characters before byte `bytes`
+    size_t n = 0;
+    for (size_t i = 0; i < bytes; ++i) n += (static_cast<unsigned char>(line[i]) & 0xc0) != 0x80;
+    return n;
+  };
+  // Each column starts where its heading does.
+  for (const char* heading : {"TEST", "MEMORY", "EXPECT", "TAGS", "LIMIT FROM"}) {
+    size_t at = lines[0].find(heading);
+    ASSERT_NE(at, std::string::npos) << heading << "\n" << table;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      size_t byte = 0;
+      while (byte < lines[i].size() && width_to(lines[i], byte) < at) ++byte;
+      if (byte >= lines[i].size()) continue;  // an empty last column
+      EXPECT_EQ(lines[i][byte - 1], ' ') << heading << " in line " << i << ":\n" << table;
+      // Only tags and where a limit came from may be empty.
+      bool may_be_empty = std::string(heading) == "TAGS" || std::string(heading) == "LIMIT FROM";
+      if (!may_be_empty) {
+        EXPECT_NE(lines[i][byte], ' ') << heading << " in line " << i << ":\n" << table;
+      }
+    }
+  }
+  EXPECT_NE(lines[2].find("1 GB (953.7 MiB)"), std::string::npos) << table;
+  EXPECT_NE(lines[3].find("suite py (line 2); marker"), std::string::npos) << table;
 }
 
 }  // namespace
