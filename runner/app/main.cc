@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
       "memrun"};
   Cli cli;
   declare_command_line(app, cli);
-  app.set_version_flag("--version", fmt::format("memrun {} (commit {}, {} build)", MEMRUN_VERSION, kCommit,
-                                                *MEMRUN_BUILD_TYPE ? MEMRUN_BUILD_TYPE : "default"),
+  app.set_version_flag("--version", fmt::format("memrun {} (commit {}, {})", MEMRUN_VERSION, kCommit,
+                                                *MEMRUN_BUILD_TYPE ? MEMRUN_BUILD_TYPE " build" : "no build type"),
                        "print memrun's version, the commit it was built from and its build type, and exit");
   try {
     auto scanned = scan_command_line(app, std::vector<std::string>(argv + 1, argv + argc), "exec");
