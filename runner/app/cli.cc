@@ -7,7 +7,7 @@
 namespace memrun {
 namespace {
 
-// The groups --help lists flags under, in this order.
+// The groups --help lists flags under (in the order first declared).
 constexpr const char* kSelect = "Which tests";
 constexpr const char* kLimits = "Limits";
 constexpr const char* kParallel = "Several tests at once";
@@ -166,7 +166,7 @@ void add_comparing_flags(CLI::App& app, Comparing& c) {
 }
 
 // The flags of `memrun SPEC...`; a command that takes some of them declares
-// them all and keeps those it takes (keep_only), so that each is written
+// them all and keeps those it takes (take_run_flags), so that each is written
 // once and --help lists them under every command that takes them.
 // Long: one declaration per flag, as --help lists them.
 void add_run_flags(CLI::App& app, Options& o) {
@@ -238,7 +238,7 @@ void add_run_flags(CLI::App& app, Options& o) {
                         "v1. Or v2, v1, systemd"),
          {"auto", "v2", "v1", "systemd"});
   app.add_option("--cgroup-parent", o.cgroup_parent, "make the run's cgroups below this cgroup (default: memrun's own)")
-      ->option_text("CGROUP");
+      ->option_text("PATH");
   app.add_flag("--host-cgroups", o.host_cgroups,
                "let tests see the host's cgroup hierarchies (as root: and write them) instead of being "
                "sealed in their own group; for tests that must inspect or manage the host's cgroups");

@@ -40,7 +40,7 @@ std::string example_of(const std::string& flag, const std::string& value) {
       {"SIZE", "64MiB"}, {"DURATION", "30s"}, {"N", "4"}, {"K/N", "1/4"}, {"REPORT", "report.json"},
       {"REGEX", "'^parquet'"}, {"TAG...", "slow"}, {"DIR", ".memrun"}, {"FACTOR", "0.8"},
       {"NAME.memory=SIZE", "big_join.memory=2GiB"}, {"N%|SIZE", "5%"}, {"SIZE|N%", "20%"},
-      {"LO:HI", "64MiB:4GiB"}, {"SPEC", "specs/parquet.yaml"}, {"NAME", "big_join"}, {"CGROUP", "ci"}};
+      {"LO:HI", "64MiB:4GiB"}, {"SPEC", "specs/parquet.yaml"}, {"NAME", "big_join"}};
   if (value == "FILE")
     return flag == "--junit" ? "junit.xml" : flag == "--markdown" ? "report.md" : flag == "--html" ? "report.html"
                                                                                                   : "report.json";
