@@ -41,6 +41,8 @@ TEST_F(Bisect, FindsTheMinimumOfAWorkloadWithin2PercentIn10Runs) {
 TEST_F(Bisect, ACommandNeedsNoRange) {
   auto run = run_memrun({"bisect", "--run-dir", dir.path() + "/runs", "--", workload(), "--touch", "100MiB"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  // The program is called by its name, as exec calls it, not "command".
+  EXPECT_NE(run.out.find("bisecting the memory limit of 'memrun-workload'"), std::string::npos) << run.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(run.out, m, std::regex(R"(smallest passing limit: .* \((\d+) bytes\))"))) << run.out;
   EXPECT_GE(std::stod(m[1]), 100 * MiB);
@@ -131,7 +133,7 @@ TEST_F(Bisect, ReproPrintsTheCommandThatRerunsOneTest) {
   // PATH may be another.
   std::string self = std::filesystem::canonical(memrun_bin()).string();
   // Words of plain characters stay bare; the rest are quoted.
-  EXPECT_NE(repro.out.find("env 'K=v' '" + self + "' " + dir.path() + "/spec.yaml --filter '^t$' --set t.memory=67108864B"),
+  EXPECT_NE(repro.out.find("env 'K=v' '" + self + "' " + dir.path() + "/spec.yaml --filter '^t$' --set t.memory=64MiB"),
             std::string::npos)
       << repro.out;
   // And the printed command does rerun it: the same OOM.

@@ -2,9 +2,17 @@
 // where exec's command starts, and what an unknown word is named as.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "runner/app/cli.h"
 #include "runner/app/cli_scan.h"
 #include "runner/base/error.h"
 #include "runner/base/nearest.h"
+#include "runner/base/units.h"
+#include "runner/plan/plan.h"
 
 namespace memrun {
 namespace {
@@ -93,6 +101,182 @@ TEST(CommandLine, NearestIsATypoNotAnotherWord) {
   EXPECT_EQ(nearest("compre", {"compare", "merge", "gc"}), "compare");
   EXPECT_EQ(nearest("gx", {"gc"}), "");  // half the word is not a typo
   EXPECT_EQ(nearest("--quiet", {"--json", "--tag"}), "");
+}
+
+// memrun's own command line, as main() declares it.
+struct Memrun {
+  CLI::App app{"memrun", "memrun"};
+  Cli cli;
+  Memrun() { declare_command_line(app, cli); }
+  // Every command that --help lists, and memrun itself (the run: `memrun SPEC`).
+  std::vector<const CLI::App*> commands() const {
+    std::vector<const CLI::App*> out = {&app};
+    for (const auto* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+      out.push_back(sub);
+    return out;
+  }
+  static std::string help_of(const CLI::App* command) { return command->help("memrun"); }
+  std::string error(const std::vector<std::string>& args) {
+    try {
+      scan_command_line(app, args, "exec");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+std::string name_of(const CLI::App* command) { return command->get_parent() ? command->get_name() : "memrun"; }
+
+// Whether `help` lists `flag` as a flag (not inside a longer one's name).
+bool lists(const std::string& help, const std::string& flag) {
+  return std::regex_search(help, std::regex("(^|[\n ,(])" + flag + "([ ,=\\[\n\"]|$)"));
+}
+
+TEST(Help, SpeaksMemrunsWordsNotCli11s) {
+  Memrun m;
+  ASSERT_GE(m.commands().size(), 10u);
+  for (const auto* command : m.commands()) {
+    std::string help = Memrun::help_of(command);
+    for (const char* notation : {"TEXT", "INT", "FLOAT", ":{", "PATH(existing)", "FILE(existing)", " in [",
+                                 "REQUIRED", "{on-failure}", "Positionals:", "Subcommands:", "[OPTIONS]"})
+      EXPECT_EQ(help.find(notation), std::string::npos) << "memrun " << name_of(command) << " --help has CLI11's "
+                                                        << notation << ":\n" << help;
+    // Every flag that takes a value names it (SIZE, DURATION, FILE, N, a|b).
+    for (const auto* opt : command->get_options())
+      if (!opt->get_positional() && opt->get_items_expected_max() > 0) {
+        EXPECT_FALSE(opt->get_option_text().empty()) << name_of(command) << " " << opt->get_name() << " names no value";
+      }
+  }
+}
+
+TEST(Help, ListsEveryFlagACommandTakes) {
+  Memrun m;
+  for (const auto* command : m.commands()) {
+    std::string help = Memrun::help_of(command);
+    std::vector<std::string> flags = flags_in_reach(command);
+    EXPECT_FALSE(flags.empty());
+    for (const auto& flag : flags)
+      EXPECT_TRUE(lists(help, flag)) << "memrun " << name_of(command) << " takes " << flag
+                                     << " but its --help does not list it:\n" << help;
+  }
+  // exec takes memrun's flags for where it runs and what it writes, and
+  // lists them; not a spec run's selection.
+  std::string exec = Memrun::help_of(m.cli.exec);
+  for (const char* flag : {"--memory", "--backend", "--cgroup-parent", "--json", "--junit", "--run-dir",
+                           "--unenforceable", "--sample-interval"})
+    EXPECT_TRUE(lists(exec, flag)) << flag;
+  EXPECT_NE(m.error({"exec", "--memory", "64MiB", "--filter", "x", "true"}).find("exec: unknown flag --filter"),
+            std::string::npos);
+}
+
+TEST(Help, AFlagWithoutItsValueIsNamedWithAnExample) {
+  Memrun m;
+  EXPECT_EQ(m.error({"-j"}), "-j needs a value (N), e.g. -j 4 (memrun --help lists the flags)");
+  EXPECT_EQ(m.error({"-j", "--fail-fast", "s.yaml"}), "-j needs a value (N), e.g. -j 4 (memrun --help lists the flags)");
+  EXPECT_EQ(m.error({"exec", "--memory"}),
+            "exec: --memory needs a value (SIZE), e.g. --memory 64MiB (memrun exec --help lists the flags)");
+  EXPECT_EQ(m.error({"--backend"}).find("--backend needs a value (auto|v2|v1|systemd), e.g. --backend auto"), 0u);
+  // A value that looks like a number is a value.
+  EXPECT_EQ(m.error({"--scale", "-1"}), "");
+}
+
+// The man page (docs/memrun.1) and --help come from one source: its
+// synopsis is synopsis(), and it names every flag memrun has, and no other.
+TEST(Help, TheManPageSaysWhatHelpSays) {
+  std::ifstream in(std::string(SOURCE_DIR) + "/docs/memrun.1");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string man = text.str();
+  auto plain = [](std::string roff) {
+    roff = std::regex_replace(roff, std::regex("^\\.B[IR]? ", std::regex::multiline), "");
+    roff = std::regex_replace(roff, std::regex("\\\\f[BIR]"), "");
+    return std::regex_replace(roff, std::regex("\\\\-"), "-");
+  };
+  size_t from = man.find(".SH SYNOPSIS\n"), to = man.find(".SH DESCRIPTION");
+  ASSERT_NE(from, std::string::npos);
+  ASSERT_NE(to, std::string::npos);
+  std::vector<std::string> lines;
+  std::stringstream synopsis_text(man.substr(from + 13, to - from - 13) + ".br\n");
+  std::string line;
+  for (std::string l; std::getline(synopsis_text, l);) {
+    if (l == ".br") {
+      lines.push_back(plain(line));
+      line.clear();
+    } else {
+      line += (line.empty() ? "" : " ") + l;
+    }
+  }
+  EXPECT_EQ(lines, synopsis());
+  std::string words = plain(man);
+  Memrun m;
+  std::set<std::string> flags;
+  for (const auto* command : m.commands())
+    for (const auto& flag : flags_in_reach(command)) flags.insert(flag);
+  flags.insert("--version");
+  for (const auto& flag : flags)
+    EXPECT_TRUE(lists(words, flag)) << "docs/memrun.1 does not name " << flag;
+  std::smatch found;
+  for (auto at = words.cbegin(); std::regex_search(at, words.cend(), found, std::regex("(^|[\n ,(])(--?[a-z][a-z-]*)"));
+       at = found[0].second) {
+    std::string flag = found[2];
+    if (flag == "-c") continue;  // /bin/sh -c
+    EXPECT_TRUE(flags.count(flag)) << "docs/memrun.1 names " << flag << ", which memrun does not have";
+  }
+}
+
+TEST(Help, ListWithoutASpecAnswersAsBareMemrun) {
+  Memrun m;
+  // Not CLI11's "spec is required": main says what to write.
+  EXPECT_NO_THROW(m.app.parse(std::vector<std::string>{"list"}));
+  EXPECT_TRUE(m.cli.list_specs.empty());
+}
+
+// `memrun list`'s columns line up, whatever the lengths of names, limits
+// and tags, and a name of several-byte characters takes its own width.
+TEST(List, ColumnsLineUp) {
+  TestSpec a, b, c;
+  a.name = "a";
+  a.line = 3;
+  a.memory = 64 * MiB;
+  b.name = "a-much-longer-name";
+  b.line = 12;
+  b.memory = 1000000000;
+  b.expect.kind = Expectation::oom;
+  b.tags = {"slow", "io"};
+  c.name = "déjà-vu";
+  c.line = 100;
+  c.memory = 512 * KiB;
+  c.origin = "suite py (line 2); marker";
+  Spec spec{"specs/x.yaml", std::nullopt, {a, b, c}};
+  std::string table = list_table(make_plan({spec}, Selection{}, ""));
+  std::vector<std::string> lines;
+  std::stringstream in(table);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << table;
+  auto width_to = [](const std::string& line, size_t bytes) {  // characters before byte `bytes`
+    size_t n = 0;
+    for (size_t i = 0; i < bytes; ++i) n += (static_cast<unsigned char>(line[i]) & 0xc0) != 0x80;
+    return n;
+  };
+  // Each column starts where its heading does.
+  for (const char* heading : {"TEST", "MEMORY", "EXPECT", "TAGS", "LIMIT FROM"}) {
+    size_t at = lines[0].find(heading);
+    ASSERT_NE(at, std::string::npos) << heading << "\n" << table;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      size_t byte = 0;
+      while (byte < lines[i].size() && width_to(lines[i], byte) < at) ++byte;
+      if (byte >= lines[i].size()) continue;  // an empty last column
+      EXPECT_EQ(lines[i][byte - 1], ' ') << heading << " in line " << i << ":\n" << table;
+      // Only tags and where a limit came from may be empty.
+      bool may_be_empty = std::string(heading) == "TAGS" || std::string(heading) == "LIMIT FROM";
+      if (!may_be_empty) {
+        EXPECT_NE(lines[i][byte], ' ') << heading << " in line " << i << ":\n" << table;
+      }
+    }
+  }
+  EXPECT_NE(lines[2].find("1 GB (953.7 MiB)"), std::string::npos) << table;
+  EXPECT_NE(lines[3].find("suite py (line 2); marker"), std::string::npos) << table;
 }
 
 }  // namespace

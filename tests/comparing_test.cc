@@ -323,6 +323,9 @@ TEST_F(Comparing, ReproOfAnExecReportRerunsTheCommand) {
   ASSERT_EQ(repro.exit_code, 0) << repro.err;
   EXPECT_EQ(repro.out.find("'memrun exec'"), std::string::npos) << repro.out;
   std::string line = repro.out.substr(0, repro.out.find('\n'));
+  // Its limit and timeout as a person writes them (the line runs as printed).
+  EXPECT_NE(line.find(" exec --memory 32MiB "), std::string::npos) << line;
+  EXPECT_NE(line.find(" --timeout 10m "), std::string::npos) << line;
   ASSERT_NE(line.find(" exec "), std::string::npos) << line;
   line.replace(line.find(" exec "), 6, " exec --run-dir " + dir.path() + "/again ");
   auto rerun = run_program({"sh", "-c", line});

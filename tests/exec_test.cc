@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <regex>
 
 #include "harness.h"
 #include "lanes.h"
@@ -88,6 +89,30 @@ TEST_F(Exec, BadFlagsSayWhatToWriteAndRunNothing) {
   auto empty = run_memrun({"exec", "--memory", "64MiB", "--", ""});
   EXPECT_EQ(empty.exit_code, 2) << empty.out << empty.err;
   EXPECT_NE(empty.err.find("the command's name is empty ('')"), std::string::npos) << empty.err;
+}
+
+// What memrun says of a command line it cannot run: a flag without its
+// value named with an example, `list` without a spec as bare `memrun`, and
+// --version with the commit and the build.
+TEST_F(Exec, AMissingValueOrSpecIsSaidAsAPersonWouldSayIt) {
+  auto jobs = run_memrun({"-j"});
+  EXPECT_EQ(jobs.exit_code, 2);
+  EXPECT_EQ(jobs.err, "memrun: -j needs a value (N), e.g. -j 4 (memrun --help lists the flags)\n");
+  auto memory = run_memrun({"exec", "--memory"});
+  EXPECT_EQ(memory.exit_code, 2);
+  EXPECT_EQ(memory.err, "memrun: exec: --memory needs a value (SIZE), e.g. --memory 64MiB (memrun exec --help lists "
+                        "the flags)\n");
+  auto list = run_memrun({"list"});
+  EXPECT_EQ(list.exit_code, 2);
+  EXPECT_EQ(list.err, "memrun: no spec given. Usage: memrun list SPEC.yaml... (see memrun list --help)\n");
+  auto bare = run_memrun({});
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_EQ(bare.err, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
+  auto version = run_memrun({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(std::regex_match(version.out, std::regex("memrun [0-9.]+ \\(commit [0-9a-f]+(-dirty)?, (\\w+ build|no build "
+                                                       "type)\\)\n")))
+      << version.out;
 }
 
 // Every word from the first that is not a flag of exec's is the command's:

@@ -110,3 +110,44 @@ TEST(Sizes, DecimalAndBinaryAreBothExactAndShownAsWhatTheyAre) {
 
 }  // namespace
 }  // namespace memrun
+
+namespace memrun {
+namespace {
+
+// A size or a duration in a printed command (repro, explain) is as a person
+// writes it, and reads back to exactly what it was.
+TEST(Exact, SizesAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
+  EXPECT_EQ(format_size_exact(134217728), "128MiB");
+  EXPECT_EQ(format_size_exact(4 * GiB), "4GiB");
+  EXPECT_EQ(format_size_exact(1536 * KiB), "1536KiB");
+  EXPECT_EQ(format_size_exact(1000000000), "1GB");
+  EXPECT_EQ(format_size_exact(1500000000), "1500MB");
+  EXPECT_EQ(format_size_exact(1000), "1kB");
+  EXPECT_EQ(format_size_exact(1023), "1023B");
+  uint64_t bytes = 1;
+  for (int i = 0; i < 2000; ++i) {
+    bytes = bytes * 6364136223846793005ull + 1442695040888963407ull;  // every size class, reproducibly
+    uint64_t b = (bytes >> (i % 40 + 10)) << (i % 31);
+    if (b == 0 || b >= (uint64_t{1} << 53)) continue;  // parse_size reads through a double
+    std::string why, shown = format_size_exact(b);
+    EXPECT_EQ(parse_size(shown, &why), std::optional<uint64_t>(b)) << shown << " " << why;
+  }
+}
+
+TEST(Exact, DurationsAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(format_duration_exact(milliseconds(600000)), "10m");
+  EXPECT_EQ(format_duration_exact(milliseconds(7200000)), "2h");
+  EXPECT_EQ(format_duration_exact(milliseconds(90000)), "90s");
+  EXPECT_EQ(format_duration_exact(milliseconds(1500)), "1500ms");
+  for (int64_t ms : {1, 999, 1000, 59000, 60000, 61000, 3599999, 3600000, 8640000, 12345})
+    for (int64_t scale : {1, 1000, 60000}) {
+      std::string why, shown = format_duration_exact(milliseconds(ms * scale));
+      auto back = parse_duration(shown, &why);
+      ASSERT_TRUE(back) << shown << " " << why;
+      EXPECT_EQ(back->count(), ms * scale) << shown;
+    }
+}
+
+}  // namespace
+}  // namespace memrun

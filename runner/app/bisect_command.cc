@@ -14,13 +14,13 @@ namespace memrun {
 
 namespace {
 
-// `bisect -- COMMAND...`: a test of the command, read and checked as a
-// spec's, with --memory-range HI as its `memory`.
+// `bisect -- COMMAND...`: a test of the program, named as exec names it,
+// read and checked as a spec's, with --memory-range HI as its `memory`.
 TestSpec command_test(const std::vector<std::string>& words, const BisectOptions& bo) {
   spec::Source src;
   src.form = spec::Source::bisect;
   spec::Fields f;
-  f.name = "command";
+  f.name = program_test_name("", words);
   f.argv = words;
   f.command = fmt::format("{}", fmt::join(words, " "));
   // Without a range, the first run's limit is bisect()'s default top
@@ -54,9 +54,9 @@ Result bisect_command(const std::vector<std::string>& words, const std::string& 
   } else {
     // memrun bisect [--memory-range LO:HI] -- COMMAND...
     if (words.empty())
-      throw Error(Category::usage, "give a spec and --test NAME, or a command: memrun bisect [--memory-range LO:HI] -- "
-                              "COMMAND...");
-    specs.push_back({"(command line)", std::nullopt, {command_test(words, bo)}});
+      throw Error(Category::usage, "give a spec and --test NAME, or a program to run: memrun bisect [--memory-range "
+                                   "LO:HI] -- COMMAND [ARGS...]");
+    specs.push_back({"memrun bisect", std::nullopt, {command_test(words, bo)}});
     test = &specs[0].tests[0];
   }
   std::string run_id = new_run_id();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 
 #include "runner/base/error.h"
 #include "runner/base/nearest.h"
@@ -16,16 +17,6 @@ const CLI::Option* find_flag(const CLI::App* app, const std::string& name) {
   for (; app; app = app->get_fallthrough() ? app->get_parent() : nullptr)
     if (const auto* opt = app->get_option_no_throw(name); opt && !opt->get_positional()) return opt;
   return nullptr;
-}
-
-std::vector<std::string> flags_in_reach(const CLI::App* app) {
-  std::vector<std::string> names;
-  for (; app; app = app->get_fallthrough() ? app->get_parent() : nullptr)
-    for (const auto* opt : app->get_options()) {
-      for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
-      for (const auto& s : opt->get_snames()) names.push_back("-" + s);
-    }
-  return names;
 }
 
 const CLI::App* subcommand_named(const CLI::App& root, const std::string& name) {
@@ -42,7 +33,33 @@ std::string where(const CLI::App* app, const CLI::App& root) {
   return app == &root ? "memrun" : "memrun " + app->get_name();
 }
 
+// A value for `flag`, whose value --help names `value` (SIZE, a|b), as a
+// person would write it.
+std::string example_of(const std::string& flag, const std::string& value) {
+  static const std::map<std::string, std::string> examples = {
+      {"SIZE", "64MiB"}, {"DURATION", "30s"}, {"N", "4"}, {"K/N", "1/4"}, {"REPORT", "report.json"},
+      {"REGEX", "'^parquet'"}, {"TAG...", "slow"}, {"DIR", ".memrun"}, {"FACTOR", "0.8"},
+      {"NAME.memory=SIZE", "big_join.memory=2GiB"}, {"N%|SIZE", "5%"}, {"SIZE|N%", "20%"},
+      {"LO:HI", "64MiB:4GiB"}, {"SPEC", "specs/parquet.yaml"}, {"NAME", "big_join"}};
+  if (value == "FILE")
+    return flag == "--junit" ? "junit.xml" : flag == "--markdown" ? "report.md" : flag == "--html" ? "report.html"
+                                                                                                  : "report.json";
+  if (auto it = examples.find(value); it != examples.end()) return it->second;
+  if (value.find('|') != std::string::npos) return value.substr(0, value.find('|'));  // a|b: the first
+  return "";
+}
+
 }  // namespace
+
+std::vector<std::string> flags_in_reach(const CLI::App* app) {
+  std::vector<std::string> names;
+  for (; app; app = app->get_fallthrough() ? app->get_parent() : nullptr)
+    for (const auto* opt : app->get_options()) {
+      for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+      for (const auto& s : opt->get_snames()) names.push_back("-" + s);
+    }
+  return names;
+}
 
 // Long: one pass over the words; each kind (--, a flag and its values, a
 // command, a spec, exec's command) beside the rule that reads it.
@@ -75,7 +92,16 @@ ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::strin
       out.args.push_back(word);
       bool inline_value = long_flag ? word.find('=') != std::string::npos : word.size() > 2;
       if (opt->get_items_expected_max() > 0 && !inline_value) {
-        if (i + 1 < args.size()) out.args.push_back(args[++i]);
+        // CLI11 would say "--jobs: 1 required INT missing".
+        if (i + 1 == args.size() || is_flag(args[i + 1])) {
+          const std::string& value = opt->get_option_text();
+          std::string example = example_of(name, value);
+          throw Error(Category::usage, (app == &root ? "" : app->get_name() + ": ") + name + " needs a value" +
+                                           (value.empty() ? "" : " (" + value + ")") +
+                                           (example.empty() ? "" : ", e.g. " + name + " " + example) + " (" +
+                                           where(app, root) + " --help lists the flags)");
+        }
+        out.args.push_back(args[++i]);
         // A flag that takes several values (--tag a b) goes on taking words.
         in_values = opt->get_items_expected_max() > 1;
       }

@@ -23,8 +23,13 @@ struct ScannedLine {
 /// the command's ("--" before it is optional). Throws Error(usage) for
 /// a flag no command in reach knows, or a first word that is neither a
 /// subcommand nor an existing path but is close to a subcommand's name,
-/// naming it and the nearest known name.
+/// naming it and the nearest known name, and for a flag whose value is
+/// missing, naming the flag with an example.
 ScannedLine scan_command_line(const CLI::App& root, const std::vector<std::string>& args,
                               const std::string& command_taker);
+
+/// The names of the flags `app` takes ("--json", "-j"): its own, and its
+/// parent's where it falls through (as CLI11 resolves them).
+std::vector<std::string> flags_in_reach(const CLI::App* app);
 
 }  // namespace memrun

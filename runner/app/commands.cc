@@ -3,6 +3,8 @@
 
 #include <re2/re2.h>
 
+#include <filesystem>
+
 #include "runner/report/merge.h"
 #include "runner/suites/discover.h"
 
@@ -37,6 +39,18 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options&
       return lister(selected);
     }));
   return specs;
+}
+
+// It may hold '/' (a GoogleTest case's "Inst/Suite.Case/3", from
+// memrun_discover_tests): the plan derives its cgroup's and logs' file
+// names safely, and every output keeps it as given. Control characters
+// never reach a console.
+std::string program_test_name(const std::string& given, const std::vector<std::string>& argv) {
+  std::string name = !given.empty() ? given : argv.empty() ? "" : std::filesystem::path(argv[0]).filename().string();
+  if (name.empty() || name == "." || name == "..") name = "program";
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
+  return name.substr(0, 1024);
 }
 
 void shard_selection(const Options& o, Selection* selection) {

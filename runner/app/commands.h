@@ -100,6 +100,10 @@ struct ExecOptions {
   std::string output = "live";       ///< --output live|after
 };
 
+/// The name of the test that runs `argv` (exec's, bisect's): `given`
+/// (--name), else the program's file name, as people call it.
+std::string program_test_name(const std::string& given, const std::vector<std::string>& argv);
+
 /// memrun exec --memory SIZE -- CMD ARGS...: one command under one limit,
 /// with the verdict line and the exit code of a spec run.
 Result exec_command(const ExecOptions& e, const Options& o);
@@ -108,6 +112,11 @@ Result exec_command(const ExecOptions& e, const Options& o);
 /// run ended with `run`: the command's own ending handed on when it failed
 /// on its own and memory held; else `run`.
 Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run);
+
+/// The tests of `plan` as `memrun list` prints them: a header, then a line
+/// a test, in aligned columns (where it is, its name, limit, expectation,
+/// tags, where its limit came from).
+std::string list_table(const Plan& plan);
 
 /// memrun list SPEC...: the selected tests, one line each, without running.
 Result list_command(const std::vector<std::string>& paths, const Options& o);

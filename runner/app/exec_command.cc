@@ -30,18 +30,6 @@ std::string shown(const std::vector<std::string>& argv) {
   return out;
 }
 
-// The test's name: --name, or the program's file name. It may hold '/' (a
-// GoogleTest case's "Inst/Suite.Case/3", from memrun_discover_tests): the
-// plan derives its cgroup's and logs' file names safely, and every output
-// keeps it as given. Control characters never reach a console.
-std::string name_of(const ExecOptions& e) {
-  std::string name = e.name.empty() ? std::filesystem::path(e.argv[0]).filename().string() : e.name;
-  if (name.empty() || name == "." || name == "..") name = "command";
-  for (char& c : name)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
-  return name.substr(0, 1024);
-}
-
 }  // namespace
 
 Result exec_result(const TestSpec& t, const TestRecord& r, const Result& run) {
@@ -79,7 +67,7 @@ Result exec_command(const ExecOptions& e, const Options& o) {
   spec::Source src;
   src.form = spec::Source::exec;
   spec::Fields f;
-  f.name = name_of(e);
+  f.name = program_test_name(e.name, e.argv);
   f.argv = e.argv;
   f.command = shown(e.argv);
   spec::read_flag(src, "memory", e.memory, f);

@@ -15,6 +15,7 @@
 #include "runner/app/commands.h"
 #include "runner/base/error.h"
 #include "runner/base/shell.h"
+#include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/report/merge.h"
 
@@ -161,16 +162,18 @@ Rerun rerun_of(const std::string& report_path, const std::string& name, const st
     if (!words)
       throw Error(Category::bad_input, report_path + ": test '" + name + "' was run by memrun exec, but its command '" +
                                            t.command + "' is not one memrun exec writes; rerun it by hand");
-    for (const std::string& w : {std::string("exec"), std::string("--memory"), std::to_string(t.requested_limit) + "B",
+    for (const std::string& w : {std::string("exec"), std::string("--memory"), format_size_exact(t.requested_limit),
                                  std::string("--name"), name, std::string("--expect"), expect_flag(t.expected)})
       r.argv.push_back(w);
-    if (t.timeout_s > 0) r.argv.insert(r.argv.end(), {"--timeout", fmt::format("{}ms", std::llround(t.timeout_s * 1e3))});
+    if (t.timeout_s > 0)
+      r.argv.insert(r.argv.end(),
+                    {"--timeout", format_duration_exact(std::chrono::milliseconds(std::llround(t.timeout_s * 1e3)))});
     r.argv.insert(r.argv.end(), flags.begin(), flags.end());
     r.argv.push_back("--");
     r.argv.insert(r.argv.end(), words->begin(), words->end());
   } else {
     r.argv.insert(r.argv.end(), {t.spec, "--filter", "^" + RE2::QuoteMeta(name) + "$", "--set",
-                                 name + ".memory=" + std::to_string(t.requested_limit) + "B"});
+                                 name + ".memory=" + format_size_exact(t.requested_limit)});
     r.argv.insert(r.argv.end(), flags.begin(), flags.end());
   }
   return r;

@@ -106,6 +106,30 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
+std::string format_size_exact(uint64_t bytes) {
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"TiB", uint64_t{1} << 40}, {"GiB", GiB}, {"MiB", MiB}, {"KiB", KiB},
+      {"TB", 1000000000000}, {"GB", 1000000000}, {"MB", 1000000}, {"kB", 1000}};
+  uint64_t number = bytes;
+  const char* unit = "B";
+  // The smallest number: 4MiB, not 4096KiB; 1GB, not 1000000kB (binary
+  // units come first and win a tie).
+  for (const auto& [name, factor] : kUnits)
+    if (bytes && bytes % factor == 0 && bytes / factor < number) {
+      number = bytes / factor;
+      unit = name;
+    }
+  return fmt::format("{}{}", number, unit);
+}
+
+std::string format_duration_exact(std::chrono::milliseconds duration) {
+  int64_t ms = duration.count();
+  if (ms > 0 && ms % 3600000 == 0) return fmt::format("{}h", ms / 3600000);
+  if (ms > 0 && ms % 60000 == 0) return fmt::format("{}m", ms / 60000);
+  if (ms > 0 && ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
 std::string format_size(uint64_t bytes) {
   if (bytes == UINT64_MAX) return "max";
   static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

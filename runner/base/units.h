@@ -33,6 +33,16 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text,
 /// Formats bytes for people: "512 B", "63.9 MiB", "1.50 GiB".
 std::string format_size(uint64_t bytes);
 
+/// Formats bytes exactly, as a person writes a size on a command line:
+/// the unit that gives the shortest whole number ("128MiB", "1GB",
+/// "1536KiB", "1000B"); parse_size() reads it back to the same bytes.
+std::string format_size_exact(uint64_t bytes);
+
+/// Formats a duration exactly, in the largest unit that divides it ("10m",
+/// "90s", "1500ms"); parse_duration() reads it back to the same
+/// milliseconds.
+std::string format_duration_exact(std::chrono::milliseconds duration);
+
 /// Formats a size someone wrote, as what it is: a decimal size (1GB, 10^9
 /// bytes) as "1 GB (953.7 MiB)", so that a limit of 1GB is never shown as
 /// an unexplained 953.7 MiB; any other as format_size().
