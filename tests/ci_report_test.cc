@@ -15,6 +15,7 @@
 #include "runner/plan/plan.h"
 #include "runner/report/ci_outputs.h"
 #include "runner/report/merge.h"
+#include "runner/report/plot.h"
 
 namespace memrun {
 namespace {
@@ -140,15 +141,79 @@ TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
   r.tests[0].test.line = 12;
   std::string out = github_annotations(each_record(r));
   EXPECT_EQ(out,
-            "::error file=s.yaml,line=12,title=memrun%3A a%2C b%3A c::OOM-killed at 64.0 MiB "
-            "(peak 64.0 MiB of 64.0 MiB, headroom 0 B)\n");
+            "::error file=s.yaml,line=12,title=memrun%3A a%2C b%3A c — oom::expected pass, got oom "
+            "(peak 64.0 MiB of 64.0 MiB, headroom 0 B (0%25))\n");
+}
+
+TEST(CiFormats, AnAnnotationPointsAtAFileGithubCanMap) {
+  // GitHub maps an annotation's file against the checkout (GITHUB_WORKSPACE)
+  // only: a spec given by absolute path inside it is named relative to it;
+  // one outside it gets no file (the annotation shows on the job), never a
+  // path GitHub cannot map.
+  const char* was = std::getenv("GITHUB_WORKSPACE");
+  std::string saved = was ? was : "";
+  ::setenv("GITHUB_WORKSPACE", "/home/runner/work/repo/repo/", 1);
+  auto r = report(1, 1, {{"inside", false}, {"outside", false}, {"relative", false}});
+  r.tests[0].test.spec = "/home/runner/work/repo/repo/specs/./mem.yaml";
+  r.tests[1].test.spec = "/home/runner/work/repo/repo-other/mem.yaml";
+  r.tests[2].test.spec = "specs/mem.yaml";
+  std::string out = github_annotations(each_record(r));
+  EXPECT_NE(out.find("::error file=specs/mem.yaml,line=3,title=memrun%3A inside"), std::string::npos) << out;
+  EXPECT_NE(out.find("::error title=memrun%3A outside"), std::string::npos) << out;
+  EXPECT_NE(out.find("::error file=specs/mem.yaml,line=3,title=memrun%3A relative"), std::string::npos) << out;
+  ::unsetenv("GITHUB_WORKSPACE");
+  EXPECT_EQ(annotation_place("/abs/spec.yaml", 3), "") << "no checkout: no file GitHub could map";
+  if (was) ::setenv("GITHUB_WORKSPACE", saved.c_str(), 1);
+}
+
+TEST(CiFormats, AFailedTestNeverReadsAsAPassInAnyOutput) {
+  // min_headroom missed: the outcome is pass, the verdict FAIL. Every
+  // output says FAIL with the reason, and never "pass" alone beside it.
+  auto r = report(1, 1, {{"tight", false}});
+  TestRecord& t = r.tests[0];
+  t.verdict.outcome = Outcome::pass;
+  t.test.expected = "pass";
+  t.verdict.peak = 40 << 20;
+  t.verdict.headroom = 24 << 20;
+  t.verdict.headroom_pct = 37.5;
+  t.verdict.reason = "headroom 24.0 MiB is below min_headroom 32.0 MiB (peak 40.0 MiB of 64.0 MiB)";
+  auto each = each_record(r);
+  std::string md = markdown_table(r.info, each);
+  EXPECT_NE(md.find("| ❌ FAIL | <code>tight</code> | pass: below min_headroom | 40.0 MiB | 64.0 MiB | 24.0 MiB (38%) | "
+                    "headroom 24&#46;0 MiB is below min&#95;headroom"),
+            std::string::npos) << md;
+  std::string html;
+  html_report(r.info, each, [&](const std::string& part) { html += part; });
+  EXPECT_NE(html.find("tight — FAIL, pass: below min_headroom</text>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>headroom 24.0 MiB is below min_headroom"), std::string::npos) << html;
+  std::string notes = github_annotations(each);
+  EXPECT_NE(notes.find("title=memrun%3A tight — pass%3A below min_headroom::headroom 24.0 MiB is below"),
+            std::string::npos) << notes;
+  std::string xml = junit_xml(r.info, each);
+  EXPECT_NE(xml.find("<failure message=\"headroom 24.0 MiB is below min_headroom"), std::string::npos) << xml;
+}
+
+TEST(CiFormats, HeadroomOfTheWorkingSetSaysSoWhereverItIsShown) {
+  // The kernel's peak was page cache: headroom is of the working set, and
+  // 98% beside peak = limit must say why, as the console does.
+  auto r = report(1, 1, {{"cat", true}});
+  r.tests[0].verdict.headroom_basis = HeadroomBasis::working_set;
+  r.tests[0].verdict.headroom = 62 << 20;
+  r.tests[0].verdict.headroom_pct = 97;
+  auto each = each_record(r);
+  EXPECT_NE(markdown_table(r.info, each).find("| 62.0 MiB (97%) excl. page cache |"), std::string::npos);
+  std::string html;
+  html_report(r.info, each, [&](const std::string& part) { html += part; });
+  EXPECT_NE(html.find(">62.0 MiB (97%) excl. page cache</td>"), std::string::npos) << html;
 }
 
 TEST(CiFormats, MarkdownTable) {
   ReportData m = merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"});
   std::string md = markdown_table(m.info, each_record(m));
-  EXPECT_NE(md.find("| ✅ pass | <code>a</code> | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| ❌ FAIL | <code>b</code> | oom |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ✅ pass | <code>a</code> | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |  |"), std::string::npos) << md;
+  // A failed test's reason beside its outcome, as every output says it.
+  EXPECT_NE(md.find("| ❌ FAIL | <code>b</code> | oom | 64.0 MiB | 64.0 MiB | 0 B (0%) | expected pass&#44; got oom |"),
+            std::string::npos) << md;
   EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos) << md;
 }
 
@@ -160,8 +225,8 @@ TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
   std::string md = markdown_table(m.info, each_record(m));
   std::string row = md.substr(md.find("| ❌ FAIL"));
   row = row.substr(0, row.find('\n'));
-  // Seven cell borders, as every row has: the name split no cell.
-  EXPECT_EQ(std::count(row.begin(), row.end(), '|'), 7) << row;
+  // Eight cell borders, as every row has: the name split no cell.
+  EXPECT_EQ(std::count(row.begin(), row.end(), '|'), 8) << row;
   for (const char* markup : {"`", "<img", "](", "&amp;", "**", "\\"})
     EXPECT_EQ(row.find(markup), std::string::npos) << markup << " reached the table: " << row;
   // What remains is the name, spelled with character references.

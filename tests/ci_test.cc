@@ -42,7 +42,7 @@ TEST_F(Ci, JunitValidatesAgainstTheSchema) {
   EXPECT_EQ(check.exit_code, 0) << check.err;
   std::string text = slurp(xml);
   EXPECT_NE(text.find("tests=\"5\" failures=\"3\" errors=\"1\""), std::string::npos) << text;
-  EXPECT_NE(text.find("<failure message=\"OOM-killed at 32.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("<failure message=\"expected pass, got oom at 32.0 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("type=\"timeout\""), std::string::npos);
   EXPECT_NE(text.find("<error message=\"command not found"), std::string::npos);
   EXPECT_NE(text.find("&lt;broken &amp; bad&gt;"), std::string::npos) << "the log tail, escaped";
@@ -126,16 +126,19 @@ TEST_F(Ci, ShardsAddUpToTheFullRunAndMergeToItsVerdicts) {
 TEST_F(Ci, GithubActionsAnnotationPointsAtTheTestsLine) {
   std::string summary = dir.path() + "/summary.md";
   std::ofstream(summary) << "earlier step output\n";
+  // The spec is given by absolute path: the annotation names it relative to
+  // the checkout (GITHUB_WORKSPACE), the only root GitHub maps a file against.
   auto run = run_spec_with(dir, kMixed,
-                           {"env", "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary, memrun_bin()});
-  std::string spec = dir.path() + "/spec.yaml";
-  EXPECT_NE(run.out.find("::error file=" + spec + ",line=3,title=memrun%3A ooms::OOM-killed at 32.0 MiB"),
+                           {"env", "GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary,
+                            "GITHUB_WORKSPACE=" + dir.path(), memrun_bin()});
+  EXPECT_NE(run.out.find("::error file=spec.yaml,line=3,title=memrun%3A ooms — oom (expected pass)::expected pass, got "
+                         "oom at 32.0 MiB"),
             std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("title=memrun%3A passes"), std::string::npos);
   std::string md = slurp(summary);
   EXPECT_EQ(md.rfind("earlier step output\n", 0), 0u) << "the summary is appended to";
-  EXPECT_NE(md.find("| ❌ FAIL | <code>ooms</code> | oom |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ❌ FAIL | <code>ooms</code> | oom (expected pass) |"), std::string::npos) << md;
 }
 
 // Characters that show as others or as nothing, as UTF-8: C1 controls

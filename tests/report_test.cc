@@ -121,6 +121,27 @@ Explanation an_explanation() {
   return e;
 }
 
+TEST(Report, AProfiledRunThatWasItselfOomKilledSaysSoInEveryOutput) {
+  // Its sites are what it held at the kill, not the program's peak: the
+  // console (and pytest, JUnit), Markdown and HTML say the run was killed.
+  TestRecord r;
+  r.test.name = "t";
+  r.verdict.outcome = Outcome::oom;
+  r.explanation = an_explanation();
+  r.explanation->outcome = "oom";
+  const std::string said = "the profiled run was itself OOM-killed at its limit of 256.0 MiB";
+  EXPECT_NE(explanation_lines(*r.explanation, 5)[0].find(said), std::string::npos);
+  EXPECT_NE(explanation_markdown(r).find("the profiled run was itself OOM&#45;killed at its limit of 256&#46;0 MiB"),
+            std::string::npos) << explanation_markdown(r);
+  ReportData data;
+  data.tests.push_back(r);
+  std::string html;
+  html_report(data.info, each_record(data), [&](const std::string& part) { html += part; });
+  EXPECT_NE(html.find(said), std::string::npos) << html;
+  r.explanation->outcome = "pass";  // a profiled run that ended on its own: no word of a kill
+  EXPECT_EQ(explanation_lines(*r.explanation, 5)[0].find("OOM-killed"), std::string::npos);
+}
+
 TEST(Report, AnExplanationIsEscapedInMarkdownAndJUnitLikeEveryName) {
   TestRecord r;
   r.test.name = "t";
@@ -497,6 +518,66 @@ TEST(Report, ControlsInAVictimsNameAndTheLogAreWrittenAsNamesAre) {
   for (char c : std::string("\x1b\r\xff")) EXPECT_EQ(text.find(c), std::string::npos) << text;
   EXPECT_EQ(printable("a\tb\nc\rd\x07"), "a\tb\nc\\x0dd\\x07");
   EXPECT_EQ(one_line("a\tb\nc\rd"), "a\\tb\\nc\\x0dd");
+}
+
+// Every character of the display rule (runner/base/utf8.h) found raw in
+// `text`, as U+XXXX: C0 (but a newline), DEL, C1, bidi controls,
+// zero-width characters and separators.
+std::string raw_of_the_rule(const std::string& text) {
+  std::string found;
+  for (size_t i = 0; i < text.size();) {
+    size_t len = utf8_length(text, i);
+    char hex[16];
+    if (len == 0) {
+      std::snprintf(hex, sizeof hex, " byte %02x", static_cast<unsigned char>(text[i]));
+      found += hex;
+      ++i;
+      continue;
+    }
+    uint32_t c = code_point(text, i, len);
+    if ((c < 0x20 && c != '\n') || c == 0x7f || shows_as_other(c)) {
+      std::snprintf(hex, sizeof hex, " U+%04X", static_cast<unsigned>(c));
+      found += hex;
+    }
+    i += len;
+  }
+  return found;
+}
+
+TEST(Report, TheConsoleShowsNoCharacterOfTheDisplayRuleRaw) {
+  // A name (a suite's case may hold C0), a victim's name, the log's last
+  // lines and explain's frames, each holding one of every class: the
+  // console shows each escaped, as the other outputs do.
+  const std::string every = "\x01\x1b[31m\x07\r\x7f\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\xe2\x80\x8e\xe2\x80\x8b\xe2\x81\xa0"
+                            "\xef\xbb\xbf\xe2\x80\xa8\xe2\x80\xa9";
+  const std::string shown = "\\x01\\x1b[31m\\x07\\x0d\\x7f\\u009b\\u202e\\u2066\\u200e\\u200b\\u2060\\ufeff\\u2028\\u2029";
+  Fixture f;
+  Observation o = Fixture::exited(-1, 4 << 20);
+  o.signal = 9;
+  o.kernel.oom_kills = 1;
+  o.kernel.oom_at_limit = true;
+  o.oom_victims = {{123, "victim" + every, 1 << 20, 1 << 20, 0, ""}};
+  std::string log = tmp() + "/memrun-rule-log-" + std::to_string(::getpid());
+  std::ofstream(log) << "line" << every << "\n";
+  TestRecord r = make_record(f.planned, o);
+  r.test.name = "case" + every;
+  r.test.stderr_path = log;
+  r.explanation = an_explanation();
+  for (auto& site : r.explanation->sites) site.stack[site.where].function = "frame" + every;
+  r.explanation->summary = "summary" + every;
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  Console console(out, false, 4);
+  console.test(r);
+  console.explanation(r);
+  std::fclose(out);
+  std::string text(buf, len);
+  free(buf);
+  std::remove(log.c_str());
+  EXPECT_EQ(raw_of_the_rule(text), "") << text;
+  for (const char* what : {"case", "victim", "line", "frame", "summary"})
+    EXPECT_NE(text.find(what + shown), std::string::npos) << what << " is not shown as " << shown << ":\n" << text;
 }
 
 TEST(Report, CharactersThatShowAsOthersAreEscapedWhereShownAndKeptWhereStored) {

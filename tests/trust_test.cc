@@ -613,7 +613,7 @@ TEST_F(Trust, NoTestDataStartsAConsoleLineOrAWorkflowCommand) {
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("::", 0) != 0) continue;
     ++commands;
-    EXPECT_EQ(line.rfind("::error file=", 0), 0u) << "a line memrun did not mean as a command: " << line;
+    EXPECT_EQ(line.rfind("::error title=memrun%3A t ", 0), 0u) << "a line memrun did not mean as a command: " << line;
   }
   EXPECT_EQ(commands, 1) << run.out;  // memrun's own annotation of the failure
 }

@@ -210,9 +210,12 @@ struct Case {
 // the kernel killed.
 std::string verdict_text(const TestRecord& r) {
   const Verdict& v = r.verdict;
-  std::string head = fmt::format("memrun: {} (expected {}), peak {} of limit {}, headroom {} ({:.0f}%)",
-                                 to_string(v.outcome), r.test.expected, format_size(v.peak), format_size(v.limit),
-                                 format_signed_size(v.headroom), v.headroom_pct);
+  // A failed case says FAIL and why (said_of, as every output of a run
+  // says it): "pass (expected pass)" beside its reason read as a pass.
+  std::string what = v.passed ? fmt::format("{} (expected {})", to_string(v.outcome), r.test.expected)
+                              : "FAIL, " + said_of(r).outcome;
+  std::string head = fmt::format("memrun: {}, peak {} of limit {}, headroom {} ({:.0f}%)", what, format_size(v.peak),
+                                 format_size(v.limit), format_signed_size(v.headroom), v.headroom_pct);
   if (v.outcome == Outcome::oom)
     head = fmt::format("memrun: OOM-killed at its {} limit (expected {}): peak {}", format_size(v.limit),
                        r.test.expected, format_size(v.peak));
@@ -223,10 +226,7 @@ std::string verdict_text(const TestRecord& r) {
     text += fmt::format("\nmemrun: the kernel killed {} (pid {}, anon-rss {}, file-rss {})", printable(k.name), k.pid,
                         format_size(k.anon_rss), format_size(k.file_rss));
   if (!v.passed && v.outcome != Outcome::skipped) {
-    const cgroup::Breakdown& b = r.observed.at_peak;
-    text += fmt::format("\nmemrun: memory at the highest sample: anon {}, file {}, kernel {}, shmem {}, sock {}",
-                        format_size(b.anon), format_size(b.file), format_size(b.kernel), format_size(b.shmem),
-                        format_size(b.sock));
+    text += "\nmemrun: " + at_peak_text(r);
   }
   return text;
 }

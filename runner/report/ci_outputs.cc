@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <pugixml.hpp>
@@ -23,20 +24,18 @@ bool is_error(const TestRecord& t) {
   return t.verdict.outcome == Outcome::error || t.verdict.outcome == Outcome::interrupted;
 }
 
-// What happened, in one line: "OOM-killed at 64.0 MiB (peak 64.0 MiB,
-// headroom 0 B)" or the reason memrun gave.
+// What happened, in one line, as every output says it (said_of): the
+// reason, the figures, and who the kernel killed.
 std::string summary_of(const TestRecord& t) {
   const Verdict& v = t.verdict;
-  std::string memory = fmt::format("peak {} of {}, headroom {}", format_size(v.peak), format_limit(v.limit),
-                                   format_signed_size(v.headroom));
-  if (v.outcome == Outcome::oom) {
-    std::string victims;
-    for (const auto& k : t.observed.oom_victims)
-      victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", printable(k.name), k.pid,
-                             format_size(k.anon_rss));
-    return fmt::format("OOM-killed at {} ({}){}", format_limit(v.limit), memory, victims);
-  }
-  return v.reason + (is_error(t) ? "" : " (" + memory + ")");
+  Said said = said_of(t);
+  if (is_error(t)) return said.reason;
+  std::string victims;
+  for (const auto& k : t.observed.oom_victims)
+    victims += fmt::format("{}{} (pid {}, anon-rss {})", victims.empty() ? "; killed " : ", ", printable(k.name), k.pid,
+                           format_size(k.anon_rss));
+  return fmt::format("{} (peak {} of {}, headroom {}){}", said.reason, format_size(v.peak), format_limit(v.limit),
+                     said.headroom, victims);
 }
 
 }  // namespace
@@ -157,7 +156,7 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
       auto f = c.append_child(error ? "error" : "failure");
       f.append_attribute("message") = summary_of(t).c_str();
       f.append_attribute("type") = to_string(v.outcome);
-      std::string text = v.reason + "\nbreakdown at the highest sample: " + breakdown_json_text(t.observed.at_peak);
+      std::string text = v.reason + "\n" + at_peak_text(t);
       // Where the memory went (verdict/explanation.h): the sites in the failure text,
       // which is what a CI test tab shows.
       if (t.explanation)
@@ -199,8 +198,9 @@ std::string explanation_markdown(const TestRecord& t) {
   std::string out = fmt::format("\n<details><summary>where the memory of <code>{}</code> went ({})</summary>\n\n",
                                 markdown_literal(t.test.name), markdown_literal(e.why));
   if (e.status != "explained") return out + markdown_literal(e.message) + "\n\n</details>\n";
-  out += fmt::format("A second run under {} (the verdict is the first run's): {}\n\n", markdown_literal(e.profiler),
-                     markdown_literal(e.summary));
+  std::string ending = profiled_ending_text(e);
+  out += fmt::format("A second run under {} (the verdict is the first run's): {}{}\n\n", markdown_literal(e.profiler),
+                     markdown_literal(e.summary), ending.empty() ? "" : "; " + markdown_literal(ending));
   out += "| bytes | of peak | site | called from |\n|---:|---:|---|---|\n";
   for (const auto& s : e.sites) {
     const StackFrame* caller = site_caller(s);
@@ -213,19 +213,18 @@ std::string explanation_markdown(const TestRecord& t) {
 }
 
 std::string markdown_table(const RunInfo& info, const EachRecord& records) {
-  std::string out = "| verdict | test | outcome | peak | limit | headroom |\n|---|---|---|---:|---:|---:|\n";
+  std::string out = "| verdict | test | outcome | peak | limit | headroom | reason |\n|---|---|---|---:|---:|---:|---|\n";
   Tally tally;
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
     tally.add(v);
-    if (v.outcome == Outcome::skipped && v.passed) {  // no run, no figures
-      out += fmt::format("| ⏭ skip | <code>{}</code> | {} | - | - | - |\n", markdown_literal(cell(t.test.name)),
-                         v.disabled ? "disabled" : "skipped");
-      return;
-    }
-    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} ({:.0f}%) |\n", v.passed ? "✅ pass" : "❌ FAIL",
-                       markdown_literal(cell(t.test.name)), to_string(v.outcome), format_size(v.peak), format_size(v.limit),
-                       format_signed_size(v.headroom), std::round(v.headroom_pct * 100) / 100);
+    Said said = said_of(t);
+    std::string mark = said.verdict == std::string("SKIP") ? "⏭ skip" : v.passed ? "✅ pass" : "❌ FAIL";
+    bool figures = said.headroom != "-";  // a skipped test ran nothing
+    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} | {} |\n", mark, markdown_literal(cell(t.test.name)),
+                       said.outcome, figures ? format_size(v.peak) : "-", figures ? format_size(v.limit) : "-",
+                       said.headroom,
+                       markdown_literal(cell(said.reason, 400)));
   });
   // Where the memory went, a collapsible section per explained test, so
   // that a pull request's comment names the line.
@@ -238,12 +237,30 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
   return out;
 }
 
+// Where an annotation points: "file=PATH,line=N," with a spec given by
+// absolute path made relative to GITHUB_WORKSPACE (the checkout: GitHub
+// maps a file against it only), and nothing for one outside it (a path
+// GitHub cannot map puts the annotation nowhere; without a file it shows
+// on the job). A relative path is the checkout's, as a job runs it.
+std::string annotation_place(const std::string& spec, int line) {
+  namespace fs = std::filesystem;
+  fs::path path = spec;
+  if (path.is_absolute()) {
+    const char* ws = std::getenv("GITHUB_WORKSPACE");
+    if (!ws || !*ws) return "";
+    path = path.lexically_normal().lexically_relative(fs::path(ws).lexically_normal());
+    if (path.empty() || *path.begin() == "..") return "";
+  }
+  if (path.empty()) return "";
+  return fmt::format("file={},line={},", escape_property(path.string()), line);
+}
+
 std::string github_annotations(const EachRecord& records) {
   std::string out;
   records([&](const TestRecord& t) {
     if (t.verdict.passed) return;
-    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.test.spec), t.test.line,
-                       escape_property("memrun: " + t.test.name), escape_data(summary_of(t)));
+    out += fmt::format("::error {}title={}::{}\n", annotation_place(t.test.spec, t.test.line),
+                       escape_property("memrun: " + t.test.name + " — " + said_of(t).outcome), escape_data(summary_of(t)));
   });
   return out;
 }

@@ -23,6 +23,9 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records);
 /// One `::error file=SPEC,line=N,title=...::message` line per test that did
 /// not pass, for GitHub Actions to show at the test's line in the spec.
 std::string github_annotations(const EachRecord& records);
+/// Where a test's annotation points: "file=PATH,line=N," with the spec's
+/// path relative to GITHUB_WORKSPACE, or "" for a spec outside it.
+std::string annotation_place(const std::string& spec, int line);
 
 /// A JUnit document's declaration (UTF-8) and its <testsuites name=NAME> root.
 pugi::xml_node junit_root(pugi::xml_document& doc, const char* name);

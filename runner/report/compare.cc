@@ -660,11 +660,11 @@ std::string comparison_annotations(const Comparison& c) {
   std::string out;
   for (const auto& t : c.tests) {
     if (t.change == Change::failed_in_head || t.change == Change::failed_in_both)
-      out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
+      out += fmt::format("::error {}title={}::{}\n", annotation_place(t.spec, t.line),
                          escape_property("memrun: " + t.name + " " + to_string(t.change)),
                          escape_data(t.note + (t.reason.empty() ? "" : ": " + t.reason)));
     if (t.change != Change::regressed) continue;
-    out += fmt::format("::error file={},line={},title={}::{}\n", escape_property(t.spec), t.line,
+    out += fmt::format("::error {}title={}::{}\n", annotation_place(t.spec, t.line),
                        escape_property("memrun: " + t.name + " regressed"),
                        escape_data(fmt::format("{} {} in base, {} here ({}); {}", t.figure, format_size(t.base),
                                                format_size(t.head), change_text(t), t.threshold.why)));

@@ -7,6 +7,7 @@
 
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
+#include "runner/report/report.h"
 
 namespace memrun {
 namespace {
@@ -29,8 +30,9 @@ std::string esc(const std::string& s) {
 std::string explanation_html(const Explanation& e) {
   std::string out = fmt::format("<h3>where the memory went ({})</h3>\n", esc(e.why));
   if (e.status != "explained") return out + "<p>" + esc(e.message) + "</p>\n";
-  out += fmt::format("<p>A second run under {} (the verdict is the first run's): {}</p>\n", esc(e.profiler),
-                     esc(e.summary));
+  std::string ending = profiled_ending_text(e);
+  out += fmt::format("<p>A second run under {} (the verdict is the first run's): {}{}</p>\n", esc(e.profiler),
+                     esc(e.summary), ending.empty() ? "" : "; " + esc(ending));
   out += "<table class=\"explain\"><tr><th>bytes</th><th>of peak</th><th>site</th><th>stack</th></tr>\n";
   for (const auto& s : e.sites) {
     std::string stack;
@@ -59,7 +61,9 @@ namespace {
 // The frame of one test's plot: its scales, and the parts drawn in order.
 class Plot {
  public:
-  static constexpr double W = 640, H = 260, left = 64, right = 16, top = 28, bottom = 40;
+  // Drawn at the width of a page (the SVG scales to its container: a third
+  // of a wide page was all a fixed 640 px took).
+  static constexpr double W = 1200, H = 300, left = 64, right = 16, top = 28, bottom = 44;
 
   explicit Plot(const TestRecord& t) : t_(t), tl_(t.observed.timeline) {
     const double mib = static_cast<double>(MiB);  // plots in MiB, with fractions
@@ -109,39 +113,52 @@ class Plot {
   }
 
   /// The limit and memory.high as lines, the kernel's peak, an OOM kill.
+  /// Marks (class "mark") are drawn where their figures are; labels (class
+  /// "label") where no mark is: the limit's at the end of its line farther
+  /// from the peak and the kill, which sit on it in an OOM.
   std::string marks() const {
-    std::string svg = fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#d62728\" stroke-width=\"1.5\" "
-                       "stroke-dasharray=\"6 3\"/><text x=\"{1}\" y=\"{3:.1f}\" text-anchor=\"end\" fill=\"#d62728\">"
-                       "limit {4}</text>\n",
-                       left, W - right, y(limit_), y(limit_) - 4, format_size(t_.verdict.limit));
+    double peak_t = tl_.t_s.empty() ? duration_ : tl_.peak_t_s;  // the kernel's exact peak, even between samples
+    double nearest_left = x(peak_t) - left, nearest_right = W - right - x(peak_t);
+    if (t_.verdict.outcome == Outcome::oom) {
+      nearest_left = std::min(nearest_left, x(duration_) - left);
+      nearest_right = std::min(nearest_right, W - right - x(duration_));
+    }
+    bool label_left = nearest_left > nearest_right;
+    auto line_label = [&](double at, const char* colour, const std::string& text) {
+      return fmt::format("<text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\" fill=\"{}\">{}</text>\n",
+                         label_left ? left + 6 : W - right, y(at) - 5, label_left ? "start" : "end", colour, text);
+    };
+    std::string svg = fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#d62728\" "
+                                  "stroke-width=\"1.5\" stroke-dasharray=\"6 3\"/>\n",
+                                  left, W - right, y(limit_));
+    svg += line_label(limit_, "#d62728", "limit " + format_size(t_.verdict.limit));
     if (t_.test.memory_high) {
       double high = *t_.test.memory_high / static_cast<double>(MiB);
       svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ff7f0e\" "
-                         "stroke-dasharray=\"3 3\"/><text x=\"{1}\" y=\"{3:.1f}\" text-anchor=\"end\" fill=\"#ff7f0e\">"
-                         "memory.high</text>\n",
-                         left, W - right, y(high), y(high) - 4);
+                         "stroke-dasharray=\"3 3\"/>\n",
+                         left, W - right, y(high));
+      svg += line_label(high, "#ff7f0e", "memory.high");
     }
-    // The kernel's exact peak, even when it fell between two samples.
-    double peak_t = tl_.t_s.empty() ? duration_ : tl_.peak_t_s;
-    bool near_right = x(peak_t) > W - 140;  // label on the side with room
-    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#222\"><title>kernel peak {}</title></circle>"
-                       "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">kernel peak {}</text>\n",
-                       x(peak_t), y(peak_), format_size(t_.verdict.peak),
-                       x(peak_t) + (near_right ? -8 : 8), y(peak_) + 16, near_right ? "end" : "start",
-                       format_size(t_.verdict.peak));
+    bool near_right = x(peak_t) > W - 240;  // its label on the side with room
+    svg += fmt::format("<circle class=\"mark\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#222\"><title>kernel peak {}"
+                       "</title></circle><text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">kernel peak {}"
+                       "</text>\n",
+                       x(peak_t), y(peak_), format_size(t_.verdict.peak), x(peak_t) + (near_right ? -14 : 14),
+                       y(peak_) + 20, near_right ? "end" : "start", format_size(t_.verdict.peak));
     if (t_.verdict.outcome == Outcome::oom)
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\" font-size=\"16\" text-anchor=\"middle\">✕"
-                         "</text><text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\" text-anchor=\"end\">OOM kill</text>\n",
-                         x(duration_), y(limit_) + 6, x(duration_) - 8, y(limit_) + 32);
+      svg += fmt::format("<text class=\"mark\" x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d62728\" font-size=\"16\" "
+                         "text-anchor=\"middle\">✕</text><text class=\"label\" x=\"{:.1f}\" y=\"{:.1f}\" "
+                         "fill=\"#d62728\" text-anchor=\"end\">OOM kill</text>\n",
+                         x(duration_), y(limit_) + 6, x(duration_) - 14, y(limit_) + 38);
     return svg;
   }
 
-  /// What the colours mean.
+  /// What the colours mean, at the foot (the title takes the head's width).
   std::string legend() const {
-    return fmt::format("<rect x=\"{0}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"#4e79a7\"/><text x=\"{2}\" y=\"{3}\">anon"
-                       "</text><rect x=\"{4}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"#a0cbe8\"/><text x=\"{5}\" "
-                       "y=\"{3}\">file (page cache)</text>\n",
-                       W - 230, 8, W - 216, 17, W - 170, W - 156);
+    return fmt::format("<rect x=\"{0}\" y=\"{1}\" width=\"10\" height=\"10\" fill=\"#4e79a7\"/><text class=\"label\" "
+                       "x=\"{2}\" y=\"{3}\">anon</text><rect x=\"{4}\" y=\"{1}\" width=\"10\" height=\"10\" "
+                       "fill=\"#a0cbe8\"/><text class=\"label\" x=\"{5}\" y=\"{3}\">file (page cache)</text>\n",
+                       W - 230, H - 15, W - 216, H - 6, W - 170, W - 156);
   }
 
  private:
@@ -155,12 +172,16 @@ class Plot {
 
 std::string svg_plot(const TestRecord& t) {
   Plot p(t);
+  Said said = said_of(t);
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" style=\"width:100%;height:auto\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      Plot::W, Plot::H, Plot::W, Plot::H);
-  svg += fmt::format("<text x=\"{}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{} — {}</text>\n", Plot::left,
-                     esc(t.test.name), to_string(t.verdict.outcome));
+      Plot::W, Plot::H);
+  // The verdict as every output says it (said_of): "— FAIL, pass: below
+  // min_headroom", never a bare outcome beside a failure.
+  svg += fmt::format("<text class=\"label title\" x=\"{}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{} — {}, {}"
+                     "</text>\n",
+                     Plot::left, esc(cell(t.test.name)), said.verdict, esc(said.outcome));
   return svg + p.axes() + p.areas() + p.marks() + p.legend() + "</svg>\n";
 }
 
@@ -180,17 +201,17 @@ void html_report(const RunInfo& info, const EachRecord& records, const Sink& sin
       esc(info.run_id), tally.passed, tally.failed(), esc(info.backend), esc(info.cgroup_mode), esc(info.kernel),
       iso(info.started)));
   sink("<table id=\"verdicts\"><tr><th>verdict</th><th>test</th><th>outcome</th><th>peak</th><th>limit</th>"
-       "<th>headroom</th><th>duration</th></tr>\n");
+       "<th>headroom</th><th>duration</th><th>reason</th></tr>\n");
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
     std::string name = esc(t.test.name);
+    Said said = said_of(t);
+    bool figures = said.headroom != "-";
     sink(fmt::format("<tr><td class=\"{}\">{}</td><td><a href=\"#t-{}\">{}</a></td><td>{}</td><td class=\"num\">{}"
-                     "</td><td class=\"num\">{}</td><td class=\"num\">{} ({:.0f}%)</td><td class=\"num\">{}</td></tr>\n",
-                     v.passed ? "pass" : "fail",
-                     v.outcome == Outcome::skipped && v.passed ? "SKIP" : v.passed ? "PASS" : "FAIL", name, name,
-                     v.disabled ? "disabled" : to_string(v.outcome),
-                     format_size(v.peak), format_size(v.limit), format_signed_size(v.headroom),
-                     std::round(v.headroom_pct * 100) / 100, format_duration(t.observed.duration_s)));
+                     "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+                     v.passed ? "pass" : "fail", said.verdict, name, name, esc(said.outcome),
+                     figures ? format_size(v.peak) : "-", figures ? format_size(v.limit) : "-", esc(said.headroom),
+                     format_duration(t.observed.duration_s), esc(said.reason)));
   });
   sink("</table>\n");
   records([&](const TestRecord& t) {
@@ -198,11 +219,8 @@ void html_report(const RunInfo& info, const EachRecord& records, const Sink& sin
     std::string name = esc(t.test.name);
     std::string section = fmt::format("<section class=\"test\" id=\"t-{}\"><h2>{}</h2>\n", name, name) + svg_plot(t);
     if (!v.passed) {
-      const cgroup::Breakdown& b = t.observed.at_peak;
-      section += fmt::format("<p class=\"fail\">{}</p><p>memory at the highest sample: anon {}, file {}, kernel {}, "
-                             "shmem {}, sock {}</p>\n",
-                             esc(v.reason), format_size(b.anon), format_size(b.file), format_size(b.kernel),
-                             format_size(b.shmem), format_size(b.sock));
+      section += fmt::format("<p class=\"fail\">{}</p>\n", esc(said_of(t).reason));
+      section += "<p>" + esc(at_peak_text(t)) + "</p>\n";
       for (const auto& k : t.observed.oom_victims)
         section += fmt::format("<p>the kernel killed <b>{}</b> (pid {}): anon-rss {}, file-rss {}, shmem-rss {}</p>\n",
                                esc(printable(k.name)), k.pid, format_size(k.anon_rss), format_size(k.file_rss),

@@ -25,7 +25,53 @@ std::string breakdown_text(const cgroup::Breakdown& b) {
                      format_size(b.sock));
 }
 
+// Whether a record holds a run's figures: a skipped case ran no test (its
+// figures, an interpreter's start, are no measurement); an error or an
+// interrupted test that never started has none.
+bool has_figures(const TestRecord& r) {
+  const Verdict& v = r.verdict;
+  return !(v.outcome == Outcome::error || (v.outcome == Outcome::skipped && v.passed) ||
+           (v.outcome == Outcome::interrupted && r.observed.duration_s == 0));
+}
+
 }  // namespace
+
+Said said_of(const TestRecord& r) {
+  const Verdict& v = r.verdict;
+  Said s;
+  bool skipped = v.outcome == Outcome::skipped && v.passed;
+  s.verdict = skipped ? "SKIP" : v.passed ? "PASS" : "FAIL";
+  std::string o = to_string(v.outcome);
+  if (v.disabled) s.outcome = "disabled";
+  else if (skipped || (v.passed && v.outcome == Outcome::pass)) s.outcome = o;
+  else if (v.passed) s.outcome = o + " (expected)";
+  else if (v.outcome == Outcome::error || v.outcome == Outcome::interrupted) s.outcome = o;
+  // A failed test whose outcome met its expectation failed for a reason of
+  // its own, said beside the outcome: "pass" alone beside FAIL reads as two
+  // verdicts.
+  else if (!v.figures_hold) s.outcome = o + ": figures do not hold";
+  else if (v.reason.rfind("headroom ", 0) == 0) s.outcome = o + ": below min_headroom";
+  else if (!r.test.expected.empty() && r.test.expected != o) s.outcome = o + " (expected " + r.test.expected + ")";
+  else s.outcome = o;
+  if (!v.passed || skipped) s.reason = one_line(v.reason);
+  s.headroom = "-";
+  if (has_figures(r)) {
+    s.headroom = fmt::format("{} ({:.0f}%)", format_signed_size(v.headroom), v.headroom_pct);
+    if (v.headroom_basis == HeadroomBasis::working_set) s.headroom += " excl. page cache";
+  }
+  return s;
+}
+
+std::string at_peak_text(const TestRecord& r) {
+  const Observation& o = r.observed;
+  if (o.samples == 0) return "no sample of its memory: it ended within one sample interval";
+  uint64_t peak = r.verdict.peak;
+  std::string where = o.sampled_peak >= peak
+                          ? fmt::format(" ({}, the kernel's peak)", format_size(o.sampled_peak))
+                          : fmt::format(" ({}, {} below the kernel's peak: the rest came between samples)",
+                                        format_size(o.sampled_peak), format_size(peak - o.sampled_peak));
+  return "memory at the highest sample" + where + ": " + breakdown_text(o.at_peak);
+}
 
 bool want_color(std::FILE* out) {
   const char* no = std::getenv("NO_COLOR");
@@ -53,25 +99,16 @@ void Console::setup(const SetupRecord& s) const {
 void Console::test(const TestRecord& r) const {
   const Verdict& v = r.verdict;
   const Observation& o = r.observed;
-  bool skipped = v.outcome == Outcome::skipped && v.passed;
-  std::string verdict = skipped ? paint("33", "SKIP") : v.passed ? paint("32", "PASS") : paint("1;31", "FAIL");
-  std::string outcome = v.disabled ? "disabled" : to_string(v.outcome);
-  if (v.passed && v.outcome != Outcome::pass && !skipped) outcome += " (expected)";
-  // A skipped case ran no test: its figures (an interpreter's start) are
-  // no measurement.
-  std::string memory = v.outcome == Outcome::error || skipped ||
-                               (v.outcome == Outcome::interrupted && o.duration_s == 0)
-                           ? "-"
-                           : fmt::format("peak {} / {}", format_size(v.peak), format_limit(v.limit));
+  Said said = said_of(r);
+  std::string verdict = said.verdict == std::string("SKIP")   ? paint("33", "SKIP")
+                        : said.verdict == std::string("PASS") ? paint("32", "PASS")
+                                                              : paint("1;31", "FAIL");
+  std::string memory = has_figures(r) ? fmt::format("peak {} / {}", format_size(v.peak), format_limit(v.limit)) : "-";
   // Swap, where the test had any: its peak against what the spec allows.
   if (memory != "-" && v.swap_peak > 0)
     memory += fmt::format(" + swap {} / {}", format_size(v.swap_peak), format_size(r.test.swap_limit));
-  std::string headroom = "-";
-  if (memory != "-") {
-    headroom = fmt::format("headroom {} ({:.0f}%)", format_signed_size(v.headroom), v.headroom_pct);
-    if (v.headroom_basis == HeadroomBasis::working_set) headroom += " excl. page cache";
-  }
-  fmt::print(out_, "{}  {:<{}}  {:<16} {:<28} {:<36} {}\n", verdict, cell(r.test.name), width_, outcome, memory,
+  std::string headroom = said.headroom == "-" ? "-" : "headroom " + said.headroom;
+  fmt::print(out_, "{}  {:<{}}  {:<25} {:<28} {:<36} {}\n", verdict, cell(r.test.name), width_, said.outcome, memory,
              headroom, format_duration(o.duration_s));
   if (v.headroom_basis == HeadroomBasis::working_set)
     fmt::print(out_, "      {}; working set ~{} (sampled), {} of reclaimable cache at the end\n",
@@ -91,7 +128,7 @@ void Console::test(const TestRecord& r) const {
                format_size(peaks.back()), v.passed ? "highest" : "first that failed");
   }
   if (!v.passed) details(r);
-  if (skipped && !v.disabled) fmt::print(out_, "      {}\n", one_line(v.reason));
+  if (said.verdict == std::string("SKIP") && !v.disabled) fmt::print(out_, "      {}\n", said.reason);
   if (!o.cleanup_error.empty()) fmt::print(out_, "      cleanup: {}\n", one_line(o.cleanup_error));
   if (o.kernel.breakdown.shmem > 0 && v.outcome != Outcome::error)
     fmt::print(out_, "      left {} in files of a shared tmpfs (/run, a tmpfs /tmp; /dev/shm where memrun could not give "
@@ -101,13 +138,13 @@ void Console::test(const TestRecord& r) const {
 
 void Console::details(const TestRecord& r) const {
   const Verdict& v = r.verdict;
-  fmt::print(out_, "      {}\n", one_line(v.reason));
+  fmt::print(out_, "      {}\n", said_of(r).reason);
   if (v.outcome == Outcome::oom) {
     // Without a sample (a test killed within one interval) the only figures
     // of the group are read after the kill, when the victim's memory is
     // gone: the kernel's own, of the victims, say what it held.
     if (r.observed.samples > 0)
-      fmt::print(out_, "      memory at the highest sample: {}\n", breakdown_text(r.observed.at_peak));
+      fmt::print(out_, "      {}\n", at_peak_text(r));
     else
       fmt::print(out_, "      no sample: it was killed within one sample interval ({}); the kernel's figures{}\n",
                  format_duration(r.observed.duration_s),

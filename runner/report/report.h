@@ -16,6 +16,28 @@
 
 namespace memrun {
 
+/// What every output says of a test (the console, Markdown, HTML, JUnit,
+/// workflow annotations): one source, so that no output says another thing
+/// than the rest. Shown text: names and reasons escaped (escape_controls).
+struct Said {
+  const char* verdict;  ///< "PASS", "FAIL" or "SKIP"
+  /// What happened, in the verdict's terms: "pass", "oom (expected)",
+  /// "oom (expected pass)", "pass: below min_headroom", "pass: figures do
+  /// not hold" (a failed test never reads as a bare "pass").
+  std::string outcome;
+  std::string reason;  ///< why it failed or was skipped, on one line; empty when it passed
+  /// "23.4 MiB (37%)", with " excl. page cache" where the headroom is of the
+  /// working set (the kernel's peak was page cache); "-" without figures.
+  std::string headroom;
+};
+Said said_of(const TestRecord& r);
+
+/// The group's memory at the highest sample, and how far that sample was
+/// below the kernel's peak (what came between two samples): "memory at the
+/// highest sample (52.1 MiB, 11.9 MiB below the kernel's peak: ...): anon ...";
+/// or that no sample was taken.
+std::string at_peak_text(const TestRecord& r);
+
 /// Console output; colour only when enabled.
 class Console {
  public:

@@ -168,14 +168,21 @@ std::string unseen_text(const Explanation& e) {
                      format_size(e.explained_peak));
 }
 
+std::string profiled_ending_text(const Explanation& e) {
+  if (e.outcome != "oom") return "";
+  return fmt::format("the profiled run was itself OOM-killed at its limit of {}: the profile ends at the kill",
+                     format_size(e.limit));
+}
+
 std::vector<std::string> explanation_lines(const Explanation& e, size_t max_sites) {
   std::vector<std::string> lines;
   if (e.status != "explained") {
     lines.push_back(fmt::format("explain: {}", e.message));
     return lines;
   }
-  lines.push_back(fmt::format("explain ({}, a second run under {}; the verdict above is the first run's): {}",
-                              e.why, e.profiler, e.summary));
+  std::string ending = profiled_ending_text(e);
+  lines.push_back(fmt::format("explain ({}, a second run under {}; the verdict above is the first run's): {}{}",
+                              e.why, e.profiler, e.summary, ending.empty() ? "" : "; " + ending));
   for (size_t i = 0; i < e.sites.size() && i < max_sites; ++i) {
     const auto& s = e.sites[i];
     const StackFrame* caller = site_caller(s);

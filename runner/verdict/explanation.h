@@ -131,6 +131,11 @@ const StackFrame* site_caller(const AllocationSite& s);
 /// What the profiler could not see, and the profiled run against the first,
 /// in one plain line (sizes and durations only): every output's.
 std::string unseen_text(const Explanation& e);
+/// How the profiled run ended when it did not run to its end: "the profiled
+/// run was itself OOM-killed at its limit of 144 MiB: the profile ends at
+/// the kill" (its sites are what it held then, not the program's whole
+/// peak). Empty for a profiled run that ended on its own.
+std::string profiled_ending_text(const Explanation& e);
 
 /// The explanation in plain lines (console, JUnit's failure text): the
 /// summary, the top `max_sites` sites one line each, and what was unseen.
