@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "runner/app/commands.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
@@ -31,7 +33,8 @@ Result list_command(const std::vector<std::string>& paths, const Options& o) {
     load_all(paths, o, [&](const std::string& path, std::vector<TestSpec>&& tests) {
       auto picked = selector.pick(tests);
       for (size_t i = 0; i < tests.size(); ++i)
-        if (picked[i]) print(path, tests[i]);
+        if (picked[i])
+          for (int run = 1; run <= std::max(1, selection.repeat); ++run) print(path, tests[i]);  // as the plan's runs
     });
     return Result::passed();
   }
