@@ -5,6 +5,7 @@
 #include "runner/base/error.h"
 #include "runner/plan/plan.h"
 #include "runner/spec/inputs.h"
+#include "runner/spec/names.h"
 #include "runner/suites/discover.h"
 
 #include <sys/socket.h>
@@ -558,6 +559,125 @@ TEST(Suites, RulesAndMarkersTakeInputsThrashAndMaxIncrease) {
   EXPECT_EQ(spec.tests[1].inputs, (std::vector<std::string>{"/w/in.csv", "/d/b.csv"}));
   EXPECT_FALSE(spec.tests[1].thrash);
   ASSERT_TRUE(spec.tests[1].max_increase);
+}
+
+// Many names in little memory (a suite's million cases): each found by its
+// text, the first of equal ones, at some 16 bytes a name beyond its own.
+TEST(Names, FindsEveryNameAndTheFirstOfEqualOnes) {
+  Names names;
+  EXPECT_EQ(names.find("Suite0.Case0"), Names::npos);
+  auto name = [](int i) { return "Suite" + std::to_string(i / 1000) + ".Case" + std::to_string(i % 1000); };
+  for (int i = 0; i < 100000; ++i) ASSERT_EQ(names.add(name(i)), static_cast<size_t>(i));
+  EXPECT_EQ(names.add("Suite3.Case7"), 100000u);
+  EXPECT_EQ(names.add(""), 100001u);
+  EXPECT_EQ(names.size(), 100002u);
+  for (int i = 0; i < 100000; i += 7) ASSERT_EQ(names.find(name(i)), static_cast<size_t>(i)) << name(i);
+  EXPECT_EQ(names.find("Suite3.Case7"), 3007u) << "the first of equal names";
+  EXPECT_EQ(names[100000], "Suite3.Case7");
+  EXPECT_EQ(names.find(""), 100001u);
+  EXPECT_EQ(names.find("Suite100.Case0"), Names::npos);
+  EXPECT_EQ(names.find("Suite3.Case"), Names::npos);
+  size_t text = 0;
+  for (size_t i = 0; i < names.size(); ++i) text += names[i].size();
+  EXPECT_LT(names.bytes(), 2 * text + 40 * names.size());
+}
+
+// A spec's tests handed on as they are made (TestSink: `memrun list`) are
+// the tests Spec::tests holds without a sink, in the same order: `tests:`
+// at once, a case at a time while its tool lists it, a ctest suite at once
+// (its order resolved over all its cases); the selection picks in a batch
+// what it picks in the spec.
+TEST(Suites, TestsHandedOnAsTheyAreMadeAreThoseASpecHolds) {
+  std::string yaml =
+      "tests:\n  - {name: plain, run: /bin/true, memory: 8MiB}\n"
+      "suites:\n  - name: g\n    gtest: ../build/t\n    memory: 256MiB\n    env: {A: b}\n    cases:\n"
+      "      - {match: 'P.*', memory: 64MiB}\n"
+      "  - {name: c, ctest: ../build/c, memory: 1GiB}\n";
+  std::vector<Case> gtest = {{"P.one", {"/project/build/t", "--gtest_filter=P.one"}, "t1", "", {{"GTEST_COLOR", "no"}}, {}},
+                             {"P.one", {"/project/build/t", "--gtest_filter=P.one"}, "t1", "", {}, {}},
+                             {"Q.two", {"/project/build/t"}, "t2", "/w", {}, {{"expect", "fail"}}}};
+  Case up, use;
+  up.name = "up", use.name = "use";
+  up.argv = use.argv = {"/bin/true"};
+  up.order.fixtures_setup = {"db"};
+  use.order.fixtures_required = {"db"};
+  std::vector<Case> ctest = {up, use};
+  Spec held = parse_spec(yaml, "spec.yaml", "/project/specs",
+                         [&](const SuiteSource& s) { return s.kind == SuiteSource::ctest ? ctest : gtest; });
+  std::vector<std::vector<TestSpec>> batches;
+  auto streamed = parse_spec(
+      yaml, "spec.yaml", "/project/specs",
+      [&](const SuiteSource& s) -> std::vector<Case> {
+        if (s.kind == SuiteSource::ctest) {
+          EXPECT_FALSE(s.found);
+          return ctest;
+        }
+        EXPECT_TRUE(s.found);
+        for (const auto& c : gtest) {
+          size_t before = batches.size();
+          s.found(c);
+          EXPECT_EQ(batches.size(), before + 1) << "handed on while its tool lists";
+        }
+        return {};
+      },
+      false, [&](std::vector<TestSpec>&& made) { batches.push_back(std::move(made)); });
+  EXPECT_TRUE(streamed.tests.empty());
+  std::vector<size_t> sizes;
+  std::vector<TestSpec> all;
+  for (auto& b : batches) {
+    sizes.push_back(b.size());
+    for (auto& t : b) all.push_back(t);
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 1, 1, 1, 2}));
+  ASSERT_EQ(all.size(), held.tests.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const TestSpec &a = all[i], &b = held.tests[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.line, b.line);
+    EXPECT_EQ(a.argv, b.argv);
+    EXPECT_EQ(a.command, b.command);
+    EXPECT_EQ(a.memory, b.memory);
+    EXPECT_EQ(a.timeout, b.timeout);
+    EXPECT_EQ(a.env, b.env);
+    EXPECT_EQ(a.cwd, b.cwd);
+    EXPECT_EQ(a.expect.describe(), b.expect.describe());
+    EXPECT_EQ(a.origin, b.origin);
+    EXPECT_EQ(a.order.brings, b.order.brings);
+    EXPECT_EQ(a.order.after, b.order.after);
+  }
+  std::vector<std::string> names;
+  for (const auto& t : all) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"plain", "g/P.one", "g/P.one#2", "g/Q.two", "c/up", "c/use"}));
+  EXPECT_EQ(all[1].memory, 64 * MiB);
+  EXPECT_EQ(all[1].env.at("A"), "b");
+  EXPECT_EQ(all[1].env.at("GTEST_COLOR"), "no");
+  EXPECT_EQ(all[3].expect.kind, Expectation::fail);
+
+  // The selection over a batch is the plan's over the spec: a user brings
+  // its fixture's setup.
+  Selection only_use;
+  only_use.filter = "c/use";
+  EXPECT_EQ(Selector(only_use).pick(batches.back()), (std::vector<bool>{true, true}));
+  std::vector<Spec> specs = {held};
+  auto plan = make_plan(specs, only_use, "/run");
+  ASSERT_EQ(plan.tests.size(), 2u);
+  EXPECT_EQ(plan.tests[0].test->name, "c/up");
+
+  // A case named like another test, found while its tool lists: the
+  // spec's error, said once, where the suite is.
+  try {
+    parse_spec("suites:\n  - {name: g, gtest: ../build/t, memory: 1GiB}\n  - {name: g, gtest: ../build/t, memory: 1GiB}\n",
+               "spec.yaml", "/project/specs",
+               [&](const SuiteSource& s) -> std::vector<Case> {
+                 s.found(gtest[0]);
+                 return {};
+               },
+               false, [](std::vector<TestSpec>&&) {});
+    ADD_FAILURE() << "a case named like a test was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "spec.yaml:3:5: the case 'g/P.one' is named like another test (line 2): rename the suite");
+  }
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) 
   return {kind_of(o.backend), o.cgroup_parent, run_name, !o.host_cgroups};
 }
 
-std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o) {
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink) {
   SuiteLister lister(open_options(o, ""));
   // --filter applies as a suite's cases are read: those it does not select
   // are never made into tests (a listing of a million cases, one of them
@@ -31,13 +31,19 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options&
   RE2 filter(o.selection.filter, options);
   bool filtered = !o.selection.filter.empty() && filter.ok();
   std::vector<Spec> specs;
-  for (const auto& p : paths)
-    specs.push_back(load_spec(p, [&](const SuiteSource& s) {
-      if (!filtered) return lister(s);
-      SuiteSource selected = s;
-      selected.keep = [&](const std::string& name) { return RE2::PartialMatch(name, filter); };
-      return lister(selected);
-    }));
+  for (const auto& p : paths) {
+    TestSink tests;
+    if (sink) tests = [&](std::vector<TestSpec>&& made) { sink(p, std::move(made)); };
+    specs.push_back(load_spec(
+        p,
+        [&](const SuiteSource& s) {
+          if (!filtered) return lister(s);
+          SuiteSource selected = s;
+          selected.keep = [&](const std::string& name) { return RE2::PartialMatch(name, filter); };
+          return lister(selected);
+        },
+        tests));
+  }
   return specs;
 }
 

@@ -4,6 +4,7 @@
 // exit code for both.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,13 @@ cgroup::Kind kind_of(const std::string& name);
 /// --host-cgroups), for a run named `run_name`.
 cgroup::OpenOptions open_options(const Options& o, const std::string& run_name);
 
+/// Where load_all hands a spec's tests (by its path) as they are made.
+using SpecSink = std::function<void(const std::string& path, std::vector<TestSpec>&& tests)>;
+
 /// Every spec of `paths`, loaded and checked; suites are listed under their
-/// memory limits in the backend `o` asks for (see SuiteLister).
-std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o);
+/// memory limits in the backend `o` asks for (see SuiteLister). With
+/// `sink`, the tests go there as they are made (TestSink), not into the specs.
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink = nullptr);
 
 /// Applies --shard and --timings to the selection.
 void shard_selection(const Options& o, Selection* selection);

@@ -77,6 +77,11 @@ std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
 // waits for and needs, from its order's names; a name not in the plan
 // (not selected, another shard's) is no wait, as in ctest.
 void link_order(std::vector<PlannedTest>& tests, size_t first) {
+  // (Most specs have none: their names are not gathered.)
+  if (std::all_of(tests.begin() + static_cast<std::ptrdiff_t>(first), tests.end(), [](const PlannedTest& p) {
+        return p.test->order.after.empty() && p.test->order.needs.empty();
+      }))
+    return;
   std::map<std::string, std::vector<size_t>> runs;  // a name's runs (--repeat)
   for (size_t i = first; i < tests.size(); ++i) runs[tests[i].test->name].push_back(i);
   auto indices = [&](const std::vector<std::string>& names) {
@@ -93,33 +98,49 @@ void link_order(std::vector<PlannedTest>& tests, size_t first) {
 
 }  // namespace
 
-Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
-               const std::string& run_dir) {
+Selector::Selector(const Selection& selection) : selection_(selection) {
   // RE2 matches in time linear in the name (no backtracking): a filter
   // such as (a*)*b cannot stall a run, as std::regex's did (11 s on a
   // 30-character name).
   RE2::Options options;
   options.set_log_errors(false);
-  RE2 filter(selection.filter, options);
-  if (!filter.ok())
-    throw Error(Category::usage, "--filter '" + selection.filter + "' is not a valid regular expression: " + filter.error() +
-                                     " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
+  filter_ = std::make_unique<RE2>(selection.filter, options);
+  if (!filter_->ok())
+    throw Error(Category::usage, "--filter '" + selection.filter + "' is not a valid regular expression: " +
+                                     filter_->error() + " (RE2 syntax: https://github.com/google/re2/wiki/Syntax)");
+}
+
+Selector::~Selector() = default;
+
+std::vector<bool> Selector::pick(const std::vector<TestSpec>& tests) const {
+  std::vector<bool> picked(tests.size());
+  std::set<std::string> brought;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const TestSpec& test = tests[i];
+    if (!selection_.filter.empty() && !RE2::PartialMatch(test.name, *filter_)) continue;
+    if (!selection_.tags.empty() &&
+        std::none_of(selection_.tags.begin(), selection_.tags.end(), [&](const std::string& t) {
+          return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
+        }))
+      continue;
+    picked[i] = true;
+    brought.insert(test.order.brings.begin(), test.order.brings.end());  // as ctest -R adds fixtures
+  }
+  if (!brought.empty())
+    for (size_t i = 0; i < tests.size(); ++i)
+      if (brought.count(tests[i].name)) picked[i] = true;
+  return picked;
+}
+
+Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
+               const std::string& run_dir) {
+  Selector selector(selection);
   // Selection first, over all specs; the shard is cut from the selected.
   std::vector<std::pair<const Spec*, const TestSpec*>> selected;
   for (const auto& spec : specs) {
-    std::set<std::string> chosen;
-    for (const auto& test : spec.tests) {
-      if (!selection.filter.empty() && !RE2::PartialMatch(test.name, filter)) continue;
-      if (!selection.tags.empty() &&
-          std::none_of(selection.tags.begin(), selection.tags.end(), [&](const std::string& t) {
-            return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
-          }))
-        continue;
-      chosen.insert(test.name);
-      chosen.insert(test.order.brings.begin(), test.order.brings.end());  // as ctest -R adds fixtures
-    }
-    for (const auto& test : spec.tests)
-      if (chosen.count(test.name)) selected.push_back({&spec, &test});
+    auto picked = selector.pick(spec.tests);
+    for (size_t i = 0; i < spec.tests.size(); ++i)
+      if (picked[i]) selected.push_back({&spec, &spec.tests[i]});
   }
   if (selection.shard_count > 0) selected = shard_of(selected, selection);
   Plan plan{run_dir, {}, {}};

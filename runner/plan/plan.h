@@ -3,10 +3,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runner/spec/spec.h"
+
+namespace re2 {
+class RE2;
+}
 
 namespace memrun {
 
@@ -35,6 +40,22 @@ void parse_shard(const std::string& text, Selection* selection);
 /// timing counts as the mean of the known ones). Deterministic either way.
 std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
                                const std::map<std::string, double>& timings);
+
+/// What --filter and --tag pick of a spec's tests, with what those bring
+/// (ctest's fixtures, as ctest -R brings them); --shard aside.
+class Selector {
+ public:
+  /// Throws Error(usage) on a bad --filter regex.
+  explicit Selector(const Selection& selection);
+  ~Selector();
+  /// Whether each of `tests` is picked. `tests` are one spec's, or a batch
+  /// of them that holds every test any of them brings (TestSink).
+  std::vector<bool> pick(const std::vector<TestSpec>& tests) const;
+
+ private:
+  const Selection& selection_;
+  std::unique_ptr<re2::RE2> filter_;
+};
 
 /// One test to run.
 struct PlannedTest {

@@ -146,7 +146,9 @@ struct SuiteDraft {
 SuiteDraft read_suite(const Source& src, const YAML::Node& node, const Fields& defaults);
 
 /// The suite stage: lists each suite's cases with `discover` and makes
-/// them tests after `spec.tests` (names unique across the spec).
-void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover);
+/// them tests after `spec.tests` (names unique across the spec), or hands
+/// them all, `spec.tests` first, to `sink` (see TestSink).
+void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover,
+                 const TestSink& sink = nullptr);
 
 }  // namespace memrun::spec

@@ -153,6 +153,13 @@ inline constexpr uint64_t kDefaultPids = 4096;
 /// Below this a limit is a typo (a plain number is bytes: `memory: 64`).
 inline constexpr uint64_t kMinMemory = MiB;
 
+/// Where a spec's tests go as they are made, instead of into Spec::tests
+/// (`memrun list` prints them as they come): `tests:` first, then each
+/// suite's cases, a ctest suite's at once (their order is resolved over
+/// them all), any other's one at a time as its tool lists them. A test
+/// brings (Order::brings) only tests of its own batch.
+using TestSink = std::function<void(std::vector<TestSpec>&&)>;
+
 /// Parses spec text. `path` names the file in messages; relative `cwd`s are
 /// resolved against `dir`. `suites:` are listed with `discover` once the
 /// whole file is valid (a spec with suites and no discoverer is an error);
@@ -160,11 +167,12 @@ inline constexpr uint64_t kMinMemory = MiB;
 /// memrun::Error(bad_input) with "path:line:col: what is wrong" and what to
 /// write instead. With `check_inputs` (load_spec), a test's inputs must be
 /// files or folders that exist (see inputs.h), or outputs of the setup.
+/// With `sink`, the tests go there and Spec::tests stays empty.
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
-                const Discoverer& discover = nullptr, bool check_inputs = false);
+                const Discoverer& discover = nullptr, bool check_inputs = false, const TestSink& sink = nullptr);
 
 /// Reads and parses a spec file; its suites are listed with `discover`.
-Spec load_spec(const std::string& path, const Discoverer& discover = nullptr);
+Spec load_spec(const std::string& path, const Discoverer& discover = nullptr, const TestSink& sink = nullptr);
 
 /// Checks a test of `spec` again as parsing did (memory at least 1 MiB,
 /// memory_high and min_headroom below it) after `changed_by` ("--scale

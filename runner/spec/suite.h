@@ -16,6 +16,8 @@
 
 namespace memrun {
 
+struct Case;
+
 /// Where a suite's cases come from, as its spec entry says.
 struct SuiteSource {
   enum Kind { gtest, pytest, ctest } kind = gtest;
@@ -33,6 +35,12 @@ struct SuiteSource {
   /// read (--filter): a listing of a million cases costs memrun only those
   /// it keeps. Empty: every one.
   std::function<bool(const std::string& test_name)> keep;
+  /// Where each kept case goes as soon as it is read (the spec makes it a
+  /// test there and then): set, the Discoverer hands over every case
+  /// through it and returns none, and memrun never holds a listing's cases
+  /// at once. Empty: the Discoverer returns them (ctest's, whose order is
+  /// resolved over them all).
+  std::function<void(Case)> found;
 };
 
 /// How a suite's own tool judges how a case ended, memory aside; memrun's

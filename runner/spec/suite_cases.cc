@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "runner/base/error.h"
 #include "runner/base/utf8.h"
 #include "runner/spec/keys.h"
+#include "runner/spec/names.h"
 
 namespace memrun::spec {
 namespace {
@@ -81,16 +83,14 @@ void read_marks(const Source& src, const SuiteDraft& suite, const Case& c, Field
   }
 }
 
-// One case of a suite as a test; `seen` counts the names given so far.
-TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c, std::map<std::string, int>& seen) {
+// One case of a suite as a test, named SUITE/CASE (list_suites makes it
+// unique).
+TestSpec case_test(const Source& src, const SuiteDraft& suite, const Case& c) {
   const std::string& name = suite.source.suite;
   Fields f = suite.fields;
   // A tool's case name is data: a control character in it would reach
   // consoles, CI logs and reports: kept as storable() keeps it.
   f.name = name + "/" + storable(c.name);
-  // Two cases of one name (ctest tests of two folders) run apart, the
-  // second as NAME#2.
-  if (int n = ++seen[*f.name]; n > 1) f.name = *f.name + "#" + std::to_string(n);
   f.argv = c.argv;
   f.command = c.command;
   if (!c.cwd.empty()) f.cwd = c.cwd;
@@ -164,28 +164,87 @@ SuiteDraft read_suite(const Source& src, const YAML::Node& node, const Fields& d
   return d;
 }
 
-void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover) {
-  std::map<std::string, int> lines;
-  for (const auto& t : spec.tests) lines.emplace(t.name, t.line);
-  for (const auto& suite : suites) {
+namespace {
+
+// Every test's name in a spec, its line and whose it is (-1: `tests:`'s,
+// else its suite's number): a listing of a million cases is never held as
+// a map of its names.
+class SpecNames {
+ public:
+  void add(const TestSpec& t, int owner) {
+    names_.add(t.name);
+    lines_.push_back(t.line), owners_.push_back(owner);
+  }
+  /// Names `t`, a case of the suite `owner`, uniquely: the second of two
+  /// cases of one name (ctest tests of two folders) runs apart as NAME#2.
+  /// A name another test has is the spec's error.
+  void name_case(const Source& src, const SuiteDraft& suite, TestSpec& t, int owner) {
+    if (size_t at = names_.find(t.name); at != Names::npos && owners_[at] == owner) {
+      int n = ++again_[t.name] + 1;
+      t.name += "#" + std::to_string(n);
+    }
+    if (size_t at = names_.find(t.name); at != Names::npos)
+      src.fail(suite.node, "the case '" + t.name + "' is named like another test (line " + std::to_string(lines_[at]) +
+                               "): rename the suite");
+    add(t, owner);
+  }
+
+ private:
+  Names names_;
+  std::vector<int> lines_, owners_;
+  std::map<std::string, int> again_;  // names listed more than once: how often
+};
+
+}  // namespace
+
+void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover,
+                 const TestSink& sink) {
+  SpecNames names;
+  for (const auto& t : spec.tests) names.add(t, -1);
+  if (sink && !spec.tests.empty()) sink(std::exchange(spec.tests, {}));
+  auto keep = [&](std::vector<TestSpec> made) {
+    if (sink) sink(std::move(made));
+    else for (auto& t : made) spec.tests.push_back(std::move(t));
+  };
+  for (size_t k = 0; k < suites.size(); ++k) {
+    const SuiteDraft& suite = suites[k];
     if (!discover)
       src.fail(suite.node, "suite '" + suite.source.suite + "': suites are listed only when memrun loads the spec");
+    auto make = [&](const Case& c) {
+      TestSpec t = case_test(src, suite, c);
+      names.name_case(src, suite, t, static_cast<int>(k));
+      return t;
+    };
+    // A case made into a test as its tool lists it (its Case dropped
+    // there), but ctest's: their order is resolved over them all.
+    SuiteSource source = suite.source;
+    bool made_error = false;  // an error of the spec's, from a case: said as it is
+    auto one = [&](const Case& c) {
+      try {
+        std::vector<TestSpec> made;
+        made.push_back(make(c));
+        keep(std::move(made));
+      } catch (const Error&) {
+        made_error = true;
+        throw;
+      }
+    };
+    if (source.kind != SuiteSource::ctest) source.found = one;
     std::vector<Case> found;
     try {
-      found = discover(suite.source);
+      found = discover(source);
     } catch (const Error& e) {
+      if (made_error) throw;
       src.fail(suite.node, e.what());
     }
-    std::map<std::string, int> seen;
-    size_t first = spec.tests.size();
-    for (const auto& c : found) {
-      TestSpec t = case_test(src, suite, c, seen);
-      if (auto [it, fresh] = lines.emplace(t.name, t.line); !fresh)
-        src.fail(suite.node, "the case '" + t.name + "' is named like another test (line " +
-                                 std::to_string(it->second) + "): rename the suite");
-      spec.tests.push_back(std::move(t));
+    if (source.kind != SuiteSource::ctest) {
+      for (const auto& c : found) one(c);  // a Discoverer that returns them (tests' fixed lists)
+      continue;
     }
-    order_cases(src, suite, found, spec.tests.data() + first);
+    std::vector<TestSpec> made;
+    for (const auto& c : found) made.push_back(make(c));
+    order_cases(src, suite, found, made.data());
+    keep(std::move(made));
   }
 }
 

@@ -292,13 +292,18 @@ std::map<std::string, int> listed_twice(const Listing& l) {
 }
 
 // Cases counted as they are kept: those the suite would run (not
-// disabled, not excluded), and, of those, the selection's.
+// disabled, not excluded), and, of those, the selection's, each under the
+// name it runs as (usable_name), handed on as it comes (SuiteSource::found)
+// or kept.
 struct Kept {
   size_t runnable = 0;
   std::vector<Case> cases;
-  void add(const SuiteSource& s, Case c) {
+  void add(const SuiteSource& s, Case c, bool selected = true) {
     if (!c.disabled) ++runnable;
-    if (!s.keep || s.keep(s.suite + "/" + usable_name(c.name))) cases.push_back(std::move(c));
+    c.name = usable_name(c.name);
+    if (selected && s.keep && !s.keep(s.suite + "/" + c.name)) return;
+    if (s.found) s.found(std::move(c));
+    else cases.push_back(std::move(c));
   }
 };
 
@@ -370,7 +375,7 @@ Kept ctest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   for (auto& c : cases) {
     if (c.cwd.empty()) c.cwd = s.path;  // ctest runs a test in its build folder
     // Out, whatever needs it: ctest -E removes a fixture's setup as well.
-    if (!excluded(s, c.name)) kept.runnable += !c.disabled, kept.cases.push_back(std::move(c));
+    if (!excluded(s, c.name)) kept.add(s, std::move(c), false);
   }
   return kept;
 }
@@ -422,6 +427,19 @@ bool any_line_holds(const Listing& l, const std::string& text) {
   return false;
 }
 
+// The options line the plugin ends its answer with: without it, what ran
+// was not a Python with pytest (python: /bin/true). Read before the cases,
+// so that each is whole (its command shown with them) as it is read.
+std::vector<std::string> pytest_options(const SuiteSource& s, const Listing& l) {
+  Lines lines(l.cases_fd.get());
+  for (std::string line; lines.next(line);)
+    if (line.rfind("{\"options\"", 0) == 0)
+      if (auto j = parse_json(line, "its plugin's line"); j.is_object() && j["options"].is_array())
+        return j["options"].get<std::vector<std::string>>();
+  throw Error(Category::bad_input, s.python + " ran memrun's pytest plugin, which never answered: is " + s.python +
+                                       " a Python interpreter with pytest? (the suite's `python:`)" + tail(l.out + l.err));
+}
+
 Kept pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
   std::vector<std::string> argv = {s.python, "-c", pytest_plugin(), "collect"};
   argv.insert(argv.end(), s.args.begin(), s.args.end());
@@ -442,40 +460,32 @@ Kept pytest_cases(const SuiteSource& s, cgroup::Backend* backend) {
     throw Error(Category::bad_input, "suite '" + s.suite + "': " + what + " " + how_it_ended(l.status) +
                                          missing_module_hint(s, l.out + l.err) + tail(l.out + l.err));
   Kept kept;
-  std::optional<std::vector<std::string>> options;
-  Lines lines(l.cases_fd.get());
   try {
+    // Shown, and rerun by hand: pytest with the suite's options and the case
+    // as a path from the suite's folder.
+    std::vector<std::string> shown = {s.python, "-m", "pytest"};
+    auto options = pytest_options(s, l);
+    shown.insert(shown.end(), options.begin(), options.end());
+    Lines lines(l.cases_fd.get());
     for (std::string line; lines.next(line);) {
       auto j = parse_json(line, "its plugin's line");
-      if (j.is_object() && j.contains("options") && j["options"].is_array()) {
-        options = j["options"].get<std::vector<std::string>>();
-        continue;
-      }
+      if (j.is_object() && j.contains("options") && j["options"].is_array()) continue;
       if (!j.is_object() || !j.contains("nodeid") || !j["nodeid"].is_string())
         throw Error(Category::bad_input, "memrun's pytest plugin wrote something else: " + line);
       std::string id = j["nodeid"];
       if (j.contains("error"))
         throw Error(Category::bad_input, id + ": " + (j["error"].is_string() ? j["error"].get<std::string>() : ""));
-      if (!excluded(s, id)) kept.add(s, pytest_case(s, j));
+      if (excluded(s, id)) continue;
+      Case c = pytest_case(s, j);
+      shown.push_back(c.command);
+      c.command = shell_line(shown);
+      shown.pop_back();
+      kept.add(s, std::move(c));
     }
   } catch (const Error& e) {
     throw Error(Category::bad_input, "suite '" + s.suite + "': " + e.what());
   } catch (const nlohmann::json::exception& e) {
     throw Error(Category::bad_input, "suite '" + s.suite + "': memrun's pytest plugin wrote something else (" + e.what() + ")");
-  }
-  // The plugin ends its answer with the options line: without it, what ran
-  // was not a Python with pytest (python: /bin/true).
-  if (!options)
-    throw Error(Category::bad_input, "suite '" + s.suite + "': " + s.python + " ran memrun's pytest plugin, which never answered: " +
-                                         "is " + s.python + " a Python interpreter with pytest? (the suite's `python:`)" +
-                                         tail(l.out + l.err));
-  // Shown, and rerun by hand: pytest with the suite's options and the case
-  // as a path from the suite's folder.
-  for (auto& c : kept.cases) {
-    std::vector<std::string> shown = {s.python, "-m", "pytest"};
-    shown.insert(shown.end(), options->begin(), options->end());
-    shown.push_back(c.command);
-    c.command = shell_line(shown);
   }
   return kept;
 }
@@ -636,15 +646,14 @@ std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend) 
     case SuiteSource::ctest: kept = ctest_cases(source, backend); break;
     case SuiteSource::pytest: kept = pytest_cases(source, backend); break;
   }
-  std::vector<Case>& cases = kept.cases;
-  // A name that is no UTF-8 text, or holds control characters, cannot be
+  // (A name that is no UTF-8 text, or holds control characters, cannot be
   // written to a report, JUnit or a terminal as it is: the case runs under
-  // its name with those bytes as \xNN (its command keeps the real name).
-  for (auto& c : cases) c.name = usable_name(c.name);
+  // its name with those bytes as \xNN (Kept::add); its command keeps the
+  // real name.)
   // (None of them selected is no error: the selection may pick tests elsewhere.)
   if (kept.runnable == 0)
     throw Error(Category::bad_input, "suite '" + source.suite + "' has no cases to run (all disabled, excluded, or none found)");
-  return cases;
+  return std::move(kept.cases);
 }
 
 SuiteLister::~SuiteLister() {

@@ -17,7 +17,8 @@ namespace memrun {
 /// `backend` under the suite's memory limit (none without a backend).
 /// Throws Error(bad_input) saying what went wrong (the tool is
 /// missing, timed out, was OOM-killed, failed, or found no case) and what
-/// to do.
+/// to do. With `source.found`, each case goes there as it is read and
+/// none is returned.
 std::vector<Case> discover(const SuiteSource& source, cgroup::Backend* backend);
 
 /// Lists suites for one memrun invocation: the groups of the listings
