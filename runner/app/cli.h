@@ -38,4 +38,9 @@ void declare_command_line(CLI::App& app, Cli& c);
 /// synopsis (a test holds them equal).
 std::vector<std::string> synopsis();
 
+/// What memrun says when `command` (memrun itself or a command, as parsed)
+/// lacks an argument it needs, as bare `memrun` says it: "no SPEC given.
+/// Usage: memrun [FLAGS] SPEC... (see memrun --help)"; "" when none.
+std::string missing_arguments(const CLI::App& command);
+
 }  // namespace memrun
