@@ -339,6 +339,28 @@ TEST(Help, ACommandWithoutItsArgumentsAnswersAsBareMemrun) {
   parse(compare.app, {"compare"});
   EXPECT_EQ(missing_arguments(*compare.cli.compare),
             "no BASE or HEAD given. Usage: memrun compare [FLAGS] BASE HEAD (see memrun compare --help)");
+  // exec's command, which CLI11 never fills (scan_command_line takes it).
+  Memrun exec;
+  parse(exec.app, {"exec", "--memory", "64MiB"});
+  EXPECT_EQ(missing_arguments(*exec.cli.exec, {"command"}),
+            "no COMMAND given. Usage: memrun exec --memory SIZE [FLAGS] [--] COMMAND [ARGS...] (see memrun exec "
+            "--help)");
+}
+
+// Words a command has no place for: not CLI11's "The following argument
+// was not expected" (main rewords its ExtrasError with extra_arguments()).
+TEST(Help, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
+  std::string file = std::string(SOURCE_DIR) + "/README.md";
+  Memrun compare;
+  Parsed p = parse(compare.app, {"compare", file, file, "extra"});
+  EXPECT_NE(p.cli11.find("not expected"), std::string::npos) << p.cli11;
+  EXPECT_EQ(extra_arguments(*compare.cli.compare),
+            "compare: more arguments than it takes: 'extra'. Usage: memrun compare [FLAGS] BASE HEAD (see memrun "
+            "compare --help)");
+  Memrun doctor;
+  parse(doctor.app, {"doctor", "now"});
+  EXPECT_EQ(extra_arguments(*doctor.cli.doctor),
+            "doctor: more arguments than it takes: 'now'. Usage: memrun doctor [FLAGS] (see memrun doctor --help)");
 }
 
 // `memrun list`'s columns line up, whatever the lengths of names, limits

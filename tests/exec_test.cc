@@ -114,6 +114,10 @@ TEST_F(Exec, AMissingValueOrSpecIsSaidAsAPersonWouldSayIt) {
   EXPECT_EQ(live.exit_code, 2);
   EXPECT_EQ(live.err, "memrun: --live takes auto, on or off, not 'sometimes'; e.g. --live on (memrun --help lists the "
                       "flags)\n");
+  auto extra = run_memrun({"doctor", "now"});
+  EXPECT_EQ(extra.exit_code, 2);
+  EXPECT_EQ(extra.err, "memrun: doctor: more arguments than it takes: 'now'. Usage: memrun doctor [FLAGS] (see memrun "
+                       "doctor --help)\n");
   auto bare = run_memrun({});
   EXPECT_EQ(bare.exit_code, 2);
   EXPECT_EQ(bare.err, "memrun: no SPEC given. Usage: memrun [FLAGS] SPEC... (see memrun --help)\n");

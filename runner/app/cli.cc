@@ -475,24 +475,39 @@ std::vector<std::string> synopsis() {
   return out;
 }
 
-// Like bare `memrun`'s "no spec given": the arguments `command` needs and
-// lacks (the required ones, and a run's spec), by the names --help gives
-// them, and how the command is written.
-std::string missing_arguments(const CLI::App& command) {
-  std::string missing;
-  for (const auto* opt : command.get_options()) {
-    bool needed = opt->get_required() || (!command.get_parent() && opt->get_positional());
-    if (!needed || opt->count() > 0) continue;
-    std::string name = opt->get_positional() ? opt->get_option_text() : opt->get_name() + " " + opt->get_option_text();
-    if (name.size() > 3 && name.compare(name.size() - 3, 3, "...") == 0) name.resize(name.size() - 3);
-    if (auto bar = name.find(" | "); bar != std::string::npos) name.replace(bar, 3, " or ");
-    missing += (missing.empty() ? "" : " or ") + name;
-  }
-  if (missing.empty()) return "";
+// How `command` is written: its lines of synopses(), joined.
+std::string usage_of(const CLI::App& command) {
   std::string usage, name = command.get_parent() ? command.get_name() : "memrun";
   for (const auto& [of, line] : synopses())
     if (of == name) usage += (usage.empty() ? "" : " or ") + line;
-  return "no " + missing + " given. Usage: " + usage + " (see " + command_name(command) + " --help)";
+  return usage;
+}
+
+// Like bare `memrun`'s "no spec given": the arguments `command` needs and
+// lacks (the required ones, and a run's spec), by the names --help gives
+// them, and how the command is written.
+std::string missing_arguments(const CLI::App& command, const std::set<std::string>& unfilled) {
+  std::string missing;
+  for (const auto* opt : command.get_options()) {
+    bool needed = opt->get_required() || (!command.get_parent() && opt->get_positional());
+    bool given = opt->count() > 0 && !unfilled.count(opt->get_name());
+    if (!(needed || unfilled.count(opt->get_name())) || given) continue;
+    std::string name = opt->get_positional() ? opt->get_option_text() : opt->get_name() + " " + opt->get_option_text();
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, "...") == 0) name.resize(name.size() - 3);
+    if (auto bar = name.find(" | "); bar != std::string::npos) name.replace(bar, 3, " or ");
+    name = name.substr(0, name.find(" ["));  // COMMAND [ARGS...]
+    missing += (missing.empty() ? "" : " or ") + name;
+  }
+  if (missing.empty()) return "";
+  return "no " + missing + " given. Usage: " + usage_of(command) + " (see " + command_name(command) + " --help)";
+}
+
+std::string extra_arguments(const CLI::App& command) {
+  std::string extra;
+  for (const auto& word : command.remaining()) extra += (extra.empty() ? "'" : " '") + word + "'";
+  if (extra.empty()) return "";
+  return (command.get_parent() ? command.get_name() + ": " : "") + "more arguments than it takes: " + extra +
+         ". Usage: " + usage_of(command) + " (see " + command_name(command) + " --help)";
 }
 
 void declare_command_line(CLI::App& app, Cli& c) {

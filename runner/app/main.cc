@@ -38,7 +38,10 @@ Result dispatch(const CLI::App& app, const Cli& c) {
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
-  if (*c.exec) return exec_command(c.exec_options, o);
+  if (*c.exec) {
+    if (c.exec_options.argv.empty()) throw Error(Category::usage, missing_arguments(*c.exec, {"command"}));
+    return exec_command(c.exec_options, o);
+  }
   if (*c.serve) return serve_command(o);
   if (o.specs.empty()) throw Error(Category::usage, missing_arguments(app));
   return run_command(o);
@@ -163,6 +166,13 @@ int main(int argc, char** argv) {
     std::string missing = missing_arguments(parsed.empty() ? app : *parsed.front());
     if (missing.empty()) app.exit(e);
     else fmt::print(stderr, "memrun: {}\n", missing);
+    return exit_code(Result::stopped(Category::usage), false);
+  } catch (const CLI::ExtrasError& e) {
+    // Not CLI11's "The following argument was not expected".
+    auto parsed = app.get_subcommands();
+    std::string extra = extra_arguments(parsed.empty() ? app : *parsed.front());
+    if (extra.empty()) app.exit(e);
+    else fmt::print(stderr, "memrun: {}\n", extra);
     return exit_code(Result::stopped(Category::usage), false);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
