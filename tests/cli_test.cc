@@ -93,7 +93,7 @@ TEST(CommandLine, AWordNearACommandIsATypoOfIt) {
   Line l;
   EXPECT_EQ(l.error({"compre", "a.json", "b.json"}).find("unknown command 'compre'; did you mean 'compare'?"), 0u);
   EXPECT_EQ(l.error({"exce", "true"}).find("unknown command 'exce'; did you mean 'exec'?"), 0u);
-  // A spec that does not exist is CLI11's to name, not a command.
+  // A spec that does not exist is named by the spec's own check when CLI11 parses, not as a command.
   EXPECT_EQ(l.error({"missing.yaml"}), "");
 }
 

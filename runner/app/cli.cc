@@ -223,7 +223,8 @@ void add_comparing_flags(CLI::App& app, Comparing& c) {
                  "10%, 1MiB")
       ->option_text("N%|SIZE")
       ->group(kCompare);
-  one_of(app, app.add_option("--gate", c.gate,
+  one_of(app,
+         app.add_option("--gate", c.gate,
                         "the figure compared: auto (the working set where both reports subtracted page cache and "
                         "the test declares no inputs; else the kernel peak), peak, working-set"),
          {"auto", "peak", "working-set"})
@@ -265,7 +266,8 @@ void add_run_flags(CLI::App& app, Options& o) {
           return fits ? "" : name + " takes a number above 0, up to 1000, not '" + value + "'";
         });
   app.add_option("--set", o.sets, "override one test's limit (repeatable)")->option_text("NAME.memory=SIZE");
-  one_of(app, app.add_option("--unenforceable", o.unenforceable,
+  one_of(app,
+         app.add_option("--unenforceable", o.unenforceable,
                         "where memory limits cannot be enforced (no root, no delegated cgroup): fail (exit 3, the "
                         "default) or skip (exit 77, which the CMake functions' UNENFORCEABLE_SKIP gives CTest as "
                         "SKIP_RETURN_CODE): for developers' machines where a test without its limit proves nothing"),
@@ -291,7 +293,8 @@ void add_run_flags(CLI::App& app, Options& o) {
   app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)")->option_text("DIR");
   app.add_option("--max-log", o.max_log, "keep at most SIZE of each test's stdout and stderr (default 64MiB; 0: all)")
       ->option_text("SIZE");
-  one_of(app, app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off"),
+  one_of(app,
+         app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off"),
          {"auto", "on", "off"});
   one_of(app,
          app.add_flag("--explain{on-failure}", o.explain,
@@ -308,7 +311,8 @@ void add_run_flags(CLI::App& app, Options& o) {
   existing(app, app.get_option("--baseline"), "--baseline base.json");
   add_comparing_flags(app, o.comparing);
   app.option_defaults()->group(kWhere);
-  one_of(app, app.add_option("--backend", o.backend,
+  one_of(app,
+         app.add_option("--backend", o.backend,
                         "auto: where systemd is PID 1 on cgroup v2, systemd (a scope from the system manager as "
                         "root, from your user manager without); else v2 where it has the memory controller, else "
                         "v1. Or v2, v1, systemd"),
@@ -431,7 +435,8 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_flag("--sub-groups", c.exec_options.sub_groups,
                  "let the program make memory sub-groups of its group on cgroup v1, where the kernel charges no "
                  "socket buffers; without it such a program fails");
-  one_of(*exec, exec->add_option("--output", c.exec_options.output,
+  one_of(*exec,
+         exec->add_option("--output", c.exec_options.output,
                           "live: the program's output passes through as it runs (the default); after: memrun's "
                           "verdict line alone first, then the program's whole stdout and stderr (what the CMake "
                           "functions use, so that a CTest log starts with the verdict)"),
