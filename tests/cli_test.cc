@@ -2,6 +2,7 @@
 // where exec's command starts, and what an unknown word is named as.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -92,7 +93,7 @@ TEST(CommandLine, AWordNearACommandIsATypoOfIt) {
   Line l;
   EXPECT_EQ(l.error({"compre", "a.json", "b.json"}).find("unknown command 'compre'; did you mean 'compare'?"), 0u);
   EXPECT_EQ(l.error({"exce", "true"}).find("unknown command 'exce'; did you mean 'exec'?"), 0u);
-  // A spec that does not exist is CLI11's to name, not a command.
+  // A spec that does not exist is named by the spec's own check when CLI11 parses, not as a command.
   EXPECT_EQ(l.error({"missing.yaml"}), "");
 }
 
@@ -225,11 +226,141 @@ TEST(Help, TheManPageSaysWhatHelpSays) {
   }
 }
 
-TEST(Help, ListWithoutASpecAnswersAsBareMemrun) {
+// A line parsed as main() parses it: memrun's usage error's words, or
+// CLI11's own error's (which memrun never lets through).
+struct Parsed {
+  std::string memrun, cli11;
+  bool required = false;  // CLI11's RequiredError, which main rewords
+};
+Parsed parse(CLI::App& app, const std::vector<std::string>& args) {
+  Parsed out;
+  try {
+    auto scanned = scan_command_line(app, args, "exec");
+    std::reverse(scanned.args.begin(), scanned.args.end());
+    app.parse(scanned.args);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), Category::usage) << e.what();
+    out.memrun = e.what();
+  } catch (const CLI::RequiredError& e) {
+    out.required = true;
+    out.cli11 = e.what();
+  } catch (const CLI::ParseError& e) {
+    out.cli11 = e.what();
+  }
+  return out;
+}
+
+// CLI11's ways of saying a value is wrong or missing.
+const char* const kCli11Notation[] = {"not in {", "not in range", "Value ", "Could not convert", "does not exist",
+                                      "is required", "Run with --help", ":{", " in [", "TEXT", "INT", "FLOAT",
+                                      "PATH(", "FILE("};
+
+// Every option that CLI11 checks (one with a validator), on every command,
+// given values it does not take: memrun's usage error, which names it, says
+// what was wrong with the value and gives an example, with no CLI11
+// notation ("--live: sometimes not in {auto,on,off}", "--repeat: Value 0
+// not in range 1 to 100", "Path does not exist"). The options are read from
+// the CLI11 object, so a new check is held to it too.
+TEST(Help, AValueAnOptionDoesNotTakeIsSaidInMemrunsWords) {
+  Memrun all;
+  size_t checked = 0;
+  std::string existing_file = std::string(SOURCE_DIR) + "/README.md";
+  for (const auto* command : all.commands()) {
+    std::vector<std::string> before;  // the positionals before this one, given a file that exists
+    for (const auto* opt : command->get_options()) {
+      bool has_check = true;
+      try {
+        const_cast<CLI::Option*>(opt)->get_validator();
+      } catch (const CLI::OptionNotFound&) {
+        has_check = false;
+      }
+      if (has_check) {
+        ++checked;
+        std::string name = opt->get_positional() ? opt->get_option_text() : opt->get_name();
+        name = name.substr(0, name.find("..."));
+        for (const std::string bad : {"sometimes", "0"}) {
+          Memrun m;
+          std::vector<std::string> args;
+          if (command->get_parent()) args.push_back(command->get_name());
+          if (opt->get_positional()) args.insert(args.end(), before.begin(), before.end());
+          args.push_back(opt->get_positional() ? bad : opt->get_name() + "=" + bad);
+          Parsed p = parse(m.app, args);
+          std::string line = "memrun " + ::testing::PrintToString(args);
+          EXPECT_EQ(p.cli11, "") << line << ": CLI11's own error";
+          ASSERT_NE(p.memrun, "") << line << " was taken";
+          EXPECT_NE(p.memrun.find(name), std::string::npos) << line << ": " << p.memrun;
+          EXPECT_NE(p.memrun.find("'" + bad + "'"), std::string::npos) << line << ": " << p.memrun;
+          EXPECT_NE(p.memrun.find("; e.g. "), std::string::npos) << line << ": " << p.memrun;
+          EXPECT_NE(p.memrun.find(" --help"), std::string::npos) << line << ": " << p.memrun;
+          for (const char* notation : kCli11Notation)
+            EXPECT_EQ(p.memrun.find(notation), std::string::npos) << line << ": " << p.memrun;
+        }
+      }
+      if (opt->get_positional()) before.push_back(existing_file);
+    }
+  }
+  // --live, --repeat, --backend, ... and the files: each command's.
+  EXPECT_GE(checked, 25u);
   Memrun m;
-  // Not CLI11's "spec is required": main says what to write.
-  EXPECT_NO_THROW(m.app.parse(std::vector<std::string>{"list"}));
-  EXPECT_TRUE(m.cli.list_specs.empty());
+  EXPECT_EQ(parse(m.app, {"--live", "sometimes"}).memrun,
+            "--live takes auto, on or off, not 'sometimes'; e.g. --live on (memrun --help lists the flags)");
+  Memrun r;
+  EXPECT_EQ(parse(r.app, {"--repeat", "0"}).memrun,
+            "--repeat takes a whole number from 1 to 100, not '0'; e.g. --repeat 3 (memrun --help lists the flags)");
+}
+
+// A command given nothing answers as bare `memrun` does without a spec:
+// what is missing, in --help's names, and how the command is written; not
+// CLI11's "base is required" (main rewords its RequiredError with
+// missing_arguments()). Every command that needs an argument is held to it.
+TEST(Help, ACommandWithoutItsArgumentsAnswersAsBareMemrun) {
+  Memrun bare;
+  EXPECT_EQ(missing_arguments(bare.app), "no SPEC given. Usage: memrun [FLAGS] SPEC... (see memrun --help)");
+  std::set<std::string> needing;
+  for (const auto* command : bare.commands()) {
+    if (!command->get_parent()) continue;
+    Memrun m;
+    Parsed p = parse(m.app, {command->get_name()});
+    EXPECT_EQ(p.memrun, "") << command->get_name();
+    if (!p.required) {
+      EXPECT_EQ(p.cli11, "") << command->get_name();
+      continue;
+    }
+    needing.insert(command->get_name());
+    std::string said = missing_arguments(*m.app.get_subcommands().front());
+    EXPECT_TRUE(std::regex_match(said, std::regex("no [A-Z-][A-Za-z -]* given\\. Usage: memrun " + command->get_name() +
+                                                  " .* \\(see memrun " + command->get_name() + " --help\\)")))
+        << said;
+    for (const char* notation : kCli11Notation) EXPECT_EQ(said.find(notation), std::string::npos) << said;
+  }
+  for (const char* command : {"compare", "merge", "list", "exec", "bisect", "repro", "explain"})
+    EXPECT_TRUE(needing.count(command)) << "memrun " << command << " ran with no arguments";
+  Memrun compare;
+  parse(compare.app, {"compare"});
+  EXPECT_EQ(missing_arguments(*compare.cli.compare),
+            "no BASE or HEAD given. Usage: memrun compare [FLAGS] BASE HEAD (see memrun compare --help)");
+  // exec's command, which CLI11 never fills (scan_command_line takes it).
+  Memrun exec;
+  parse(exec.app, {"exec", "--memory", "64MiB"});
+  EXPECT_EQ(missing_arguments(*exec.cli.exec, {"command"}),
+            "no COMMAND given. Usage: memrun exec --memory SIZE [FLAGS] [--] COMMAND [ARGS...] (see memrun exec "
+            "--help)");
+}
+
+// Words a command has no place for: not CLI11's "The following argument
+// was not expected" (main rewords its ExtrasError with extra_arguments()).
+TEST(Help, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
+  std::string file = std::string(SOURCE_DIR) + "/README.md";
+  Memrun compare;
+  Parsed p = parse(compare.app, {"compare", file, file, "extra"});
+  EXPECT_NE(p.cli11.find("not expected"), std::string::npos) << p.cli11;
+  EXPECT_EQ(extra_arguments(*compare.cli.compare),
+            "compare: more arguments than it takes: 'extra'. Usage: memrun compare [FLAGS] BASE HEAD (see memrun "
+            "compare --help)");
+  Memrun doctor;
+  parse(doctor.app, {"doctor", "now"});
+  EXPECT_EQ(extra_arguments(*doctor.cli.doctor),
+            "doctor: more arguments than it takes: 'now'. Usage: memrun doctor [FLAGS] (see memrun doctor --help)");
 }
 
 // `memrun list`'s columns line up, whatever the lengths of names, limits

@@ -104,10 +104,23 @@ TEST_F(Exec, AMissingValueOrSpecIsSaidAsAPersonWouldSayIt) {
                         "the flags)\n");
   auto list = run_memrun({"list"});
   EXPECT_EQ(list.exit_code, 2);
-  EXPECT_EQ(list.err, "memrun: no spec given. Usage: memrun list SPEC.yaml... (see memrun list --help)\n");
+  EXPECT_EQ(list.err, "memrun: no SPEC given. Usage: memrun list [FLAGS] SPEC... (see memrun list --help)\n");
+  // CLI11's RequiredError and a value a flag's check refuses, reworded in main.
+  auto compare = run_memrun({"compare"});
+  EXPECT_EQ(compare.exit_code, 2);
+  EXPECT_EQ(compare.err, "memrun: no BASE or HEAD given. Usage: memrun compare [FLAGS] BASE HEAD (see memrun compare "
+                         "--help)\n");
+  auto live = run_memrun({"--live", "sometimes"});
+  EXPECT_EQ(live.exit_code, 2);
+  EXPECT_EQ(live.err, "memrun: --live takes auto, on or off, not 'sometimes'; e.g. --live on (memrun --help lists the "
+                      "flags)\n");
+  auto extra = run_memrun({"doctor", "now"});
+  EXPECT_EQ(extra.exit_code, 2);
+  EXPECT_EQ(extra.err, "memrun: doctor: more arguments than it takes: 'now'. Usage: memrun doctor [FLAGS] (see memrun "
+                       "doctor --help)\n");
   auto bare = run_memrun({});
   EXPECT_EQ(bare.exit_code, 2);
-  EXPECT_EQ(bare.err, "memrun: no spec given. Usage: memrun SPEC.yaml... (see memrun --help)\n");
+  EXPECT_EQ(bare.err, "memrun: no SPEC given. Usage: memrun [FLAGS] SPEC... (see memrun --help)\n");
   auto version = run_memrun({"--version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_TRUE(std::regex_match(version.out, std::regex("memrun [0-9.]+ \\(commit [0-9a-f]+(-dirty)?, (\\w+ build|no build "

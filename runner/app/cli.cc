@@ -1,8 +1,14 @@
 #include "runner/app/cli.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <set>
 #include <sstream>
+
+#include "runner/base/error.h"
 
 namespace memrun {
 namespace {
@@ -15,12 +21,71 @@ constexpr const char* kReports = "Reports";
 constexpr const char* kCompare = "Comparing with a base report";
 constexpr const char* kWhere = "Where and how tests run";
 
-// A flag whose value is one of `words`: --help shows them as a|b|c (the
-// validator's own description, CLI11's notation, is dropped).
-CLI::Option* one_of(CLI::Option* opt, const std::vector<std::string>& words) {
-  std::string shown;
-  for (const auto& w : words) shown += (shown.empty() ? "" : "|") + w;
-  return opt->check(CLI::IsMember(words).description(""))->option_text(shown);
+// How a command is named in what memrun says: "memrun" or "memrun list".
+std::string command_name(const CLI::App& app) { return app.get_parent() ? "memrun " + app.get_name() : "memrun"; }
+
+// A check of an option's value in memrun's words: `wrong` says what is wrong
+// with a value ("" when nothing is), and memrun's usage error (exit 2) adds
+// an example and where to look. Thrown from the validator itself, which
+// CLI11 lets through (it catches only its own ValidationError), so that
+// CLI11's "--live: sometimes not in {auto,on,off}" never reaches the user.
+// After option_text(): a positional is named by it (SPEC, BASE).
+CLI::Option* takes(CLI::App& app, CLI::Option* opt, const std::string& example,
+                   std::function<std::string(const std::string& name, const std::string& value)> wrong) {
+  bool positional = opt->get_positional();
+  std::string name = positional ? opt->get_option_text() : opt->get_name();
+  if (name.size() > 3 && name.compare(name.size() - 3, 3, "...") == 0) name.resize(name.size() - 3);
+  std::string in = app.get_parent() ? app.get_name() + ": " : "";
+  std::string look =
+      positional ? "see " + command_name(app) + " --help" : command_name(app) + " --help lists the flags";
+  return opt->check(CLI::Validator(
+      [=](std::string& value) {
+        std::string why = wrong(name, value);
+        if (!why.empty()) throw Error(Category::usage, in + why + "; e.g. " + example + " (" + look + ")");
+        return std::string();
+      },
+      "", "memrun"));
+}
+
+// A flag whose value is one of `words`: --help shows them as a|b|c.
+CLI::Option* one_of(CLI::App& app, CLI::Option* opt, const std::vector<std::string>& words,
+                    const std::string& separator = " ") {
+  std::string shown, said;
+  for (size_t i = 0; i < words.size(); ++i) {
+    shown += (i ? "|" : "") + words[i];
+    said += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  }
+  std::string example = opt->get_name() + separator + words[words.size() > 1 ? 1 : 0];
+  takes(app, opt, example, [=](const std::string& name, const std::string& value) {
+    bool known = std::find(words.begin(), words.end(), value) != words.end();
+    return known ? "" : name + " takes " + said + ", not '" + value + "'";
+  });
+  return opt->option_text(separator == "=" ? "[=" + shown + "]" : shown);
+}
+
+// A flag whose value is a whole number from `lo` (to `hi`, when given).
+CLI::Option* whole_number(CLI::App& app, CLI::Option* opt, long lo, long hi, long example) {
+  std::string range = hi ? "from " + std::to_string(lo) + " to " + std::to_string(hi) : std::to_string(lo) + " or more";
+  std::string e_g = opt->get_name() + " " + std::to_string(example);
+  takes(app, opt, e_g, [=](const std::string& name, const std::string& value) {
+    char* end = nullptr;
+    errno = 0;
+    long n = std::strtol(value.c_str(), &end, 10);
+    bool fits = !value.empty() && *end == '\0' && errno == 0 && n >= lo && (!hi || n <= hi);
+    return fits ? "" : name + " takes a whole number " + range + ", not '" + value + "'";
+  });
+  return opt->option_text("N");
+}
+
+// An option whose value is a file (or, with `folder_too`, a path) that exists.
+CLI::Option* existing(CLI::App& app, CLI::Option* opt, const std::string& example, bool folder_too = false) {
+  return takes(app, opt, example, [=](const std::string& name, const std::string& value) {
+    std::error_code ec;
+    auto status = std::filesystem::status(value, ec);
+    if (!std::filesystem::exists(status)) return name + " '" + value + "': no such file";
+    if (!folder_too && !std::filesystem::is_regular_file(status)) return name + " '" + value + "': not a file";
+    return std::string();
+  });
 }
 
 // Each command's line, as --help's usage and the man page's synopsis.
@@ -158,7 +223,8 @@ void add_comparing_flags(CLI::App& app, Comparing& c) {
                  "10%, 1MiB")
       ->option_text("N%|SIZE")
       ->group(kCompare);
-  one_of(app.add_option("--gate", c.gate,
+  one_of(app,
+         app.add_option("--gate", c.gate,
                         "the figure compared: auto (the working set where both reports subtracted page cache and "
                         "the test declares no inputs; else the kernel peak), peak, working-set"),
          {"auto", "peak", "working-set"})
@@ -170,9 +236,8 @@ void add_comparing_flags(CLI::App& app, Comparing& c) {
 // once and --help lists them under every command that takes them.
 // Long: one declaration per flag, as --help lists them.
 void add_run_flags(CLI::App& app, Options& o) {
-  app.add_option("spec", o.specs, "YAML spec files to run")
-      ->check(CLI::ExistingPath.description(""))
-      ->option_text("SPEC...");
+  existing(app, app.add_option("spec", o.specs, "YAML spec files to run")->option_text("SPEC..."),
+           "memrun specs/parquet.yaml", true);
   app.option_defaults()->group(kSelect);
   app.add_option("--filter", o.selection.filter, "only tests whose name matches this regex (RE2)")
       ->option_text("REGEX");
@@ -181,26 +246,38 @@ void add_run_flags(CLI::App& app, Options& o) {
   app.add_option("--timings", o.timings,
                  "a previous JSON report: balance shards by its durations; with -j, start the longest first")
       ->option_text("REPORT");
-  app.add_option("--repeat", o.selection.repeat,
-                 "run each test N times, each in a fresh cgroup; the report keeps every run's figures, and "
-                 "comparisons use their spread as the noise bound")
-      ->check(CLI::Range(1, 100).description(""))
-      ->option_text("N");
+  whole_number(app,
+               app.add_option("--repeat", o.selection.repeat,
+                              "run each test N times, each in a fresh cgroup; the report keeps every run's figures, "
+                              "and comparisons use their spread as the noise bound"),
+               1, 100, 3);
   app.add_flag("--fail-fast", o.fail_fast,
                "start no test after the first that does not pass (with -j, those running finish)");
   app.option_defaults()->group(kLimits);
-  app.add_option("--scale", o.scale, "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)")
-      ->option_text("FACTOR");
+  auto* scale =
+      app.add_option("--scale", o.scale,
+                     "run every test at this factor of its limit (e.g. 0.8: who lives near the edge?)")
+          ->option_text("FACTOR");
+  // The bounds of runner/spec/overrides.cc's.
+  takes(app, scale, "--scale 0.8", [](const std::string& name, const std::string& value) {
+          char* end = nullptr;
+          double factor = std::strtod(value.c_str(), &end);
+          bool fits = !value.empty() && *end == '\0' && factor > 0 && factor <= 1000;
+          return fits ? "" : name + " takes a number above 0, up to 1000, not '" + value + "'";
+        });
   app.add_option("--set", o.sets, "override one test's limit (repeatable)")->option_text("NAME.memory=SIZE");
-  one_of(app.add_option("--unenforceable", o.unenforceable,
+  one_of(app,
+         app.add_option("--unenforceable", o.unenforceable,
                         "where memory limits cannot be enforced (no root, no delegated cgroup): fail (exit 3, the "
                         "default) or skip (exit 77, which the CMake functions' UNENFORCEABLE_SKIP gives CTest as "
                         "SKIP_RETURN_CODE): for developers' machines where a test without its limit proves nothing"),
          {"fail", "skip"});
   app.option_defaults()->group(kParallel);
-  app.add_option("-j,--jobs", o.jobs,
-                 "run up to N tests at once, within the memory budget (default 1: one at a time, in spec order)")
-      ->option_text("N");
+  whole_number(app,
+               app.add_option("-j,--jobs", o.jobs,
+                              "run up to N tests at once, within the memory budget (default 1: one at a time, in "
+                              "spec order)"),
+               1, 0, 4);
   app.add_option("--memory-budget", o.memory_budget,
                  "the sum of the limits of running tests stays within SIZE (default with -j: the memory "
                  "available to memrun less 10%)")
@@ -216,23 +293,26 @@ void add_run_flags(CLI::App& app, Options& o) {
   app.add_option("--run-dir", o.run_dir, "folder for each run's logs (default .memrun)")->option_text("DIR");
   app.add_option("--max-log", o.max_log, "keep at most SIZE of each test's stdout and stderr (default 64MiB; 0: all)")
       ->option_text("SIZE");
-  one_of(app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off"),
+  one_of(app,
+         app.add_option("--live", o.live, "the live view of running tests: auto (on a terminal), on, off"),
          {"auto", "on", "off"});
-  app.add_flag("--explain{on-failure}", o.explain,
-               "run a test that failed on memory once more under an allocation profiler (memray, heaptrack) and "
-               "report where its memory went; --explain=always: every test (a test's `explain:` overrides it)")
-      ->check(CLI::IsMember({"on-failure", "always", "never"}).description(""))
-      ->option_text("[=on-failure|always|never]");
+  one_of(app,
+         app.add_flag("--explain{on-failure}", o.explain,
+                      "run a test that failed on memory once more under an allocation profiler (memray, heaptrack) "
+                      "and report where its memory went; --explain=always: every test (a test's `explain:` "
+                      "overrides it)"),
+         {"on-failure", "always", "never"}, "=");
   app.add_flag("-v,--verbose", o.verbose, "say where cgroups are made");
   app.option_defaults()->group(kCompare);
   app.add_option("--baseline", o.baseline,
                  "a report of the base branch (--json): compare this run with it at the end; exit 1 when a test "
                  "regressed beyond --max-increase")
-      ->check(CLI::ExistingFile.description(""))
       ->option_text("REPORT");
+  existing(app, app.get_option("--baseline"), "--baseline base.json");
   add_comparing_flags(app, o.comparing);
   app.option_defaults()->group(kWhere);
-  one_of(app.add_option("--backend", o.backend,
+  one_of(app,
+         app.add_option("--backend", o.backend,
                         "auto: where systemd is PID 1 on cgroup v2, systemd (a scope from the system manager as "
                         "root, from your user manager without); else v2 where it has the memory controller, else "
                         "v1. Or v2, v1, systemd"),
@@ -277,15 +357,12 @@ void add_commands(CLI::App& app, Cli& c) {
   auto* list = c.list = app.add_subcommand("list", "list the tests of specs, with their limits, without running them");
   // --backend, --cgroup-parent: where suites are listed.
   take_run_flags(*list, c.o, {"--filter", "--tag", "--shard", "--timings", "--backend", "--cgroup-parent"});
-  list->add_option("spec", c.list_specs, "YAML spec files")
-      ->check(CLI::ExistingPath.description(""))
-      ->option_text("SPEC...");
+  existing(*list, list->add_option("spec", c.list_specs, "YAML spec files")->required()->option_text("SPEC..."),
+           "memrun list specs/parquet.yaml", true);
 
   auto* merge = c.merge = app.add_subcommand("merge", "merge the JSON reports of shards into one (and its CI outputs)");
-  merge->add_option("report", c.merge_inputs, "JSON reports of the shards")
-      ->required()
-      ->check(CLI::ExistingFile.description(""))
-      ->option_text("REPORT...");
+  auto* shards = merge->add_option("report", c.merge_inputs, "JSON reports of the shards")->required();
+  existing(*merge, shards->option_text("REPORT..."), "memrun merge shard-1.json shard-2.json -o report.json");
   merge->option_defaults()->group(kReports);
   merge->add_option("-o,--output", c.merge_output, "write the merged JSON report to FILE")->option_text("FILE");
   merge->add_option("--junit", c.o.ci.junit, "write the merged JUnit XML to FILE")->option_text("FILE");
@@ -295,6 +372,7 @@ void add_commands(CLI::App& app, Cli& c) {
   auto* bisect = c.bisect =
       app.add_subcommand("bisect", "find the smallest memory limit at which a test (or a program) passes");
   bisect->add_option("words", c.bisect_words, "a spec (with --test), or the program and its arguments after --")
+      ->required()
       ->option_text("SPEC | COMMAND...");
   bisect->option_defaults()->group("Bisecting");
   bisect->add_option("--test", c.bisect_test, "the test of the spec to bisect")->option_text("NAME");
@@ -304,20 +382,22 @@ void add_commands(CLI::App& app, Cli& c) {
       ->option_text("LO:HI");
   bisect->add_option("--tolerance", c.bisect_tolerance, "stop when the range is this narrow (default 1%)")
       ->option_text("SIZE|N%");
-  bisect->add_option("--trials", c.bisect_trials, "runs per probe; a probe passes when all do (flaky tests)")
-      ->option_text("N");
+  whole_number(*bisect,
+               bisect->add_option("--trials", c.bisect_trials,
+                                  "runs per probe; a probe passes when all do (flaky tests)"),
+               1, 0, 3);
   take_run_flags(*bisect, c.o, {"--backend", "--cgroup-parent", "--host-cgroups", "--run-dir"});
 
   auto* compare = c.compare = app.add_subcommand(
       "compare", "what a change did to memory: compare a head report with a base report, test by test");
-  compare->add_option("base", c.compare_base, "the base branch's JSON report")
-      ->required()
-      ->check(CLI::ExistingFile.description(""))
-      ->option_text("BASE");
-  compare->add_option("head", c.compare_head, "the JSON report to judge")
-      ->required()
-      ->check(CLI::ExistingFile.description(""))
-      ->option_text("HEAD");
+  existing(*compare,
+           compare->add_option("base", c.compare_base, "the base branch's JSON report")
+               ->required()
+               ->option_text("BASE"),
+           "memrun compare base.json head.json");
+  existing(*compare,
+           compare->add_option("head", c.compare_head, "the JSON report to judge")->required()->option_text("HEAD"),
+           "memrun compare base.json head.json");
   compare->option_defaults()->group(kReports);
   compare->add_option("--markdown", c.comparing.markdown, "write the comparison as Markdown (a table for a pull request)")
       ->option_text("FILE");
@@ -355,7 +435,8 @@ void add_commands(CLI::App& app, Cli& c) {
   exec->add_flag("--sub-groups", c.exec_options.sub_groups,
                  "let the program make memory sub-groups of its group on cgroup v1, where the kernel charges no "
                  "socket buffers; without it such a program fails");
-  one_of(exec->add_option("--output", c.exec_options.output,
+  one_of(*exec,
+         exec->add_option("--output", c.exec_options.output,
                           "live: the program's output passes through as it runs (the default); after: memrun's "
                           "verdict line alone first, then the program's whole stdout and stderr (what the CMake "
                           "functions use, so that a CTest log starts with the verdict)"),
@@ -366,20 +447,17 @@ void add_commands(CLI::App& app, Cli& c) {
                   "--host-cgroups", "--sample-interval", "--grace"});
 
   auto* repro = c.repro = app.add_subcommand("repro", "print the command line that reruns one test of a report alone");
-  repro->add_option("report", c.repro_report, "a JSON report")
-      ->required()
-      ->check(CLI::ExistingFile.description(""))
-      ->option_text("REPORT");
+  existing(*repro, repro->add_option("report", c.repro_report, "a JSON report")->required()->option_text("REPORT"),
+           "memrun repro report.json big_join");
   repro->add_option("name", c.repro_name, "the test's name")->required()->option_text("NAME");
   repro->add_option("--spec", c.repro_spec, "the test's spec, when specs of the report share the name")
       ->option_text("SPEC");
 
   auto* explain = c.explain = app.add_subcommand(
       "explain", "rerun one test of a report as `repro` prints it, under an allocation profiler: where its memory went");
-  explain->add_option("report", c.explain_report, "a JSON report")
-      ->required()
-      ->check(CLI::ExistingFile.description(""))
-      ->option_text("REPORT");
+  existing(*explain,
+           explain->add_option("report", c.explain_report, "a JSON report")->required()->option_text("REPORT"),
+           "memrun explain report.json big_join");
   explain->add_option("name", c.explain_name, "the test's name")->required()->option_text("NAME");
   explain->add_option("--spec", c.explain_spec, "the test's spec, when specs of the report share the name")
       ->option_text("SPEC");
@@ -400,6 +478,41 @@ std::vector<std::string> synopsis() {
   std::vector<std::string> out;
   for (const auto& [command, line] : synopses()) out.push_back(line);
   return out;
+}
+
+// How `command` is written: its lines of synopses(), joined.
+std::string usage_of(const CLI::App& command) {
+  std::string usage, name = command.get_parent() ? command.get_name() : "memrun";
+  for (const auto& [of, line] : synopses())
+    if (of == name) usage += (usage.empty() ? "" : " or ") + line;
+  return usage;
+}
+
+// Like bare `memrun`'s "no spec given": the arguments `command` needs and
+// lacks (the required ones, and a run's spec), by the names --help gives
+// them, and how the command is written.
+std::string missing_arguments(const CLI::App& command, const std::set<std::string>& unfilled) {
+  std::string missing;
+  for (const auto* opt : command.get_options()) {
+    bool needed = opt->get_required() || (!command.get_parent() && opt->get_positional());
+    bool given = opt->count() > 0 && !unfilled.count(opt->get_name());
+    if (!(needed || unfilled.count(opt->get_name())) || given) continue;
+    std::string name = opt->get_positional() ? opt->get_option_text() : opt->get_name() + " " + opt->get_option_text();
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, "...") == 0) name.resize(name.size() - 3);
+    if (auto bar = name.find(" | "); bar != std::string::npos) name.replace(bar, 3, " or ");
+    name = name.substr(0, name.find(" ["));  // COMMAND [ARGS...]
+    missing += (missing.empty() ? "" : " or ") + name;
+  }
+  if (missing.empty()) return "";
+  return "no " + missing + " given. Usage: " + usage_of(command) + " (see " + command_name(command) + " --help)";
+}
+
+std::string extra_arguments(const CLI::App& command) {
+  std::string extra;
+  for (const auto& word : command.remaining()) extra += (extra.empty() ? "'" : " '") + word + "'";
+  if (extra.empty()) return "";
+  return (command.get_parent() ? command.get_name() + ": " : "") + "more arguments than it takes: " + extra +
+         ". Usage: " + usage_of(command) + " (see " + command_name(command) + " --help)";
 }
 
 void declare_command_line(CLI::App& app, Cli& c) {

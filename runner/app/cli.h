@@ -6,6 +6,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,16 @@ void declare_command_line(CLI::App& app, Cli& c);
 /// [FLAGS] [--] COMMAND [ARGS...]"): --help's usage and the man page's
 /// synopsis (a test holds them equal).
 std::vector<std::string> synopsis();
+
+/// What memrun says when `command` (memrun itself or a command, as parsed)
+/// lacks an argument it needs, as bare `memrun` says it: "no SPEC given.
+/// Usage: memrun [FLAGS] SPEC... (see memrun --help)"; "" when none.
+/// `unfilled`: arguments CLI11 never fills, given empty (exec's "command",
+/// which scan_command_line() takes off the line).
+std::string missing_arguments(const CLI::App& command, const std::set<std::string>& unfilled = {});
+
+/// What memrun says of words `command` (as parsed) has no place for, in
+/// the same form: CLI11's ExtrasError reworded; "" when none.
+std::string extra_arguments(const CLI::App& command);
 
 }  // namespace memrun

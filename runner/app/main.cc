@@ -27,15 +27,10 @@
 namespace memrun {
 namespace {
 
-Result dispatch(const Cli& c) {
+Result dispatch(const CLI::App& app, const Cli& c) {
   const Options& o = c.o;
   if (*c.doctor) return doctor(open_options(o, ""), stdout);
-  if (*c.list) {
-    // As bare `memrun` answers (below), not CLI11's "spec is required".
-    if (c.list_specs.empty())
-      throw Error(Category::usage, "no spec given. Usage: memrun list SPEC.yaml... (see memrun list --help)");
-    return list_command(c.list_specs, o);
-  }
+  if (*c.list) return list_command(c.list_specs, o);
   if (*c.bisect)
     return bisect_command(c.bisect_words, c.bisect_test, c.bisect_range, c.bisect_tolerance, c.bisect_trials, o);
   if (*c.repro) return repro_command(c.repro_report, c.repro_name, c.repro_spec);
@@ -43,9 +38,12 @@ Result dispatch(const Cli& c) {
   if (*c.gc) return gc_command(o);
   if (*c.merge) return merge_command(c.merge_inputs, c.merge_output, o.ci);
   if (*c.compare) return compare_command(c.compare_base, c.compare_head, c.comparing);
-  if (*c.exec) return exec_command(c.exec_options, o);
+  if (*c.exec) {
+    if (c.exec_options.argv.empty()) throw Error(Category::usage, missing_arguments(*c.exec, {"command"}));
+    return exec_command(c.exec_options, o);
+  }
   if (*c.serve) return serve_command(o);
-  if (o.specs.empty()) throw Error(Category::usage, "no spec given. Usage: memrun SPEC.yaml... (see memrun --help)");
+  if (o.specs.empty()) throw Error(Category::usage, missing_arguments(app));
   return run_command(o);
 }
 
@@ -161,10 +159,25 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RequiredError& e) {
+    // Not CLI11's "base is required": what the command lacks, in --help's
+    // names, and how it is written.
+    auto parsed = app.get_subcommands();
+    std::string missing = missing_arguments(parsed.empty() ? app : *parsed.front());
+    if (missing.empty()) app.exit(e);
+    else fmt::print(stderr, "memrun: {}\n", missing);
+    return exit_code(Result::stopped(Category::usage), false);
+  } catch (const CLI::ExtrasError& e) {
+    // Not CLI11's "The following argument was not expected".
+    auto parsed = app.get_subcommands();
+    std::string extra = extra_arguments(parsed.empty() ? app : *parsed.front());
+    if (extra.empty()) app.exit(e);
+    else fmt::print(stderr, "memrun: {}\n", extra);
+    return exit_code(Result::stopped(Category::usage), false);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return exit_code(Result::stopped(Category::usage), false);
   }
   bool skip = cli.o.unenforceable == "skip";
-  return exit_code(run_guarded([&] { return dispatch(cli); }, skip), skip);
+  return exit_code(run_guarded([&] { return dispatch(app, cli); }, skip), skip);
 }
