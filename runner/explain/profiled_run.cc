@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <wordexp.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -87,6 +87,7 @@ struct TestChange {
   std::string reason;
   /// The lines whose bytes changed most, largest change first (at most 3).
   std::vector<WhereChange> where;
+  bool operator==(const TestChange&) const = default;
   int64_t delta() const { return static_cast<int64_t>(head) - static_cast<int64_t>(base); }
   double pct() const { return base ? 100.0 * static_cast<double>(delta()) / static_cast<double>(base) : 0; }
 };
@@ -98,6 +99,7 @@ struct Comparison {
   /// Differences of environment a reader must know of: another kernel,
   /// memrun version, THP mode, allocator settings, machine size.
   std::vector<std::string> warnings;
+  bool operator==(const Comparison&) const = default;
   size_t count(Change c) const;
   /// "2 regressions, 1 improvement, 24 unchanged" (then new, gone, not comparable).
   std::string summary() const;

@@ -16,6 +16,7 @@
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/plan/plan.h"
+#include "runner/report/codec_fields.h"
 #include "runner/verdict/decide.h"
 
 namespace memrun {
@@ -175,6 +176,14 @@ class Fields {
     auto it = j_.find(key);
     return it == j_.end() ? null : *it;
   }
+  /// A list (an empty one when missing or null).
+  const Json& list(const char* key) const {
+    static const Json empty = Json::array();
+    const Json* v = find(key);
+    if (!v) return empty;
+    if (!v->is_array()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
+    return *v;
+  }
   const std::string& where() const { return where_; }
   /// Names the test in every later message: "r.json: tests[3] 'sort'".
   void name_test(const std::string& name) { where_ += " '" + printable(name) + "'"; }
@@ -183,13 +192,6 @@ class Fields {
   const Json* find(const char* key) const {
     auto it = j_.find(key);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  const Json& list(const char* key) const {
-    static const Json empty = Json::array();
-    const Json* v = find(key);
-    if (!v) return empty;
-    if (!v->is_array()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
-    return *v;
   }
   uint64_t bytes_of(const Json& v, const char* key) const {
     if (!v.is_number_unsigned() || v.get<uint64_t>() > kMaxBytes)
@@ -229,6 +231,142 @@ cgroup::Breakdown breakdown_from(const Fields& f) {
   b.shmem = f.bytes("shmem");
   b.sock = f.bytes("sock");
   return b;
+}
+
+// The explanation (verdict/explanation.h): where a test's memory went, by
+// a second run under a profiler. Its strings are read back through the
+// one rule for data memrun did not write (utf8.h): no control character
+// reaches a terminal or markup.
+Json frame_json(const StackFrame& f) {
+  return {{"function", f.function}, {"file", f.file}, {"line", f.line}, {"native", f.native}};
+}
+
+std::string shown(const Fields& f, const char* key) { return escape_controls(f.text(key)); }
+
+StackFrame frame_from(const Fields& f) {
+  f.require("line");
+  f.require("native");
+  return {shown(f, "function"), shown(f, "file"), static_cast<int>(f.integer("line", 0, INT_MAX)), f.get<bool>("native")};
+}
+
+Json site_json(const AllocationSite& s) {
+  Json stack = Json::array();
+  for (const auto& frame : s.stack) stack.push_back(frame_json(frame));
+  return {{"bytes", s.bytes},
+          {"allocations", s.allocations},
+          {"share", s.share},
+          {"process", s.process},
+          {"where", s.where},
+          {"code", s.code},
+          {"served_from", s.served_from ? Json(*s.served_from) : Json()},
+          {"stack", stack}};
+}
+
+// A frame's index past its stack would be read past the stack's end.
+AllocationSite site_from(const Fields& f) {
+  AllocationSite s;
+  for (const char* key : {"bytes", "allocations", "share", "where", "stack"}) f.require(key);
+  s.bytes = f.bytes("bytes");
+  s.allocations = f.bytes("allocations");
+  s.share = f.real("share", 0, 1e6);  // above 1 when the profiler counts memory never touched
+  s.process = shown(f, "process");
+  const Json& stack = f.list("stack");
+  for (size_t i = 0; i < stack.size(); ++i)
+    s.stack.push_back(frame_from(Fields(stack[i], fmt::format("{}.stack[{}]", f.where(), i))));
+  s.where = static_cast<size_t>(f.integer("where", 0, s.stack.empty() ? 0 : static_cast<int64_t>(s.stack.size()) - 1));
+  s.code = escape_controls(f.get<std::string>("code"));  // from memrun 0.1's tenth round on: absent before
+  if (f.has("served_from") && !f.raw("served_from").is_null())
+    s.served_from = static_cast<size_t>(f.integer("served_from", 0, static_cast<int64_t>(s.stack.size()) - 1));
+  return s;
+}
+
+Json process_json(const ProcessSeen& p) {
+  return {{"pid", p.pid}, {"command", p.command}, {"peak_private_bytes", p.peak_private}, {"profiled_by", p.profiled_by}};
+}
+
+ProcessSeen process_from(const Fields& f) {
+  f.require("pid");
+  return {static_cast<int>(f.integer("pid", 0, INT_MAX)), shown(f, "command"), f.required_bytes("peak_private_bytes"),
+          shown(f, "profiled_by")};
+}
+
+Json unseen_json(const Unseen& u) {
+  return {{"total_bytes", u.total},
+          {"file_bytes", u.file},
+          {"kernel_bytes", u.kernel},
+          {"shmem_bytes", u.shmem},
+          {"other_processes_bytes", u.other_processes},
+          {"anon_unprofiled_bytes", u.anon_unprofiled}};
+}
+
+Unseen unseen_from(const Fields& f) {
+  return {f.required_bytes("total_bytes"),          f.required_bytes("file_bytes"),
+          f.required_bytes("kernel_bytes"),         f.required_bytes("shmem_bytes"),
+          f.required_bytes("other_processes_bytes"), f.required_bytes("anon_unprofiled_bytes")};
+}
+
+Json explanation_json(const Explanation& e) {
+  Json sites = Json::array(), processes = Json::array();
+  for (const auto& s : e.sites) sites.push_back(site_json(s));
+  for (const auto& p : e.processes) processes.push_back(process_json(p));
+  return {
+      {"status", e.status},
+      {"message", e.message},
+      {"why", e.why},
+      {"second_run", true},
+      {"profiler", e.profiler},
+      {"command", e.command},
+      {"explained", {{"peak_bytes", e.explained_peak}, {"duration_s", e.explained_duration_s}}},
+      {"profiled_run",
+       {{"limit_bytes", e.limit},
+        {"outcome", e.outcome},
+        {"exit_code", e.exit_code},
+        {"peak_bytes", e.kernel_peak},
+        {"duration_s", e.duration_s},
+        {"at_peak", breakdown_json(e.at_peak)}}},
+      {"profiled_peak_bytes", e.profiled_peak},
+      {"unseen", unseen_json(e.unseen)},
+      {"summary", e.summary},
+      {"sites", sites},
+      {"processes", processes},
+  };
+}
+
+Explanation explanation_from(const Fields& f) {
+  Explanation e;
+  e.status = shown(f, "status");
+  e.message = shown(f, "message");
+  e.why = shown(f, "why");
+  e.profiler = shown(f, "profiler");
+  e.command = shown(f, "command");
+  f.require("explained");
+  Fields explained = f.object("explained");
+  e.explained_peak = explained.required_bytes("peak_bytes");
+  explained.require("duration_s");
+  e.explained_duration_s = explained.seconds("duration_s");
+  f.require("profiled_run");
+  Fields run = f.object("profiled_run");
+  e.limit = run.required_bytes("limit_bytes");
+  e.outcome = shown(run, "outcome");
+  run.require("exit_code");
+  e.exit_code = static_cast<int>(run.integer("exit_code", -1, 255));  // -1: it did not exit
+  e.kernel_peak = run.required_bytes("peak_bytes");
+  run.require("duration_s");
+  e.duration_s = run.seconds("duration_s");
+  run.require("at_peak");
+  e.at_peak = breakdown_from(run.object("at_peak"));
+  e.profiled_peak = f.required_bytes("profiled_peak_bytes");
+  f.require("unseen");
+  e.unseen = unseen_from(f.object("unseen"));
+  e.summary = shown(f, "summary");
+  for (const char* key : {"sites", "processes"}) f.require(key);
+  const Json& sites = f.list("sites");
+  for (size_t i = 0; i < sites.size(); ++i)
+    e.sites.push_back(site_from(Fields(sites[i], fmt::format("{}.sites[{}]", f.where(), i))));
+  const Json& processes = f.list("processes");
+  for (size_t i = 0; i < processes.size(); ++i)
+    e.processes.push_back(process_from(Fields(processes[i], fmt::format("{}.processes[{}]", f.where(), i))));
+  return e;
 }
 
 Json victims_json(const std::vector<OomKill>& kills) {
@@ -602,7 +740,8 @@ Json to_json(const TestRecord& r) {
         {"swap_at_end_bytes", k.swap_at_end},
         {"refused_forks", k.refused_forks},
         {"refused_huge_pages", k.refused_huge_pages},
-        {"high_events", k.high_events}}},
+        {"high_events", k.high_events},
+        {"uncharged_sub_group", null_or(k.uncharged_sub_group.empty(), k.uncharged_sub_group)}}},
   };
   // Only where a test was explained: other reports stay as they were.
   if (r.explanation) j["explanation"] = explanation_json(*r.explanation);
@@ -735,6 +874,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.refused_forks = kf.bytes("refused_forks");
     k.refused_huge_pages = kf.bytes("refused_huge_pages");
     k.high_events = kf.bytes("high_events");
+    k.uncharged_sub_group = kf.get<std::string>("uncharged_sub_group");
   } else {  // a report from before the field: what the verdict says of them
     if (!v.peak_sampled) k.peak = v.peak;
     k.reclaimable_file = v.page_cache;
@@ -742,14 +882,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.swap_at_end = v.swap_at_end;
   }
   check_runs(f, r);
-  if (entry.contains("explanation") && !entry.at("explanation").is_null()) {
-    try {
-      r.explanation = explanation_from_json(entry.at("explanation"));
-    } catch (const std::exception& e) {  // nlohmann's, or a frame index past its stack
-      throw Error(Category::bad_input, where + ": its 'explanation' is not one memrun writes (" + e.what() +
-                                           "); is this a report memrun wrote?");
-    }
-  }
+  if (!f.raw("explanation").is_null()) r.explanation = explanation_from(f.object("explanation"));
   return r;
 }
 
