@@ -684,6 +684,17 @@ TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
   auto j = nlohmann::ordered_json::parse(report_text(shard));
   j["comparison"]["tests"][0]["change"] = "worse";
   EXPECT_NE(refusal(j).find("r.json: comparison: test 'big' has the change"), std::string::npos) << refusal(j);
+  // Read by the report's rules, as every field of it: a negative size is
+  // not 16 EiB, a range is two sizes.
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["base_bytes"] = -1;
+  EXPECT_NE(refusal(j).find("r.json: comparison.tests[0]: field 'base_bytes' is -1"), std::string::npos) << refusal(j);
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["where"] = {{{"where", "x.py:1"}, {"base_bytes", 1}, {"head_bytes", -2}}};
+  EXPECT_NE(refusal(j).find("comparison.tests[0].where[0]: field 'head_bytes' is -2"), std::string::npos) << refusal(j);
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["base_range_bytes"] = {1, 2, 3};
+  EXPECT_NE(refusal(j).find("field 'base_range_bytes' should be [lowest, highest]"), std::string::npos) << refusal(j);
 }
 
 TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {

@@ -221,10 +221,10 @@ MEMRUN_CARRIED(SetupRecord, "report/json.cc entry_text, parse_report");
 MEMRUN_CARRIED(Environment, "report/json.cc head_json, head_from");
 MEMRUN_CARRIED(RunInfo, "report/json.cc head_json, head_from");
 MEMRUN_CARRIED(ReportData, "report/json.cc report_text, parse_report");
-MEMRUN_CARRIED(Threshold, "report/compare.cc threshold_json, comparison_from_json");
-MEMRUN_CARRIED(WhereChange, "report/compare.cc comparison_json, comparison_from_json");
-MEMRUN_CARRIED(TestChange, "report/compare.cc comparison_json, comparison_from_json");
-MEMRUN_CARRIED(Comparison, "report/compare.cc comparison_json, comparison_from_json");
+MEMRUN_CARRIED(Threshold, "report/json.cc threshold_json, threshold_from");
+MEMRUN_CARRIED(WhereChange, "report/json.cc comparison_json, change_from");
+MEMRUN_CARRIED(TestChange, "report/json.cc comparison_json, change_from");
+MEMRUN_CARRIED(Comparison, "report/json.cc comparison_json, comparison_from_json");
 #undef MEMRUN_CARRIED
 
 }  // namespace memrun::codec

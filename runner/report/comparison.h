@@ -30,6 +30,9 @@ const char* to_string(Change change);
 /// True for the changes that compared no figures because a side failed or
 /// was skipped.
 bool outcome_change(Change change);
+/// Whether a test's figures were compared (neither side failed nor was
+/// skipped): regressed, improved, unchanged.
+bool compared(Change change);
 
 /// Which rule set a change's threshold (threshold.h).
 enum class ThresholdRule {
@@ -105,7 +108,9 @@ struct Comparison {
   std::string summary() const;
 };
 
-/// The comparison as JSON (schema memrun-compare/1).
+/// The comparison as JSON (schema memrun-compare/1), as `memrun compare
+/// --json` writes it and the report carries it; both ways in
+/// runner/report/json.cc, the report's codec.
 std::string comparison_json(const Comparison& c);
 /// The comparison comparison_json wrote, typed (figures of a side that was
 /// not measured, null there, read as 0). Throws Error(bad_input) naming

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
@@ -162,6 +163,10 @@ class Fields {
   }
   void require(const char* key) const {
     if (!find(key)) throw missing(key);
+  }
+  /// A field that must be there, null allowed (a figure not measured).
+  void present(const char* key) const {
+    if (!j_.contains(key)) throw missing(key);
   }
   /// Whether the entry has `key` at all, null included: a report written
   /// before the field existed has not.
@@ -367,6 +372,95 @@ Explanation explanation_from(const Fields& f) {
   for (size_t i = 0; i < processes.size(); ++i)
     e.processes.push_back(process_from(Fields(processes[i], fmt::format("{}.processes[{}]", f.where(), i))));
   return e;
+}
+
+// The comparison with a baseline (memrun-compare/1, report/comparison.h):
+// the report's "comparison", and `memrun compare --json`'s file.
+// What decided a compared test (null for the rest): the rule, the
+// max_increase it applied, the larger side's spread, and why in words.
+Json threshold_json(const TestChange& t) {
+  if (!compared(t.change)) return nullptr;
+  const Threshold& h = t.threshold;
+  return {{"rule", to_string(h.rule)}, {"max_increase", {{"percent", h.percent}, {"bytes", h.bytes}}},
+          {"spread_bytes", h.spread}, {"why", h.why}};
+}
+
+
+// The comparison's reading: `where` names it ("r.json: comparison").
+Error not_a_comparison(const std::string& where, const std::string& why) {
+  return Error(Category::bad_input, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
+}
+
+Threshold threshold_from(const Fields& h, const std::string& where, const std::string& name) {
+  Threshold out;
+  std::string rule = h.text("rule");
+  bool known = false;
+  for (ThresholdRule r : {ThresholdRule::spread, ThresholdRule::fixed, ThresholdRule::spec, ThresholdRule::flag})
+    if (rule == to_string(r)) out.rule = r, known = true;
+  if (!known)
+    throw not_a_comparison(where, "test '" + printable(name) + "' has the threshold rule " + printable(rule) +
+                                      ", not one memrun writes");
+  h.require("max_increase");
+  Fields increase = h.object("max_increase");
+  increase.require("percent");
+  out.percent = increase.real("percent", 0, 1000);  // as specs allow
+  out.bytes = increase.required_bytes("bytes");
+  out.spread = h.required_bytes("spread_bytes");
+  out.why = h.text("why");
+  return out;
+}
+
+// A side's [lowest, highest], null where it was not measured (0, 0).
+std::pair<uint64_t, uint64_t> range_from(const Fields& e, const char* key) {
+  e.present(key);
+  std::vector<uint64_t> range = e.byte_list(key);
+  if (range.empty()) return {0, 0};
+  if (range.size() != 2) throw Error(Category::bad_input, e.where() + ": field '" + key + "' should be [lowest, highest]");
+  return {range[0], range[1]};
+}
+
+// Long: one line per field of a test's entry, as comparison_json writes them.
+TestChange change_from(const Fields& e, const std::string& where) {
+  TestChange t;
+  t.name = e.text("name");
+  t.spec = e.text("spec");
+  e.require("line");
+  t.line = static_cast<int>(e.integer("line", 0, INT_MAX));
+  std::string change = e.text("change");
+  bool known = false;
+  for (Change k : {Change::regressed, Change::improved, Change::unchanged, Change::added, Change::gone,
+                   Change::not_comparable, Change::failed_in_head, Change::failed_in_base, Change::failed_in_both,
+                   Change::skipped})
+    if (change == to_string(k)) t.change = k, known = true;
+  if (!known)
+    throw not_a_comparison(where, "test '" + printable(t.name) + "' has the change " + printable(change) +
+                                      ", not one memrun writes");
+  t.figure = e.text("figure");
+  t.block = e.get<std::string>("block");
+  for (const char* key : {"base_bytes", "head_bytes"}) e.present(key);  // null where not measured
+  t.base = e.bytes("base_bytes");
+  t.head = e.bytes("head_bytes");
+  std::tie(t.base_lo, t.base_hi) = range_from(e, "base_range_bytes");
+  std::tie(t.head_lo, t.head_hi) = range_from(e, "head_range_bytes");
+  t.threshold.allowed = e.required_bytes("allowed_increase_bytes");
+  if (!e.raw("threshold").is_null()) {  // absent before issue 49
+    uint64_t allowed = t.threshold.allowed;
+    t.threshold = threshold_from(e.object("threshold"), where, t.name);
+    t.threshold.allowed = allowed;
+  }
+  for (const char* key : {"base_runs", "head_runs"}) e.require(key);
+  t.base_runs = static_cast<size_t>(e.integer("base_runs", 0, INT_MAX));
+  t.head_runs = static_cast<size_t>(e.integer("head_runs", 0, INT_MAX));
+  t.base_outcomes = e.text("base_outcomes");
+  t.head_outcomes = e.text("head_outcomes");
+  t.reason = e.text("reason");
+  t.note = e.text("note");
+  const Json& lines = e.list("where");  // absent before explain
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Fields w(lines[i], fmt::format("{}.where[{}]", e.where(), i));
+    t.where.push_back({w.text("where"), w.required_bytes("base_bytes"), w.required_bytes("head_bytes")});
+  }
+  return t;
 }
 
 Json victims_json(const std::vector<OomKill>& kills) {
@@ -884,6 +978,56 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
   check_runs(f, r);
   if (!f.raw("explanation").is_null()) r.explanation = explanation_from(f.object("explanation"));
   return r;
+}
+
+std::string comparison_json(const Comparison& c) {
+  nlohmann::ordered_json j = {
+      {"schema", "memrun-compare/1"},
+      {"base", c.base_name},
+      {"head", c.head_name},
+      {"summary",
+       {{"regressed", c.count(Change::regressed)}, {"improved", c.count(Change::improved)},
+        {"unchanged", c.count(Change::unchanged)}, {"new", c.count(Change::added)}, {"gone", c.count(Change::gone)},
+        {"not_comparable", c.count(Change::not_comparable)}, {"failed_in_head", c.count(Change::failed_in_head)},
+        {"failed_in_base", c.count(Change::failed_in_base)}, {"failed_in_both", c.count(Change::failed_in_both)},
+        {"skipped", c.count(Change::skipped)}}},
+      {"warnings", c.warnings},
+      {"tests", nlohmann::ordered_json::array()},
+  };
+  for (const auto& t : c.tests) {
+    // Figures of a failed or skipped side are where it stopped, not a
+    // measurement: null, with its outcomes beside.
+    bool measured = !outcome_change(t.change);
+    auto figure = [&](const nlohmann::ordered_json& value) { return measured ? value : nlohmann::ordered_json(nullptr); };
+    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"block", t.block},
+                          {"change", to_string(t.change)}, {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
+                          {"base_range_bytes", figure({t.base_lo, t.base_hi})},
+                          {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
+                          {"change_pct", figure(std::round(t.pct() * 100) / 100)},
+                          {"allowed_increase_bytes", t.threshold.allowed}, {"threshold", threshold_json(t)},
+                          {"base_runs", t.base_runs},
+                          {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
+                          {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
+    auto& where = j["tests"].back()["where"] = nlohmann::ordered_json::array();
+    for (const auto& w : t.where)
+      where.push_back({{"where", w.where}, {"base_bytes", w.base}, {"head_bytes", w.head}});
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Comparison comparison_from_json(const Json& j, const std::string& where) {
+  if (!j.is_object() || j.value("schema", "") != "memrun-compare/1")
+    throw not_a_comparison(where, "not a memrun-compare/1 object");
+  Fields f(j, where);
+  Comparison c;
+  c.base_name = f.text("base");
+  c.head_name = f.text("head");
+  c.warnings = f.get<std::vector<std::string>>("warnings");
+  f.require("tests");
+  const Json& tests = f.list("tests");
+  for (size_t i = 0; i < tests.size(); ++i)
+    c.tests.push_back(change_from(Fields(tests[i], fmt::format("{}.tests[{}]", where, i)), where));
+  return c;
 }
 
 std::vector<std::pair<std::string, std::string>> junit_properties(const TestRecord& r) {
