@@ -57,21 +57,21 @@ constexpr auto fields(Of<StackFrame>) {
 }
 constexpr auto fields(Of<AllocationSite>) {
   using S = AllocationSite;
-  return std::tuple{&S::bytes, &S::allocations, &S::share, &S::process, &S::stack, &S::where, &S::code, &S::served_from};
+  return std::tuple{&S::bytes, &S::allocations, &S::share, &S::process, &S::stack, &S::where, &S::code,
+                    &S::served_from};
 }
 constexpr auto fields(Of<ProcessSeen>) {
   return std::tuple{&ProcessSeen::pid, &ProcessSeen::command, &ProcessSeen::peak_private, &ProcessSeen::profiled_by};
 }
 constexpr auto fields(Of<Unseen>) {
-  return std::tuple{&Unseen::total,  &Unseen::file,           &Unseen::kernel,
-                    &Unseen::shmem, &Unseen::other_processes, &Unseen::anon_unprofiled};
+  return std::tuple{&Unseen::total, &Unseen::file, &Unseen::kernel, &Unseen::shmem, &Unseen::other_processes,
+                    &Unseen::anon_unprofiled};
 }
 constexpr auto fields(Of<Explanation>) {
   using E = Explanation;
-  return std::tuple{&E::status,     &E::message,       &E::why,        &E::profiler,   &E::command,
-                    &E::explained_peak, &E::explained_duration_s, &E::limit, &E::outcome, &E::exit_code,
-                    &E::kernel_peak, &E::duration_s,   &E::at_peak,    &E::profiled_peak, &E::unseen,
-                    &E::sites,      &E::processes,     &E::summary};
+  return std::tuple{&E::status, &E::message, &E::why, &E::profiler, &E::command, &E::explained_peak,
+                    &E::explained_duration_s, &E::limit, &E::outcome, &E::exit_code, &E::kernel_peak, &E::duration_s,
+                    &E::at_peak, &E::profiled_peak, &E::unseen, &E::sites, &E::processes, &E::summary};
 }
 constexpr auto fields(Of<cgroup::Breakdown>) {
   using B = cgroup::Breakdown;
@@ -83,11 +83,10 @@ constexpr auto fields(Of<cgroup::Final::Raw>) {
 }
 constexpr auto fields(Of<cgroup::Final>) {
   using F = cgroup::Final;
-  return std::tuple{&F::peak,           &F::oom_kills,         &F::oom_group_kills,     &F::limit_reached,
-                    &F::oom_at_limit,   &F::refused_forks,     &F::refused_huge_pages,  &F::high_events,
-                    &F::breakdown,      &F::reclaimable_file,  &F::effective_limit,     &F::limit_at_end,
-                    &F::limit_written,  &F::peak_reset,        &F::swap_peak,           &F::memory_and_swap_peak,
-                    &F::swap_at_end,    &F::escaped,           &F::uncharged_sub_group, &F::raw};
+  return std::tuple{&F::peak, &F::oom_kills, &F::oom_group_kills, &F::limit_reached, &F::oom_at_limit,
+                    &F::refused_forks, &F::refused_huge_pages, &F::high_events, &F::breakdown, &F::reclaimable_file,
+                    &F::effective_limit, &F::limit_at_end, &F::limit_written, &F::peak_reset, &F::swap_peak,
+                    &F::memory_and_swap_peak, &F::swap_at_end, &F::escaped, &F::uncharged_sub_group, &F::raw};
 }
 constexpr auto fields(Of<OomKill>) {
   using K = OomKill;
@@ -103,31 +102,25 @@ constexpr auto fields(Of<BlockFigures>) {
 }
 constexpr auto fields(Of<Observation>) {
   using O = Observation;
-  return std::tuple{&O::ending,         &O::start_error,       &O::exit_code,
-                    &O::signal,         &O::kernel,            &O::samples,
-                    &O::sampled_peak,   &O::reclaimable_at_sampled_peak, &O::sampled_working_set,
-                    &O::sampled_swap_peak, &O::sampled_limit,  &O::sampled_lowest_limit,
-                    &O::escaped_to,     &O::at_peak,           &O::timeline,
-                    &O::oom_victims,    &O::placement,         &O::thrash_refaulted,
-                    &O::thrash_window_s, &O::thrash_stalled_s, &O::cleanup_error,
-                    &O::log_error,      &O::stdout_bytes,      &O::stderr_bytes,
-                    &O::log_discarded_bytes, &O::duration_s,   &O::cpu_user_s,
-                    &O::cpu_system_s,   &O::started,           &O::ended,
-                    &O::pass_matched,   &O::fail_matched,      &O::skip_matched,
-                    &O::tool_said,      &O::blocks,            &O::log_tail};
+  return std::tuple{&O::ending, &O::start_error, &O::exit_code, &O::signal, &O::kernel, &O::samples, &O::sampled_peak,
+                    &O::reclaimable_at_sampled_peak, &O::sampled_working_set, &O::sampled_swap_peak,
+                    &O::sampled_limit, &O::sampled_lowest_limit, &O::escaped_to, &O::at_peak, &O::timeline,
+                    &O::oom_victims, &O::placement, &O::thrash_refaulted, &O::thrash_window_s, &O::thrash_stalled_s,
+                    &O::cleanup_error, &O::log_error, &O::stdout_bytes, &O::stderr_bytes, &O::log_discarded_bytes,
+                    &O::duration_s, &O::cpu_user_s, &O::cpu_system_s, &O::started, &O::ended, &O::pass_matched,
+                    &O::fail_matched, &O::skip_matched, &O::tool_said, &O::blocks, &O::log_tail};
 }
 constexpr auto fields(Of<Verdict>) {
   using V = Verdict;
-  return std::tuple{&V::outcome,   &V::passed,          &V::reason,         &V::limit,     &V::peak,
-                    &V::peak_sampled, &V::working_set_peak, &V::page_cache, &V::headroom_basis, &V::headroom,
-                    &V::headroom_pct, &V::swap_peak,     &V::swap_at_end,    &V::disabled,  &V::figures_hold};
+  return std::tuple{&V::outcome, &V::passed, &V::reason, &V::limit, &V::peak, &V::peak_sampled, &V::working_set_peak,
+                    &V::page_cache, &V::headroom_basis, &V::headroom, &V::headroom_pct, &V::swap_peak,
+                    &V::swap_at_end, &V::disabled, &V::figures_hold};
 }
 constexpr auto fields(Of<TestIdentity>) {
   using T = TestIdentity;
-  return std::tuple{&T::name,         &T::spec,         &T::line,          &T::command,     &T::env,
-                    &T::tags,         &T::expected,     &T::requested_limit, &T::swap_limit, &T::memory_high,
-                    &T::stdout_path,  &T::stderr_path,  &T::max_increase,  &T::inputs,      &T::timeout_s,
-                    &T::measured};
+  return std::tuple{&T::name, &T::spec, &T::line, &T::command, &T::env, &T::tags, &T::expected, &T::requested_limit,
+                    &T::swap_limit, &T::memory_high, &T::stdout_path, &T::stderr_path, &T::max_increase, &T::inputs,
+                    &T::timeout_s, &T::measured};
 }
 constexpr auto fields(Of<RunFigures>) {
   using R = RunFigures;
@@ -145,11 +138,10 @@ constexpr auto fields(Of<Environment>) {
 }
 constexpr auto fields(Of<RunInfo>) {
   using I = RunInfo;
-  return std::tuple{&I::memrun_version, &I::memrun_path, &I::host_cgroups,  &I::spec_environment, &I::run_id,
-                    &I::run_dir,        &I::cwd,         &I::backend,       &I::cgroup_mode,      &I::cgroup_path,
-                    &I::kernel,         &I::started,     &I::ended,         &I::interrupted_by,   &I::shard_index,
-                    &I::shard_count,    &I::jobs,        &I::budget,        &I::memrun_max_rss,   &I::cleanup_error,
-                    &I::merged_from,    &I::environment, &I::comparison};
+  return std::tuple{&I::memrun_version, &I::memrun_path, &I::host_cgroups, &I::spec_environment, &I::run_id,
+                    &I::run_dir, &I::cwd, &I::backend, &I::cgroup_mode, &I::cgroup_path, &I::kernel, &I::started,
+                    &I::ended, &I::interrupted_by, &I::shard_index, &I::shard_count, &I::jobs, &I::budget,
+                    &I::memrun_max_rss, &I::cleanup_error, &I::merged_from, &I::environment, &I::comparison};
 }
 constexpr auto fields(Of<ReportData>) { return std::tuple{&ReportData::info, &ReportData::setups, &ReportData::tests}; }
 
@@ -160,10 +152,9 @@ constexpr auto fields(Of<Threshold>) {
 constexpr auto fields(Of<WhereChange>) { return std::tuple{&WhereChange::where, &WhereChange::base, &WhereChange::head}; }
 constexpr auto fields(Of<TestChange>) {
   using T = TestChange;
-  return std::tuple{&T::name,      &T::spec,     &T::block,        &T::line,          &T::change,
-                    &T::figure,    &T::base_lo,  &T::base,         &T::base_hi,       &T::head_lo,
-                    &T::head,      &T::head_hi,  &T::base_runs,    &T::head_runs,     &T::threshold,
-                    &T::note,      &T::base_outcomes, &T::head_outcomes, &T::reason,  &T::where};
+  return std::tuple{&T::name, &T::spec, &T::block, &T::line, &T::change, &T::figure, &T::base_lo, &T::base,
+                    &T::base_hi, &T::head_lo, &T::head, &T::head_hi, &T::base_runs, &T::head_runs, &T::threshold,
+                    &T::note, &T::base_outcomes, &T::head_outcomes, &T::reason, &T::where};
 }
 constexpr auto fields(Of<Comparison>) {
   return std::tuple{&Comparison::base_name, &Comparison::head_name, &Comparison::tests, &Comparison::warnings};

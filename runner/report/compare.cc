@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <pugixml.hpp>
 
-#include "runner/base/error.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/report/ci_outputs.h"
