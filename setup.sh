@@ -37,8 +37,9 @@ vm_packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)
 # chromium and cmark-gfm: explain's HTML and Markdown looked at (tests/browser).
 # debootstrap: the release's binary run on Debian 11 (tests/release); and
 # for tests/ci/lint, shellcheck, which checks actionlint's and the action's scripts.
+# pyflakes: the Python programs compiled into memrun, linted (python.lint).
 test_packages=(libxml2-utils clang libclang-rt-14-dev tmux python3-pytest python3-venv dpkg-dev sudo curl python3-yaml heaptrack
-  chromium cmark-gfm debootstrap shellcheck "${vm_packages[@]}")
+  chromium cmark-gfm debootstrap shellcheck python3-pyflakes "${vm_packages[@]}")
 # The release (release/make): apt-get source's dpkg-source (dpkg-dev),
 # re2's Unicode tables (unicode-data), the release tools' venv, git.
 dist_packages=(dpkg-dev unicode-data python3-venv git xz-utils)

@@ -2,10 +2,17 @@
 // make them: what the verdict's and the report's unit tests start from.
 #pragma once
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <typeinfo>
+#include <vector>
 
 #include "runner/plan/plan.h"
+#include "runner/report/codec_fields.h"
 #include "runner/spec/spec.h"
 #include "runner/verdict/record.h"
 
@@ -54,5 +61,60 @@ struct Fixture {
     return o;
   }
 };
+
+// The fields of the report's record types, walked through their lists
+// (report/codec_fields.h, which the build checks complete): what the
+// round trip checks field by field.
+template <class T>
+concept Listed = requires { codec::fields(codec::Of<T>{}); };
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+template <class T>
+std::string type_name() {
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, nullptr), std::free);
+  return name ? name.get() : typeid(T).name();
+}
+
+/// The fields of `xs` (all of one type) that none of them sets to other
+/// than its default: "Type field #3". A field of a listed type counts as set when each of its own
+/// fields is set in one of them at least (a list's elements, an
+/// optional's value, taken together).
+template <class T>
+void unset_fields(const std::vector<const T*>& xs, std::vector<std::string>& out) {
+  size_t i = 0;
+  auto one = [&](auto member) {
+    using M = std::remove_cvref_t<decltype(xs[0]->*member)>;
+    std::string name = type_name<T>() + " field #" + std::to_string(i++);
+    if constexpr (Listed<M>) {
+      std::vector<const M*> in;
+      for (const T* x : xs) in.push_back(&(x->*member));
+      unset_fields(in, out);
+    } else if constexpr (is_vector<M>::value || codec::is_optional<M>::value) {
+      using E = typename M::value_type;
+      std::vector<const E*> in;
+      for (const T* x : xs) {
+        if constexpr (is_vector<M>::value) for (const E& e : x->*member) in.push_back(&e);
+        else if (x->*member) in.push_back(&*(x->*member));
+      }
+      if (in.empty()) out.push_back(name + " (empty everywhere)");
+      else if constexpr (Listed<E>) unset_fields(in, out);
+    } else {
+      static const T fresh{};  // its default is the one its type gives it
+      bool set = false;
+      for (const T* x : xs) set = set || !(x->*member == fresh.*member);
+      if (!set) out.push_back(name);
+    }
+  };
+  std::apply([&](auto... member) { (one(member), ...); }, codec::fields(codec::Of<T>{}));
+}
+template <class T>
+std::vector<std::string> unset_fields(const T& x) {
+  std::vector<std::string> out;
+  unset_fields(std::vector<const T*>{&x}, out);
+  return out;
+}
 
 }  // namespace memrun::fixture

@@ -262,20 +262,9 @@ TEST(Report, ARecordReadBackIsTheRecordWritten) {
   nlohmann::ordered_json j = to_json(written_record);
   TestRecord back = record_from_json(j, "t");
   EXPECT_EQ(to_json(back), j);
-  // The explanation too, field by field (verdict/explanation.h).
+  // The explanation too (every field: EveryFieldOfARecordComesBackFromItsJson).
   ASSERT_TRUE(back.explanation);
-  const Explanation &a = *written_record.explanation, &b = *back.explanation;
-  EXPECT_EQ(b.sites, a.sites);
-  EXPECT_EQ(b.processes, a.processes);
-  EXPECT_EQ(b.unseen, a.unseen);
-  EXPECT_EQ(std::tie(b.status, b.message, b.why, b.profiler, b.command, b.summary, b.outcome),
-            std::tie(a.status, a.message, a.why, a.profiler, a.command, a.summary, a.outcome));
-  EXPECT_EQ(std::tie(b.explained_peak, b.explained_duration_s, b.limit, b.exit_code, b.kernel_peak, b.duration_s,
-                     b.profiled_peak),
-            std::tie(a.explained_peak, a.explained_duration_s, a.limit, a.exit_code, a.kernel_peak, a.duration_s,
-                     a.profiled_peak));
-  EXPECT_EQ(std::tie(b.at_peak.anon, b.at_peak.file, b.at_peak.kernel, b.at_peak.shmem, b.at_peak.sock),
-            std::tie(a.at_peak.anon, a.at_peak.file, a.at_peak.kernel, a.at_peak.shmem, a.at_peak.sock));
+  EXPECT_TRUE(*back.explanation == *written_record.explanation);
   EXPECT_EQ(back.verdict.outcome, Outcome::oom);
   EXPECT_EQ(back.observed.oom_victims.at(0).name, "big, \"quoted\"");
   EXPECT_EQ(back.observed.oom_victims.at(0).oom_memcg, "/x/memrun-r/001-big");
@@ -314,6 +303,7 @@ TestRecord every_field_set() {
   t.max_increase = std::pair{5.5, 2 * MiB};
   t.inputs = {"data/in.parquet"};
   t.timeout_s = 30.5;
+  t.measured = "forked_case";
   Observation& o = r.observed;
   o.ending = Ending::thrashed;
   o.start_error = "not started: why";
@@ -339,6 +329,9 @@ TestRecord every_field_set() {
   k.memory_and_swap_peak = 66 * MiB;
   k.swap_at_end = MiB;
   k.escaped = 1;
+  k.limit_written = true;
+  k.peak_reset = true;
+  k.uncharged_sub_group = "/sub";
   o.samples = 9;
   o.sampled_peak = 61 * MiB;
   o.reclaimable_at_sampled_peak = 4 * MiB;
@@ -356,7 +349,7 @@ TestRecord every_field_set() {
   o.timeline.stride = 2;
   o.timeline.skipped = 1;
   o.timeline.peak_t_s = 0.08;
-  o.oom_victims = {{41, "big", 60 * MiB, MiB, 2, "/x/memrun-r/001-every"}};
+  o.oom_victims = {{41, "big", 60 * MiB, MiB, 2, "/x/memrun-r/001-every", 64 * MiB}};
   o.placement = "clone3";
   o.thrash_refaulted = 640 * MiB;
   o.thrash_window_s = 5.25;
@@ -373,9 +366,12 @@ TestRecord every_field_set() {
   o.ended = o.started + std::chrono::milliseconds(6125);
   o.pass_matched = o.fail_matched = o.skip_matched = true;
   o.log_tail = "last line\n";
+  o.tool_said = "passed";
+  o.blocks = {{"load", 5 * MiB, MiB, 2 * MiB, "memory.peak"}};
   Verdict& v = r.verdict;
-  v.outcome = Outcome::thrash;
-  v.passed = false;
+  // Passed, as its runs did: a record whose head says otherwise is refused.
+  v.outcome = Outcome::pass;
+  v.passed = true;
   v.reason = "thrashing";
   v.limit = 62 * MiB;
   v.peak = 61 * MiB;
@@ -389,7 +385,9 @@ TestRecord every_field_set() {
   v.swap_at_end = MiB;
   v.disabled = true;
   v.figures_hold = false;
-  r.runs = {{61 * MiB, 57 * MiB, Outcome::thrash, false, 6.125, false}, {60 * MiB, 56 * MiB, Outcome::pass, true, 5.5}};
+  r.runs = {{61 * MiB, 57 * MiB, Outcome::pass, true, 6.125, false, o.blocks}, {60 * MiB, 56 * MiB, Outcome::pass, true, 5.5}};
+  r.explanation = an_explanation();
+  r.explanation->message = "a second run";
   return r;
 }
 
@@ -397,6 +395,9 @@ TEST(Report, EveryFieldOfARecordComesBackFromItsJson) {
   // The CI outputs and --baseline work from records read back from the
   // spool: a record read back must be the record written, field by field.
   TestRecord r = every_field_set();
+  // Every field, the explanation's too, set to something other than its
+  // default: a field the codec dropped would come back as its default.
+  EXPECT_EQ(fixture::unset_fields(r), std::vector<std::string>{});
   TestRecord back = record_from_json(to_json(r), "t");
   EXPECT_TRUE(back.test == r.test);
   EXPECT_TRUE(back.verdict == r.verdict);
@@ -418,6 +419,92 @@ TEST(Report, EveryFieldOfARecordComesBackFromItsJson) {
   refused.runs = {{0, 0, Outcome::interrupted, false, 0, true}};  // its run is its record
   EXPECT_TRUE(record_from_json(to_json(refused), "t") == refused);
 }
+
+// A comparison with every field set (report/comparison.h), a test of it
+// with one line that moved.
+Comparison every_comparison_field_set() {
+  Comparison c;
+  c.base_name = "base.json";
+  c.head_name = "this run";
+  c.warnings = {"another kernel: 6.1 in base, 6.8 in head"};
+  TestChange t;
+  t.name = "every";
+  t.spec = "specs/all.yaml";
+  t.block = "load";
+  t.line = 7;
+  t.change = Change::regressed;
+  t.figure = "peak";
+  t.base_lo = 10, t.base = 11, t.base_hi = 12, t.head_lo = 20, t.head = 21, t.head_hi = 22;
+  t.base_runs = 3, t.head_runs = 2;
+  t.threshold = {ThresholdRule::spread, 2.5, MiB, 5, 7, "spread 10%: threshold 7 B"};
+  t.note = "noted";
+  t.base_outcomes = "pass 3/3";
+  t.head_outcomes = "pass 2/2";
+  t.reason = "its peak grew";
+  t.where = {{"helper (x.py:5): y = f()", 4, 9}};
+  c.tests = {t};
+  return c;
+}
+
+TEST(Report, EveryFieldOfAReportComesBackFromItsText) {
+  // The whole of memrun-report/1 (head, setups, tests, comparison), every
+  // field set: what merge, repro and compare read is what the run wrote.
+  ReportData d;
+  RunInfo& i = d.info;
+  i.memrun_version = "0.1.0";
+  i.memrun_path = "/opt/memrun/bin/memrun";
+  i.host_cgroups = true;
+  i.spec_environment = {{"POLARS_VERSION", "0.20.15"}, {"UNSET", std::nullopt}};
+  i.run_id = "20261201-1";
+  i.run_dir = "/run/memrun-1";
+  i.cwd = "/src";
+  i.backend = "v2";
+  i.cgroup_mode = "unified";
+  i.cgroup_path = "/sys/fs/cgroup/memrun";
+  i.kernel = "6.18.0";
+  i.started = std::chrono::system_clock::from_time_t(1796032800) + std::chrono::milliseconds(5);
+  i.ended = i.started + std::chrono::seconds(3);
+  i.interrupted_by = "SIGINT";
+  i.shard_index = 2, i.shard_count = 3;
+  i.jobs = 4;
+  i.budget = 8 * GiB;
+  i.memrun_max_rss = 12 * MiB;
+  i.cleanup_error = "cannot remove cgroup x: Device or resource busy";
+  i.merged_from = {"a.json", "b.json"};
+  i.environment = {"madvise", 2 * GiB, 24 * GiB, 2, {{"MALLOC_ARENA_MAX", "2"}}};
+  i.comparison = every_comparison_field_set();
+  d.setups = {{"specs/all.yaml", true, every_field_set()}};
+  d.tests = {every_field_set()};
+  EXPECT_EQ(fixture::unset_fields(d), std::vector<std::string>{});
+  EXPECT_EQ(fixture::unset_fields(*i.comparison), std::vector<std::string>{});
+  ReportData back = parse_report(report_text(d), "r.json");
+  EXPECT_TRUE(back.info.environment == d.info.environment);
+  EXPECT_TRUE(back.info.comparison == d.info.comparison) << comparison_json(*back.info.comparison);
+  EXPECT_TRUE(back.info == d.info) << report_text(back);
+  EXPECT_TRUE(back.setups == d.setups);
+  EXPECT_TRUE(back == d) << report_text(back);
+}
+
+// The count of fields the codec's lists are held to (codec_fields.h), on
+// the kinds of field the report's types have: an optional (which its own
+// constructor builds), an aggregate within, lists, maps, a time.
+struct Plain {
+  int a = 0;
+};
+struct Mixed {
+  std::optional<uint64_t> maybe;
+  Plain inner;
+  cgroup::Breakdown breakdown;
+  std::vector<Plain> list;
+  std::map<std::string, uint64_t> map;
+  std::optional<std::pair<double, uint64_t>> pair;
+  std::chrono::system_clock::time_point when;
+  Outcome outcome = Outcome::pass;
+  std::optional<Explanation> explanation;
+};
+static_assert(codec::arity<Plain>() == 1);
+static_assert(codec::arity<Mixed>() == 9);
+static_assert(codec::arity<cgroup::Breakdown>() == 5);
 
 TEST(Report, TheSpoolGivesBackTheRecordsWritten) {
   std::string dir = (std::filesystem::temp_directory_path() / ("memrun-spool-" + std::to_string(::getpid()))).string();
@@ -678,6 +765,17 @@ TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
   auto j = nlohmann::ordered_json::parse(report_text(shard));
   j["comparison"]["tests"][0]["change"] = "worse";
   EXPECT_NE(refusal(j).find("r.json: comparison: test 'big' has the change"), std::string::npos) << refusal(j);
+  // Read by the report's rules, as every field of it: a negative size is
+  // not 16 EiB, a range is two sizes.
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["base_bytes"] = -1;
+  EXPECT_NE(refusal(j).find("r.json: comparison.tests[0]: field 'base_bytes' is -1"), std::string::npos) << refusal(j);
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["where"] = {{{"where", "x.py:1"}, {"base_bytes", 1}, {"head_bytes", -2}}};
+  EXPECT_NE(refusal(j).find("comparison.tests[0].where[0]: field 'head_bytes' is -2"), std::string::npos) << refusal(j);
+  j = nlohmann::ordered_json::parse(report_text(shard));
+  j["comparison"]["tests"][0]["base_range_bytes"] = {1, 2, 3};
+  EXPECT_NE(refusal(j).find("field 'base_range_bytes' should be [lowest, highest]"), std::string::npos) << refusal(j);
 }
 
 TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
@@ -721,6 +819,29 @@ TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
   j = valid_report();
   j["started"] = "2300-01-01T00:00:00.000Z";  // past what system_clock holds
   EXPECT_NE(refusal(j).find("field 'started'"), std::string::npos) << refusal(j);
+}
+
+TEST(ReportReader, AnExplanationIsReadByTheReportsRulesNamingItsField) {
+  // The explanation is read as every other field is: a negative size is
+  // not 16 EiB, a frame index past its stack is refused, each naming where.
+  auto j = nlohmann::ordered_json::parse(report_text(ReportData{RunInfo{}, {}, {every_field_set()}}));
+  j["memrun_version"] = "0.1.0", j["run_id"] = "r", j["host"]["backend"] = "v1", j["host"]["cgroup_mode"] = "v1";
+  j["started"] = j["ended"] = "2026-12-01T10:00:00.000Z";
+  ASSERT_EQ(refusal(j), "");
+  auto with = [&](const char* pointer, const nlohmann::ordered_json& value) {
+    auto k = j;
+    k[nlohmann::ordered_json::json_pointer(pointer)] = value;
+    return refusal(k);
+  };
+  EXPECT_NE(with("/tests/0/explanation/sites/0/bytes", -1).find("r.json: tests[0] 'every'.explanation.sites[0]: field 'bytes' is -1"),
+            std::string::npos) << with("/tests/0/explanation/sites/0/bytes", -1);
+  EXPECT_NE(with("/tests/0/explanation/sites/0/where", 3).find(".explanation.sites[0]: field 'where' is 3"), std::string::npos);
+  EXPECT_NE(with("/tests/0/explanation/sites/1/served_from", 2).find("field 'served_from' is 2"), std::string::npos);
+  EXPECT_NE(with("/tests/0/explanation/profiled_run/at_peak/anon", 1e300).find(".explanation.profiled_run.at_peak: field 'anon'"),
+            std::string::npos);
+  EXPECT_NE(with("/tests/0/explanation/processes/0/pid", "x").find(".explanation.processes[0]: field 'pid'"), std::string::npos);
+  EXPECT_NE(with("/tests/0/explanation/unseen", nullptr).find(".explanation: field 'unseen' is missing"), std::string::npos);
+  EXPECT_NE(with("/tests/0/explanation", 3).find("'every'.explanation: should be a JSON object"), std::string::npos);
 }
 
 TEST(ReportReader, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <pugixml.hpp>
 
-#include "runner/base/error.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/report/ci_outputs.h"
@@ -32,6 +30,8 @@ const char* to_string(Change change) {
   }
   return "not comparable";
 }
+
+bool compared(Change c) { return c == Change::regressed || c == Change::improved || c == Change::unchanged; }
 
 bool outcome_change(Change c) {
   return c == Change::failed_in_head || c == Change::failed_in_base || c == Change::failed_in_both ||
@@ -229,9 +229,6 @@ TestChange judge(const TestRecord& b, const TestRecord& h, const CompareOptions&
   }
   return c;
 }
-
-// Whether figures were compared (neither side failed nor was skipped).
-bool compared(Change c) { return c == Change::regressed || c == Change::improved || c == Change::unchanged; }
 
 // The peaks of block `name` (a memrun_peak block: record.h BlockFigures)
 // over a record's runs that measured it, sorted.
@@ -499,113 +496,6 @@ std::string comparison_markdown(const Comparison& c) {
   return out;
 }
 
-namespace {
-
-// What decided a compared test (null for the rest): the rule, the
-// max_increase it applied, the larger side's spread, and why in words.
-nlohmann::ordered_json threshold_json(const TestChange& t) {
-  if (!compared(t.change)) return nullptr;
-  const Threshold& h = t.threshold;
-  return {{"rule", to_string(h.rule)}, {"max_increase", {{"percent", h.percent}, {"bytes", h.bytes}}},
-          {"spread_bytes", h.spread}, {"why", h.why}};
-}
-
-}  // namespace
-
-std::string comparison_json(const Comparison& c) {
-  nlohmann::ordered_json j = {
-      {"schema", "memrun-compare/1"},
-      {"base", c.base_name},
-      {"head", c.head_name},
-      {"summary",
-       {{"regressed", c.count(Change::regressed)}, {"improved", c.count(Change::improved)},
-        {"unchanged", c.count(Change::unchanged)}, {"new", c.count(Change::added)}, {"gone", c.count(Change::gone)},
-        {"not_comparable", c.count(Change::not_comparable)}, {"failed_in_head", c.count(Change::failed_in_head)},
-        {"failed_in_base", c.count(Change::failed_in_base)}, {"failed_in_both", c.count(Change::failed_in_both)},
-        {"skipped", c.count(Change::skipped)}}},
-      {"warnings", c.warnings},
-      {"tests", nlohmann::ordered_json::array()},
-  };
-  for (const auto& t : c.tests) {
-    // Figures of a failed or skipped side are where it stopped, not a
-    // measurement: null, with its outcomes beside.
-    bool measured = !outcome_change(t.change);
-    auto figure = [&](const nlohmann::ordered_json& value) { return measured ? value : nlohmann::ordered_json(nullptr); };
-    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"block", t.block},
-                          {"change", to_string(t.change)}, {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
-                          {"base_range_bytes", figure({t.base_lo, t.base_hi})},
-                          {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
-                          {"change_pct", figure(std::round(t.pct() * 100) / 100)},
-                          {"allowed_increase_bytes", t.threshold.allowed}, {"threshold", threshold_json(t)},
-                          {"base_runs", t.base_runs},
-                          {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
-                          {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
-    auto& where = j["tests"].back()["where"] = nlohmann::ordered_json::array();
-    for (const auto& w : t.where)
-      where.push_back({{"where", w.where}, {"base_bytes", w.base}, {"head_bytes", w.head}});
-  }
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
-Comparison comparison_from_json(const nlohmann::ordered_json& j, const std::string& where) {
-  auto refuse = [&](const std::string& why) {
-    return Error(Category::bad_input, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
-  };
-  if (!j.is_object() || j.value("schema", "") != "memrun-compare/1") throw refuse("not a memrun-compare/1 object");
-  try {
-    Comparison c;
-    c.base_name = j.at("base").get<std::string>();
-    c.head_name = j.at("head").get<std::string>();
-    c.warnings = j.value("warnings", std::vector<std::string>{});
-    auto bytes = [](const nlohmann::ordered_json& v) { return v.is_null() ? uint64_t{0} : v.get<uint64_t>(); };
-    for (const auto& e : j.at("tests")) {
-      TestChange t;
-      t.name = e.at("name").get<std::string>();
-      t.spec = e.at("spec").get<std::string>();
-      t.line = e.at("line").get<int>();
-      std::string change = e.at("change").get<std::string>();
-      bool known = false;
-      for (Change k : {Change::regressed, Change::improved, Change::unchanged, Change::added, Change::gone,
-                       Change::not_comparable, Change::failed_in_head, Change::failed_in_base, Change::failed_in_both,
-                       Change::skipped})
-        if (change == to_string(k)) t.change = k, known = true;
-      if (!known) throw refuse("test '" + printable(t.name) + "' has the change " + printable(change) + ", not one memrun writes");
-      t.figure = e.at("figure").get<std::string>();
-      if (e.contains("block") && e.at("block").is_string()) t.block = e.at("block").get<std::string>();
-      t.base = bytes(e.at("base_bytes"));
-      t.head = bytes(e.at("head_bytes"));
-      const auto& br = e.at("base_range_bytes");
-      const auto& hr = e.at("head_range_bytes");
-      if (!br.is_null()) t.base_lo = br.at(0).get<uint64_t>(), t.base_hi = br.at(1).get<uint64_t>();
-      if (!hr.is_null()) t.head_lo = hr.at(0).get<uint64_t>(), t.head_hi = hr.at(1).get<uint64_t>();
-      t.threshold.allowed = e.at("allowed_increase_bytes").get<uint64_t>();
-      if (const auto& h = e.value("threshold", nlohmann::ordered_json()); !h.is_null()) {  // absent before issue 49
-        std::string rule = h.at("rule").get<std::string>();
-        bool known = false;
-        for (ThresholdRule r : {ThresholdRule::spread, ThresholdRule::fixed, ThresholdRule::spec, ThresholdRule::flag})
-          if (rule == to_string(r)) t.threshold.rule = r, known = true;
-        if (!known) throw refuse("test '" + printable(t.name) + "' has the threshold rule " + printable(rule) + ", not one memrun writes");
-        t.threshold.percent = h.at("max_increase").at("percent").get<double>();
-        t.threshold.bytes = h.at("max_increase").at("bytes").get<uint64_t>();
-        t.threshold.spread = h.at("spread_bytes").get<uint64_t>();
-        t.threshold.why = h.at("why").get<std::string>();
-      }
-      t.base_runs = e.at("base_runs").get<size_t>();
-      t.head_runs = e.at("head_runs").get<size_t>();
-      t.base_outcomes = e.at("base_outcomes").get<std::string>();
-      t.head_outcomes = e.at("head_outcomes").get<std::string>();
-      t.reason = e.at("reason").get<std::string>();
-      t.note = e.at("note").get<std::string>();
-      for (const auto& w : e.value("where", nlohmann::ordered_json::array()))  // absent before explain
-        t.where.push_back({w.at("where").get<std::string>(), w.at("base_bytes").get<uint64_t>(),
-                           w.at("head_bytes").get<uint64_t>()});
-      c.tests.push_back(std::move(t));
-    }
-    return c;
-  } catch (const nlohmann::json::exception& e) {
-    throw refuse(std::string("a field is missing or of the wrong type (") + e.what() + ")");
-  }
-}
 
 std::string comparison_junit(const Comparison& c) {
   pugi::xml_document doc;

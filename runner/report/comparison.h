@@ -30,6 +30,9 @@ const char* to_string(Change change);
 /// True for the changes that compared no figures because a side failed or
 /// was skipped.
 bool outcome_change(Change change);
+/// Whether a test's figures were compared (neither side failed nor was
+/// skipped): regressed, improved, unchanged.
+bool compared(Change change);
 
 /// Which rule set a change's threshold (threshold.h).
 enum class ThresholdRule {
@@ -87,6 +90,7 @@ struct TestChange {
   std::string reason;
   /// The lines whose bytes changed most, largest change first (at most 3).
   std::vector<WhereChange> where;
+  bool operator==(const TestChange&) const = default;
   int64_t delta() const { return static_cast<int64_t>(head) - static_cast<int64_t>(base); }
   double pct() const { return base ? 100.0 * static_cast<double>(delta()) / static_cast<double>(base) : 0; }
 };
@@ -98,12 +102,15 @@ struct Comparison {
   /// Differences of environment a reader must know of: another kernel,
   /// memrun version, THP mode, allocator settings, machine size.
   std::vector<std::string> warnings;
+  bool operator==(const Comparison&) const = default;
   size_t count(Change c) const;
   /// "2 regressions, 1 improvement, 24 unchanged" (then new, gone, not comparable).
   std::string summary() const;
 };
 
-/// The comparison as JSON (schema memrun-compare/1).
+/// The comparison as JSON (schema memrun-compare/1), as `memrun compare
+/// --json` writes it and the report carries it; both ways in
+/// runner/report/json.cc, the report's codec.
 std::string comparison_json(const Comparison& c);
 /// The comparison comparison_json wrote, typed (figures of a side that was
 /// not measured, null there, read as 0). Throws Error(bad_input) naming

@@ -10,12 +10,14 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "runner/base/bounded_json.h"
 #include "runner/base/error.h"
 #include "runner/base/units.h"
 #include "runner/base/utf8.h"
 #include "runner/plan/plan.h"
+#include "runner/report/codec_fields.h"
 #include "runner/verdict/decide.h"
 
 namespace memrun {
@@ -162,6 +164,10 @@ class Fields {
   void require(const char* key) const {
     if (!find(key)) throw missing(key);
   }
+  /// A field that must be there, null allowed (a figure not measured).
+  void present(const char* key) const {
+    if (!j_.contains(key)) throw missing(key);
+  }
   /// Whether the entry has `key` at all, null included: a report written
   /// before the field existed has not.
   bool has(const char* key) const { return j_.contains(key); }
@@ -175,6 +181,14 @@ class Fields {
     auto it = j_.find(key);
     return it == j_.end() ? null : *it;
   }
+  /// A list (an empty one when missing or null).
+  const Json& list(const char* key) const {
+    static const Json empty = Json::array();
+    const Json* v = find(key);
+    if (!v) return empty;
+    if (!v->is_array()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
+    return *v;
+  }
   const std::string& where() const { return where_; }
   /// Names the test in every later message: "r.json: tests[3] 'sort'".
   void name_test(const std::string& name) { where_ += " '" + printable(name) + "'"; }
@@ -183,13 +197,6 @@ class Fields {
   const Json* find(const char* key) const {
     auto it = j_.find(key);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  const Json& list(const char* key) const {
-    static const Json empty = Json::array();
-    const Json* v = find(key);
-    if (!v) return empty;
-    if (!v->is_array()) throw wrong(key, fmt::format("has the wrong type ({})", v->type_name()));
-    return *v;
   }
   uint64_t bytes_of(const Json& v, const char* key) const {
     if (!v.is_number_unsigned() || v.get<uint64_t>() > kMaxBytes)
@@ -229,6 +236,231 @@ cgroup::Breakdown breakdown_from(const Fields& f) {
   b.shmem = f.bytes("shmem");
   b.sock = f.bytes("sock");
   return b;
+}
+
+// The explanation (verdict/explanation.h): where a test's memory went, by
+// a second run under a profiler. Its strings are read back through the
+// one rule for data memrun did not write (utf8.h): no control character
+// reaches a terminal or markup.
+Json frame_json(const StackFrame& f) {
+  return {{"function", f.function}, {"file", f.file}, {"line", f.line}, {"native", f.native}};
+}
+
+std::string shown(const Fields& f, const char* key) { return escape_controls(f.text(key)); }
+
+StackFrame frame_from(const Fields& f) {
+  f.require("line");
+  f.require("native");
+  return {shown(f, "function"), shown(f, "file"), static_cast<int>(f.integer("line", 0, INT_MAX)), f.get<bool>("native")};
+}
+
+Json site_json(const AllocationSite& s) {
+  Json stack = Json::array();
+  for (const auto& frame : s.stack) stack.push_back(frame_json(frame));
+  return {{"bytes", s.bytes},
+          {"allocations", s.allocations},
+          {"share", s.share},
+          {"process", s.process},
+          {"where", s.where},
+          {"code", s.code},
+          {"served_from", s.served_from ? Json(*s.served_from) : Json()},
+          {"stack", stack}};
+}
+
+// A frame's index past its stack would be read past the stack's end.
+AllocationSite site_from(const Fields& f) {
+  AllocationSite s;
+  for (const char* key : {"bytes", "allocations", "share", "where", "stack"}) f.require(key);
+  s.bytes = f.bytes("bytes");
+  s.allocations = f.bytes("allocations");
+  s.share = f.real("share", 0, 1e6);  // above 1 when the profiler counts memory never touched
+  s.process = shown(f, "process");
+  const Json& stack = f.list("stack");
+  for (size_t i = 0; i < stack.size(); ++i)
+    s.stack.push_back(frame_from(Fields(stack[i], fmt::format("{}.stack[{}]", f.where(), i))));
+  s.where = static_cast<size_t>(f.integer("where", 0, s.stack.empty() ? 0 : static_cast<int64_t>(s.stack.size()) - 1));
+  s.code = escape_controls(f.get<std::string>("code"));  // from memrun 0.1's tenth round on: absent before
+  if (f.has("served_from") && !f.raw("served_from").is_null())
+    s.served_from = static_cast<size_t>(f.integer("served_from", 0, static_cast<int64_t>(s.stack.size()) - 1));
+  return s;
+}
+
+Json process_json(const ProcessSeen& p) {
+  return {{"pid", p.pid}, {"command", p.command}, {"peak_private_bytes", p.peak_private}, {"profiled_by", p.profiled_by}};
+}
+
+ProcessSeen process_from(const Fields& f) {
+  f.require("pid");
+  return {static_cast<int>(f.integer("pid", 0, INT_MAX)), shown(f, "command"), f.required_bytes("peak_private_bytes"),
+          shown(f, "profiled_by")};
+}
+
+Json unseen_json(const Unseen& u) {
+  return {{"total_bytes", u.total},
+          {"file_bytes", u.file},
+          {"kernel_bytes", u.kernel},
+          {"shmem_bytes", u.shmem},
+          {"other_processes_bytes", u.other_processes},
+          {"anon_unprofiled_bytes", u.anon_unprofiled}};
+}
+
+Unseen unseen_from(const Fields& f) {
+  return {f.required_bytes("total_bytes"),          f.required_bytes("file_bytes"),
+          f.required_bytes("kernel_bytes"),         f.required_bytes("shmem_bytes"),
+          f.required_bytes("other_processes_bytes"), f.required_bytes("anon_unprofiled_bytes")};
+}
+
+Json explanation_json(const Explanation& e) {
+  Json sites = Json::array(), processes = Json::array();
+  for (const auto& s : e.sites) sites.push_back(site_json(s));
+  for (const auto& p : e.processes) processes.push_back(process_json(p));
+  return {
+      {"status", e.status},
+      {"message", e.message},
+      {"why", e.why},
+      {"second_run", true},
+      {"profiler", e.profiler},
+      {"command", e.command},
+      {"explained", {{"peak_bytes", e.explained_peak}, {"duration_s", e.explained_duration_s}}},
+      {"profiled_run",
+       {{"limit_bytes", e.limit},
+        {"outcome", e.outcome},
+        {"exit_code", e.exit_code},
+        {"peak_bytes", e.kernel_peak},
+        {"duration_s", e.duration_s},
+        {"at_peak", breakdown_json(e.at_peak)}}},
+      {"profiled_peak_bytes", e.profiled_peak},
+      {"unseen", unseen_json(e.unseen)},
+      {"summary", e.summary},
+      {"sites", sites},
+      {"processes", processes},
+  };
+}
+
+Explanation explanation_from(const Fields& f) {
+  Explanation e;
+  e.status = shown(f, "status");
+  e.message = shown(f, "message");
+  e.why = shown(f, "why");
+  e.profiler = shown(f, "profiler");
+  e.command = shown(f, "command");
+  f.require("explained");
+  Fields explained = f.object("explained");
+  e.explained_peak = explained.required_bytes("peak_bytes");
+  explained.require("duration_s");
+  e.explained_duration_s = explained.seconds("duration_s");
+  f.require("profiled_run");
+  Fields run = f.object("profiled_run");
+  e.limit = run.required_bytes("limit_bytes");
+  e.outcome = shown(run, "outcome");
+  run.require("exit_code");
+  e.exit_code = static_cast<int>(run.integer("exit_code", -1, 255));  // -1: it did not exit
+  e.kernel_peak = run.required_bytes("peak_bytes");
+  run.require("duration_s");
+  e.duration_s = run.seconds("duration_s");
+  run.require("at_peak");
+  e.at_peak = breakdown_from(run.object("at_peak"));
+  e.profiled_peak = f.required_bytes("profiled_peak_bytes");
+  f.require("unseen");
+  e.unseen = unseen_from(f.object("unseen"));
+  e.summary = shown(f, "summary");
+  for (const char* key : {"sites", "processes"}) f.require(key);
+  const Json& sites = f.list("sites");
+  for (size_t i = 0; i < sites.size(); ++i)
+    e.sites.push_back(site_from(Fields(sites[i], fmt::format("{}.sites[{}]", f.where(), i))));
+  const Json& processes = f.list("processes");
+  for (size_t i = 0; i < processes.size(); ++i)
+    e.processes.push_back(process_from(Fields(processes[i], fmt::format("{}.processes[{}]", f.where(), i))));
+  return e;
+}
+
+// The comparison with a baseline (memrun-compare/1, report/comparison.h):
+// the report's "comparison", and `memrun compare --json`'s file.
+// What decided a compared test (null for the rest): the rule, the
+// max_increase it applied, the larger side's spread, and why in words.
+Json threshold_json(const TestChange& t) {
+  if (!compared(t.change)) return nullptr;
+  const Threshold& h = t.threshold;
+  return {{"rule", to_string(h.rule)}, {"max_increase", {{"percent", h.percent}, {"bytes", h.bytes}}},
+          {"spread_bytes", h.spread}, {"why", h.why}};
+}
+
+
+// The comparison's reading: `where` names it ("r.json: comparison").
+Error not_a_comparison(const std::string& where, const std::string& why) {
+  return Error(Category::bad_input, where + ": " + why + "; is this a comparison memrun wrote (memrun-compare/1)?");
+}
+
+Threshold threshold_from(const Fields& h, const std::string& where, const std::string& name) {
+  Threshold out;
+  std::string rule = h.text("rule");
+  bool known = false;
+  for (ThresholdRule r : {ThresholdRule::spread, ThresholdRule::fixed, ThresholdRule::spec, ThresholdRule::flag})
+    if (rule == to_string(r)) out.rule = r, known = true;
+  if (!known)
+    throw not_a_comparison(where, "test '" + printable(name) + "' has the threshold rule " + printable(rule) +
+                                      ", not one memrun writes");
+  h.require("max_increase");
+  Fields increase = h.object("max_increase");
+  increase.require("percent");
+  out.percent = increase.real("percent", 0, 1000);  // as specs allow
+  out.bytes = increase.required_bytes("bytes");
+  out.spread = h.required_bytes("spread_bytes");
+  out.why = h.text("why");
+  return out;
+}
+
+// A side's [lowest, highest], null where it was not measured (0, 0).
+std::pair<uint64_t, uint64_t> range_from(const Fields& e, const char* key) {
+  e.present(key);
+  std::vector<uint64_t> range = e.byte_list(key);
+  if (range.empty()) return {0, 0};
+  if (range.size() != 2) throw Error(Category::bad_input, e.where() + ": field '" + key + "' should be [lowest, highest]");
+  return {range[0], range[1]};
+}
+
+// Long: one line per field of a test's entry, as comparison_json writes them.
+TestChange change_from(const Fields& e, const std::string& where) {
+  TestChange t;
+  t.name = e.text("name");
+  t.spec = e.text("spec");
+  e.require("line");
+  t.line = static_cast<int>(e.integer("line", 0, INT_MAX));
+  std::string change = e.text("change");
+  bool known = false;
+  for (Change k : {Change::regressed, Change::improved, Change::unchanged, Change::added, Change::gone,
+                   Change::not_comparable, Change::failed_in_head, Change::failed_in_base, Change::failed_in_both,
+                   Change::skipped})
+    if (change == to_string(k)) t.change = k, known = true;
+  if (!known)
+    throw not_a_comparison(where, "test '" + printable(t.name) + "' has the change " + printable(change) +
+                                      ", not one memrun writes");
+  t.figure = e.text("figure");
+  t.block = e.get<std::string>("block");
+  for (const char* key : {"base_bytes", "head_bytes"}) e.present(key);  // null where not measured
+  t.base = e.bytes("base_bytes");
+  t.head = e.bytes("head_bytes");
+  std::tie(t.base_lo, t.base_hi) = range_from(e, "base_range_bytes");
+  std::tie(t.head_lo, t.head_hi) = range_from(e, "head_range_bytes");
+  t.threshold.allowed = e.required_bytes("allowed_increase_bytes");
+  if (!e.raw("threshold").is_null()) {  // absent before issue 49
+    uint64_t allowed = t.threshold.allowed;
+    t.threshold = threshold_from(e.object("threshold"), where, t.name);
+    t.threshold.allowed = allowed;
+  }
+  for (const char* key : {"base_runs", "head_runs"}) e.require(key);
+  t.base_runs = static_cast<size_t>(e.integer("base_runs", 0, INT_MAX));
+  t.head_runs = static_cast<size_t>(e.integer("head_runs", 0, INT_MAX));
+  t.base_outcomes = e.text("base_outcomes");
+  t.head_outcomes = e.text("head_outcomes");
+  t.reason = e.text("reason");
+  t.note = e.text("note");
+  const Json& lines = e.list("where");  // absent before explain
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Fields w(lines[i], fmt::format("{}.where[{}]", e.where(), i));
+    t.where.push_back({w.text("where"), w.required_bytes("base_bytes"), w.required_bytes("head_bytes")});
+  }
+  return t;
 }
 
 Json victims_json(const std::vector<OomKill>& kills) {
@@ -602,7 +834,8 @@ Json to_json(const TestRecord& r) {
         {"swap_at_end_bytes", k.swap_at_end},
         {"refused_forks", k.refused_forks},
         {"refused_huge_pages", k.refused_huge_pages},
-        {"high_events", k.high_events}}},
+        {"high_events", k.high_events},
+        {"uncharged_sub_group", null_or(k.uncharged_sub_group.empty(), k.uncharged_sub_group)}}},
   };
   // Only where a test was explained: other reports stay as they were.
   if (r.explanation) j["explanation"] = explanation_json(*r.explanation);
@@ -735,6 +968,7 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.refused_forks = kf.bytes("refused_forks");
     k.refused_huge_pages = kf.bytes("refused_huge_pages");
     k.high_events = kf.bytes("high_events");
+    k.uncharged_sub_group = kf.get<std::string>("uncharged_sub_group");
   } else {  // a report from before the field: what the verdict says of them
     if (!v.peak_sampled) k.peak = v.peak;
     k.reclaimable_file = v.page_cache;
@@ -742,15 +976,58 @@ TestRecord record_from_json(const Json& entry, const std::string& where) {
     k.swap_at_end = v.swap_at_end;
   }
   check_runs(f, r);
-  if (entry.contains("explanation") && !entry.at("explanation").is_null()) {
-    try {
-      r.explanation = explanation_from_json(entry.at("explanation"));
-    } catch (const std::exception& e) {  // nlohmann's, or a frame index past its stack
-      throw Error(Category::bad_input, where + ": its 'explanation' is not one memrun writes (" + e.what() +
-                                           "); is this a report memrun wrote?");
-    }
-  }
+  if (!f.raw("explanation").is_null()) r.explanation = explanation_from(f.object("explanation"));
   return r;
+}
+
+std::string comparison_json(const Comparison& c) {
+  nlohmann::ordered_json j = {
+      {"schema", "memrun-compare/1"},
+      {"base", c.base_name},
+      {"head", c.head_name},
+      {"summary",
+       {{"regressed", c.count(Change::regressed)}, {"improved", c.count(Change::improved)},
+        {"unchanged", c.count(Change::unchanged)}, {"new", c.count(Change::added)}, {"gone", c.count(Change::gone)},
+        {"not_comparable", c.count(Change::not_comparable)}, {"failed_in_head", c.count(Change::failed_in_head)},
+        {"failed_in_base", c.count(Change::failed_in_base)}, {"failed_in_both", c.count(Change::failed_in_both)},
+        {"skipped", c.count(Change::skipped)}}},
+      {"warnings", c.warnings},
+      {"tests", nlohmann::ordered_json::array()},
+  };
+  for (const auto& t : c.tests) {
+    // Figures of a failed or skipped side are where it stopped, not a
+    // measurement: null, with its outcomes beside.
+    bool measured = !outcome_change(t.change);
+    auto figure = [&](const nlohmann::ordered_json& value) { return measured ? value : nlohmann::ordered_json(nullptr); };
+    j["tests"].push_back({{"name", t.name}, {"spec", t.spec}, {"line", t.line}, {"block", t.block},
+                          {"change", to_string(t.change)}, {"figure", t.figure}, {"base_bytes", figure(t.base)}, {"head_bytes", figure(t.head)},
+                          {"base_range_bytes", figure({t.base_lo, t.base_hi})},
+                          {"head_range_bytes", figure({t.head_lo, t.head_hi})}, {"change_bytes", figure(t.delta())},
+                          {"change_pct", figure(std::round(t.pct() * 100) / 100)},
+                          {"allowed_increase_bytes", t.threshold.allowed}, {"threshold", threshold_json(t)},
+                          {"base_runs", t.base_runs},
+                          {"head_runs", t.head_runs}, {"base_outcomes", t.base_outcomes},
+                          {"head_outcomes", t.head_outcomes}, {"reason", t.reason}, {"note", t.note}});
+    auto& where = j["tests"].back()["where"] = nlohmann::ordered_json::array();
+    for (const auto& w : t.where)
+      where.push_back({{"where", w.where}, {"base_bytes", w.base}, {"head_bytes", w.head}});
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Comparison comparison_from_json(const Json& j, const std::string& where) {
+  if (!j.is_object() || j.value("schema", "") != "memrun-compare/1")
+    throw not_a_comparison(where, "not a memrun-compare/1 object");
+  Fields f(j, where);
+  Comparison c;
+  c.base_name = f.text("base");
+  c.head_name = f.text("head");
+  c.warnings = f.get<std::vector<std::string>>("warnings");
+  f.require("tests");
+  const Json& tests = f.list("tests");
+  for (size_t i = 0; i < tests.size(); ++i)
+    c.tests.push_back(change_from(Fields(tests[i], fmt::format("{}.tests[{}]", where, i)), where));
+  return c;
 }
 
 std::vector<std::pair<std::string, std::string>> junit_properties(const TestRecord& r) {

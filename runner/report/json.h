@@ -27,6 +27,7 @@ struct Environment {
   /// Variables that change how programs allocate: MALLOC_*, GLIBC_TUNABLES,
   /// LD_PRELOAD, jemalloc's and mimalloc's.
   std::map<std::string, std::string> allocator_env;
+  bool operator==(const Environment&) const = default;
 };
 
 /// Facts about the run that every report carries.
@@ -54,6 +55,7 @@ struct RunInfo {
   /// With --baseline: the comparison with the baseline, written as the
   /// report's "comparison" (memrun-compare/1), read back, kept by merge.
   std::optional<Comparison> comparison;
+  bool operator==(const RunInfo&) const = default;
 };
 
 /// A whole report, typed: what `memrun merge` and `repro` read.
@@ -61,6 +63,7 @@ struct ReportData {
   RunInfo info;
   std::vector<SetupRecord> setups;
   std::vector<TestRecord> tests;
+  bool operator==(const ReportData&) const = default;
 };
 
 /// Hands each test record of a report to the function given, in order:

@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "cgroup/cgroup.h"
 
 namespace memrun {
@@ -74,7 +72,8 @@ struct Unseen {
   bool operator==(const Unseen&) const = default;
 };
 
-/// The explanation of one test.
+/// The explanation of one test: the report's "explanation" object, written
+/// and read with the rest of the report (report/json.cc).
 struct Explanation {
   /// "explained"; "unavailable": no profiler for it here (`message` says
   /// what to install); "failed": the profiled run or its profile could not
@@ -104,12 +103,6 @@ struct Explanation {
   std::string summary;
   bool operator==(const Explanation&) const = default;
 };
-
-/// The report's "explanation" object and back (lossless: from_json of
-/// to_json is the same Explanation). from_json throws nlohmann's
-/// exceptions on a malformed object.
-nlohmann::ordered_json explanation_json(const Explanation& e);
-Explanation explanation_from_json(const nlohmann::ordered_json& j);
 
 /// True for a frame's file that is no test's own code: an interpreter's
 /// ("<frozen ...>"), an installed package's (site-packages), the standard
