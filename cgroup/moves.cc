@@ -1,7 +1,6 @@
 #include "cgroup/moves.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,8 +28,8 @@ constexpr const char* kTracefs = "/sys/kernel/tracing";
   unenforceable(p);
 }
 
-// Where tracefs is mounted, mounting it at its usual place where it is not.
-std::string tracefs() {
+// Where tracefs is mounted; "" where it is not.
+std::string mounted_tracefs() {
   std::ifstream in("/proc/self/mountinfo");
   for (std::string line; std::getline(in, line);) {
     // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE ..."
@@ -40,6 +39,12 @@ std::string tracefs() {
     while (fields >> word && word != "-") {}
     if (fields >> word && word == "tracefs" && point.find('\\') == std::string::npos) return point;
   }
+  return "";
+}
+
+// Where tracefs is mounted, mounting it at its usual place where it is not.
+std::string tracefs() {
+  if (auto point = mounted_tracefs(); !point.empty()) return point;
   if (::mount("nodev", kTracefs, "tracefs", 0, nullptr) != 0)
     cannot_watch("tracefs is not mounted and cannot be (mount: " + std::string(std::strerror(errno)) + ")", errno);
   return kTracefs;
@@ -237,15 +242,7 @@ bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Ev
 
 std::vector<std::string> MoveWatch::remove_stale(const std::string& prefix, const std::string& comm) {
   std::vector<std::string> removed;
-  std::string root;
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line) && root.empty();) {
-    std::istringstream fields(line);
-    std::string skip, point, word;
-    fields >> skip >> skip >> skip >> skip >> point;
-    while (fields >> word && word != "-") {}
-    if (fields >> word && word == "tracefs") root = point;
-  }
+  std::string root = mounted_tracefs();
   if (root.empty()) return removed;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(root + "/instances", ec)) {
