@@ -163,6 +163,9 @@ std::string describe(const Problem& p) {
     case K::cannot_create_group: return "cannot create cgroup " + p.path + ": " + std::strerror(p.error);
     case K::scope_refused: return "systemd refused the scope " + p.path + ": " + p.detail;
     case K::scope_not_started: return "systemd did not start the scope " + p.path + ": " + p.detail;
+    case K::no_move_watch:
+      return "cannot watch the tests' moves between cgroups (a task that leaves its group and returns between two "
+             "walks would go unseen): " + p.detail;
     case K::controllers_not_enabled:
       return "cannot enable the " + p.detail + " controllers in " + p.path + ": " + std::strerror(p.error) +
              " (cgroup v2 allows it only where the parent enabled them too, and only in a cgroup without processes "

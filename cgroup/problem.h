@@ -33,6 +33,7 @@ struct Problem {
     cannot_create_group,      ///< mkdir of the group `path` was refused (errno: `error`)
     scope_refused,            ///< the manager refused to start the scope `path`; `detail`: its answer
     scope_not_started,        ///< the manager's job for the scope `path` did not finish; `detail`: how it ended
+    no_move_watch,            ///< the kernel's record of tasks' moves (tracefs at `path`) cannot be read; `detail`: why
   };
   Kind kind = Kind::none;
   std::string backend;  ///< "v2", "v1" or "systemd": the backend that cannot enforce

@@ -146,10 +146,22 @@ TEST_F(Faults, AGibibyteToStdoutIsCappedWithANoteWhileMemrunStaysFlat) {
   EXPECT_EQ(c["log_discarded_bytes"], 80000000u - (64u << 20));
 }
 
+// The tracefs instances memrun's watches of moves made (memrun-PID-N), of
+// process `pid` or of every memrun.
+std::vector<std::string> move_watches(int pid = 0) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  std::string prefix = "memrun-" + (pid ? std::to_string(pid) + "-" : "");
+  for (const auto& e : std::filesystem::directory_iterator("/sys/kernel/tracing/instances", ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
+  return found;
+}
+
 TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   // A run killed by SIGKILL can clean nothing: its cgroups and its test's
   // daemon stay. (Unsealed: a sealed test's daemon dies with its pid
   // namespace, whose init dies with memrun.)
+  int killed_pid = 0;
   auto kill_a_run = [&](const Scratch& where) {
     std::string pidfile = where.path() + "/daemon.pid";
     auto killed = start_program(
@@ -159,6 +171,9 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
     finish_program(killed);
     int daemon = read_pid(pidfile);
     EXPECT_TRUE(process_alive(daemon)) << "nothing left to clean up: the test proves nothing";
+    // Its watch of the tests' moves (a tracefs instance), where it could make one.
+    killed_pid = killed.pid;
+    if (::geteuid() == 0) EXPECT_FALSE(move_watches(killed.pid).empty());
     EXPECT_FALSE(leftover_cgroups().empty());
     return daemon;
   };
@@ -169,6 +184,7 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   EXPECT_NE(gc.out.find("1 dead run cleaned up"), std::string::npos) << gc.out;
   EXPECT_FALSE(process_alive(daemon)) << "gc left the dead run's process";
   EXPECT_EQ(leftover_cgroups(), std::vector<std::string>{});
+  EXPECT_EQ(move_watches(killed_pid), std::vector<std::string>{}) << "gc left the dead run's tracefs instance";
 
   // ...and so does every run as it starts, while a live run is left alone.
   Scratch live_dir, dead_dir;
@@ -180,10 +196,12 @@ TEST_F(Faults, WhatASigkilledRunLeftIsCleanedUpButALiveRunIsNeverTouched) {
   auto next = run_spec(dir, "tests:\n  - {name: t, run: 'true', memory: 16MiB}\n");
   EXPECT_EQ(next.exit_code, 0) << next.out << next.err;
   EXPECT_FALSE(process_alive(dead_daemon));
+  EXPECT_EQ(move_watches(killed_pid), std::vector<std::string>{}) << "a starting run left a dead run's tracefs instance";
   EXPECT_TRUE(process_alive(read_pid(live_pid))) << "a starting run touched a live run";
   auto idle = run_memrun({"gc"});
   EXPECT_NE(idle.out.find("0 dead runs cleaned up"), std::string::npos) << idle.out;
   EXPECT_TRUE(process_alive(read_pid(live_pid))) << "gc touched a live run";
+  if (::geteuid() == 0) EXPECT_FALSE(move_watches(live.pid).empty()) << "gc removed a live run's watch";
   ::kill(live.pid, SIGTERM);
   EXPECT_EQ(finish_program(live).exit_code, 143);
 }

@@ -336,6 +336,37 @@ TEST_F(Trust, AThreadThatLeavesItsGroupAloneNeverPasses) {
   }
 }
 
+TEST_F(Trust, ATaskThatLeavesItsGroupAndReturnsBetweenTwoWalksNeverPasses) {
+  // One thread, then the whole process, leaves for the group memrun runs
+  // in, fills 256 pipes of 1 MiB there and comes back at once, before the
+  // first walk (samples every 500 ms, a walk every fifth), then lingers
+  // past it: every walk finds it home. The kernel's record of the move
+  // (memrun's watch) fails it, however short the trip. (v2 refuses a lone
+  // thread outside its process's threaded subtree: exit 3, a failure too.)
+  for (const char* whole : {"", " --whole"}) {
+    std::string away = kFindGroup + "exec {W} --thread-away $G/../.." + whole + " --pipes 256 --away 1ms --hold 1200ms";
+    std::string spec = "tests:\n  - {name: away, run: " + yaml_quoted(away) + ", memory: 64MiB}\n";
+    SCOPED_TRACE(*whole ? "the whole process" : "one thread");
+    auto run = run_spec(dir, spec, {"--host-cgroups", "--sample-interval", "500ms"});
+    const auto& t = test_named(run, "away");
+    EXPECT_FALSE(t["passed"]) << t.dump();
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    if (*whole) EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup"), std::string::npos) << t.dump();
+  }
+}
+
+TEST_F(Trust, ATaskThatMovesWithinItsOwnSubGroupsPasses) {
+  // With sub_groups, a test may move its tasks into groups below its own
+  // and back: no move leaves its limit, and the watch says nothing.
+  std::string script = kFindGroup + "mkdir $G/sub && exec {W} --thread-away $G/sub --whole --pipes 4 --away 1ms --hold 300ms";
+  auto run = run_spec(dir, "tests:\n  - {name: inside, run: " + yaml_quoted(script) + ", memory: 64MiB, sub_groups: true}\n",
+                      {"--host-cgroups"});
+  const auto& t = test_named(run, "inside");
+  EXPECT_TRUE(t["passed"]) << t.dump() << run.err;
+  EXPECT_EQ(t["escaped_processes"], 0) << t.dump();
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+}
+
 TEST_F(Trust, SocketBuffersQueuedFromASubGroupTheTestMadeNeverPass) {
   // The test makes a memory sub-group of its own, moves a child there and
   // queues 256 MiB in TCP buffers under 32 MiB. v2 charges sockets in every

@@ -12,6 +12,7 @@
 //   memrun-workload --tcp-queue 256MiB               (socket buffers nobody reads)
 //   memrun-workload --heap 10MiB,200MiB              (malloc'd in two functions: profilers name them)
 //   memrun-workload --thread-away DIR --pipes 256    (one thread leaves alone, fills pipes, comes back)
+//   memrun-workload --thread-away DIR --whole ...    (the whole process does)
 //   memrun-workload --threads 1000 --hold 10s        (idle threads)
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -200,11 +201,13 @@ std::string own_group() {
 }
 
 // Writes the calling thread alone into the group `dir`: v1's `tasks`, v2's
-// `cgroup.threads` (which takes a thread only within its threaded subtree).
-bool move_thread(const std::string& dir) {
-  std::string tid = std::to_string(::syscall(SYS_gettid));
+// `cgroup.threads` (which takes a thread only within its threaded subtree);
+// `whole`: its whole process, into `cgroup.procs`.
+bool move_thread(const std::string& dir, bool whole = false) {
+  std::string tid = std::to_string(whole ? ::getpid() : ::syscall(SYS_gettid));
   bool v1 = std::filesystem::exists(dir + "/tasks");
-  int fd = ::open((dir + (v1 ? "/tasks" : "/cgroup.threads")).c_str(), O_WRONLY | O_CLOEXEC);
+  std::string list = whole ? "/cgroup.procs" : v1 ? "/tasks" : "/cgroup.threads";
+  int fd = ::open((dir + list).c_str(), O_WRONLY | O_CLOEXEC);
   bool moved = fd >= 0 && ::write(fd, tid.data(), tid.size()) == static_cast<ssize_t>(tid.size());
   if (fd >= 0) ::close(fd);
   return moved;
@@ -214,12 +217,13 @@ bool move_thread(const std::string& dir) {
 // pipes of 1 MiB there (a pipe's buffer is charged to the group of the
 // thread that writes it), stays `away`, and writes itself back. The pipes
 // stay open until the process exits. 3: the kernel refused the move out.
-int thread_away(const std::string& dir, int pipes, const std::string& away) {
+// `whole`: the whole process leaves and comes back.
+int thread_away(const std::string& dir, int pipes, const std::string& away, bool whole) {
   int result = 0;
   std::vector<int> kept;
   std::thread([&] {
     std::string home = own_group();
-    if (!move_thread(dir)) {
+    if (!move_thread(dir, whole)) {
       std::perror(("memrun-workload: move a thread to " + dir).c_str());
       result = 3;
       return;
@@ -232,7 +236,7 @@ int thread_away(const std::string& dir, int pipes, const std::string& away) {
       kept.push_back(p[0]), kept.push_back(p[1]);
     }
     sleep_for(away);
-    if (!move_thread(home)) std::perror(("memrun-workload: move the thread back to " + home).c_str());
+    if (!move_thread(home, whole)) std::perror(("memrun-workload: move the thread back to " + home).c_str());
   }).join();
   return result;
 }
@@ -259,10 +263,12 @@ int main(int argc, char** argv) {
   app.add_option("--hugetlb", hugetlb_s, "map this much with MAP_HUGETLB (2 MiB pages) and touch it");
   app.add_option("--tcp-queue", tcp_s, "queue this much in TCP loopback buffers nobody reads; exit 3 if refused");
   std::string thread_dir, away = "0s";
+  bool away_whole = false;
   int pipes = 0, threads = 0;
   app.add_option("--thread-away", thread_dir, "one thread moves alone to this cgroup, fills --pipes, comes back");
   app.add_option("--pipes", pipes, "with --thread-away: pipes of 1 MiB to fill while away");
   app.add_option("--away", away, "with --thread-away: how long it stays away (e.g. 2s)");
+  app.add_flag("--whole", away_whole, "with --thread-away: the whole process moves, not one thread");
   app.add_option("--threads", threads, "start this many threads that sleep until the process exits");
   std::string map_file;
   app.add_option("--heap", heap_s, "SMALL,BIG: malloc and touch SMALL in heap_small_site(), then BIG in heap_big_site()");
@@ -366,7 +372,7 @@ int main(int argc, char** argv) {
   }
 
   if (uint64_t tcp = size_arg(tcp_s); tcp && queue_tcp(tcp) != 0) return 3;
-  if (!thread_dir.empty() && thread_away(thread_dir, pipes, away) != 0) return 3;
+  if (!thread_dir.empty() && thread_away(thread_dir, pipes, away, away_whole) != 0) return 3;
   for (int i = 0; i < threads; ++i) std::thread([] { for (;;) ::pause(); }).detach();
 
   uint64_t spike = size_arg(spike_s);

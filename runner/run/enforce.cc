@@ -57,6 +57,9 @@ std::string own_fix(const cgroup::Problem& p) {
     case K::scope_refused:
     case K::scope_not_started:
       return (p.root ? "journalctl -u " : "journalctl --user -u ") + p.path + " says why the manager did not start it";
+    case K::no_move_watch:
+      return "run without --host-cgroups (each test sealed in its group sees no other), or on a kernel with "
+             "tracing (CONFIG_FTRACE, tracefs mounted at /sys/kernel/tracing)";
     case K::none:
     case K::v2_not_mounted:
     case K::no_permission:
@@ -97,7 +100,8 @@ std::string failure_text(const cgroup::Failure& e) {
     case K::none: return e.what();
     // A run's own directory refused controllers: its parent is the one to change.
     case K::controllers_not_enabled: return cgroup::describe(p) + "; choose another --cgroup-parent";
-    case K::scope_without_memory: return cgroup::describe(p) + ".\n  fix: " + own_fix(p);
+    case K::scope_without_memory:
+    case K::no_move_watch: return cgroup::describe(p) + ".\n  fix: " + own_fix(p);
     default:
       return "memory limits cannot be enforced (backend " + p.backend + "): " + cgroup::describe(p) +
              ".\n  fix: " + advice(p);

@@ -3,6 +3,7 @@
 // a pidfd taken when it was found.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <set>
@@ -33,11 +34,19 @@ class EscapeWalk {
   /// pidfd is open, the process is checked to be still `parent`'s child:
   /// never a process that reused the pid).
   void check(const cgroup::Group& group, int pid, int parent, std::vector<int> threads = {});
+  /// The kernel saw task `task` of the test enter `where`, a group outside
+  /// the test's (EscapeWatch): an escape, whatever it did there and however
+  /// soon it came back.
+  void moved_out(int task, const std::string& where) {
+    if (moved_out_.size() < 4096) moved_out_.insert(task);
+    if (first_place_.empty()) first_place_ = where;
+  }
   /// SIGKILL to every process found, through its pidfd.
   void kill() const;
 
-  /// How many were found, and where the first one was ("": none).
-  size_t count() const { return escaped_.size(); }
+  /// How many were found (a task the walk found outside was seen leaving
+  /// too: counted once), and where the first one was ("": none).
+  size_t count() const { return std::max(escaped_.size(), moved_out_.size()); }
   const std::string& first_place() const { return first_place_; }
   /// The test's processes memrun has seen (its main process, what the
   /// walks found): who an OOM kill hit when the kernel's log leaves out
@@ -47,6 +56,7 @@ class EscapeWalk {
 
  private:
   std::map<int, int> escaped_;  // pid: pidfd
+  std::set<int> moved_out_;     // tasks the kernel saw leave (moved_out), bounded
   std::string first_place_;
   std::set<int> seen_;
 };

@@ -13,11 +13,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <utility>
 
+#include "cgroup/error.h"
 #include "runner/base/clock.h"
 #include "runner/base/error.h"
 #include "runner/launch/launcher.h"
+#include "runner/run/escape_watch.h"
 #include "runner/run/running_set.h"
 #include "runner/run/running_test.h"
 #include "runner/run/start_queue.h"
@@ -86,6 +89,8 @@ class Loop {
     watch(timer_, tag(kTimerSerial, kLoop));
     watch(starts_.evictor_fd(), tag(kEvictorSerial, kLoop));
     watch(launcher_.fd(), tag(kLauncherSerial, kLoop));
+    EscapeWatch::remove_stale();  // what a run killed by SIGKILL left, as gc does
+    if (!options.pid_namespace) watch_moves();
   }
   // Never waits: close() drained the groups left to remove; what a failing
   // run left goes with one attempt each (see ~RunningTest).
@@ -104,6 +109,7 @@ class Loop {
   void close() {
     static constexpr auto kDrain = std::chrono::seconds(2);
     auto bound = clock_.now() + kDrain;
+    escapes_.reset();  // no test is judged any more
     // A start under way uses its test's descriptors (its pipes, its
     // group's) until its exec: the test is abandoned once it has started.
     while (running_.starting() && clock_.now() < bound) {
@@ -170,7 +176,11 @@ class Loop {
         observer_.tick(running_.progress());
         next_tick = now + options_.tick;
       }
+      // Every move the kernel recorded before a test ended is its own
+      // before its figures are read.
+      read_moves();
       if (running_.finish_exited(clock_, *kernel_log_, launcher_, admission, fail_fast, done)) stop_starting = true;
+      if (escapes_) escapes_->forget_ended([&](uint64_t serial) { return running_.find(serial) != nullptr; });
     }
     starts_.stop(interrupted_by_ != 0);
   }
@@ -222,6 +232,7 @@ class Loop {
   }
 
   void watch_exit(uint64_t serial, RunningTest& test) {
+    if (escapes_) escapes_->follow(serial, test.pid(), test.kernel_path());
     watch(test.pidfd(), tag(serial, kEnded));
     if (test.status_fd() >= 0) watch(test.status_fd(), tag(serial, kEnded));
   }
@@ -238,6 +249,9 @@ class Loop {
   void wait(Clock::time_point next_tick) {
     auto next = options_.tick.count() > 0 ? next_tick : Clock::time_point::max();
     next = running_.next_deadline(std::min(next, leftovers_.next()));
+    // The kernel's record of moves is read at least this often, before its
+    // buffer (1 MiB a CPU, every fork of the host) fills.
+    if (escapes_) next = std::min(next, clock_.now() + std::chrono::milliseconds(100));
     epoll_event events[32];
     int n = clock_.wait(epoll_, timer_, events, 32, next);
     if (n < 0 && errno != EINTR) throw_errno(Category::system, "epoll_wait");
@@ -260,6 +274,31 @@ class Loop {
     }
   }
 
+  // A test whose tasks may reach the host's groups is watched by the
+  // kernel's record of every move: required as root (a Problem where it
+  // cannot be read: such a run would pass a test that left its limit for a
+  // moment). Without root tracefs is out of reach, and a test can move its
+  // tasks only among the groups its user may write: the walk alone judges
+  // it, and the run says so.
+  void watch_moves() {
+    try {
+      escapes_ = std::make_unique<EscapeWatch>();
+    } catch (const cgroup::Failure& e) {
+      if (::geteuid() == 0) throw;
+      std::fprintf(stderr,
+                   "memrun: note: without root, the tests' moves between cgroups are seen only where the escape "
+                   "walk finds them (%s)\n",
+                   e.what());
+    }
+  }
+
+  void read_moves() {
+    if (!escapes_) return;
+    escapes_->read([&](uint64_t serial, int task, const std::string& where) {
+      if (RunningTest* test = running_.find(serial)) test->moved_out(task, where);
+    });
+  }
+
   void on_signals() {
     while (int sig = signals_.take()) {
       bool first = interrupted_by_ == 0;
@@ -278,6 +317,9 @@ class Loop {
   RunContext context_;
   int epoll_ = -1, timer_ = -1;
   uint64_t next_serial_ = 4;  // 0 to 3 are the loop's own
+  // Unsealed tests see the host's groups: the kernel's record of their
+  // moves (see EscapeWatch); null when sealed, or where it cannot be read.
+  std::unique_ptr<EscapeWatch> escapes_;
   StartQueue starts_;
   bool evicted_ = false;  // the evictor said it finished a job
   // Before the tests: its thread ends after them (their PR_SET_PDEATHSIG).

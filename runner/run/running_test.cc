@@ -409,6 +409,8 @@ void RunningTest::check_escaped(int pid, int parent, std::vector<int> threads) {
   if (group_) escapes_.check(*group_, pid, parent, std::move(threads));
 }
 
+void RunningTest::moved_out(int task, const std::string& where) { escapes_.moved_out(task, where); }
+
 void RunningTest::child_exited(int status, const rusage& usage) {
   if (!init_) return reaped(status, usage);
   init_gone_ = true;

@@ -185,6 +185,12 @@ class RunningTest {
   /// is checked to be still `parent`'s child: never a process that reused
   /// the pid).
   void check_escaped(int pid, int parent, std::vector<int> threads = {});
+  /// The kernel saw task `task` of the test enter `where`, a group outside
+  /// the test's (EscapeWatch): an escape, whatever it did there and however
+  /// soon it came back. Task 0: the moves are not known.
+  void moved_out(int task, const std::string& where);
+  /// Its group as the kernel names it (Group::kernel_path); "" before it has one.
+  std::string kernel_path() const { return group_ ? group_->kernel_path() : ""; }
 
   /// After exited(): one step of the cleanup (Cleanup::step), never
   /// waiting, so that the loop keeps every other test's sampling and

@@ -1,0 +1,260 @@
+#include "cgroup/moves.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cgroup/error.h"
+#include "cgroup/fs.h"
+#include "cgroup/problem.h"
+
+namespace memrun::cgroup {
+namespace {
+
+constexpr const char* kTracefs = "/sys/kernel/tracing";
+
+[[noreturn]] void cannot_watch(const std::string& detail, int err = 0) {
+  Problem p = make_problem(Problem::Kind::no_move_watch, "", kTracefs, detail);
+  p.error = err;
+  unenforceable(p);
+}
+
+// Where tracefs is mounted; "" where it is not.
+std::string mounted_tracefs() {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ... - FSTYPE SOURCE ..."
+    std::istringstream fields(line);
+    std::string skip, point, word;
+    fields >> skip >> skip >> skip >> skip >> point;
+    while (fields >> word && word != "-") {}
+    if (fields >> word && word == "tracefs" && point.find('\\') == std::string::npos) return point;
+  }
+  return "";
+}
+
+// Where tracefs is mounted, mounting it at its usual place where it is not.
+std::string tracefs() {
+  if (auto point = mounted_tracefs(); !point.empty()) return point;
+  if (::mount("nodev", kTracefs, "tracefs", 0, nullptr) != 0)
+    cannot_watch("tracefs is not mounted and cannot be (mount: " + std::string(std::strerror(errno)) + ")", errno);
+  return kTracefs;
+}
+
+// The hierarchy that holds the memory controller, as the kernel numbers it
+// (/proc/cgroups; 0: the unified one, cgroup v2).
+int memory_hierarchy() {
+  std::istringstream in(fs::read_file("/proc/cgroups").value_or(""));
+  for (std::string name, hierarchy, rest; in >> name >> hierarchy && std::getline(in, rest);)
+    if (name == "memory") return std::atoi(hierarchy.c_str());
+  return 0;
+}
+
+template <typename T>
+T at(const unsigned char* data, size_t offset) {
+  T value;
+  std::memcpy(&value, data + offset, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+MoveWatch::Field MoveWatch::Format::operator[](const std::string& name) const {
+  for (const auto& [n, f] : fields)
+    if (n == name) return f;
+  cannot_watch("the kernel's event has no field '" + name + "'");
+}
+
+// "name: cgroup_attach_task / ID: 538 / format: / field:int pid;<TAB>offset:24;<TAB>size:4;..."
+MoveWatch::Format MoveWatch::format_of(const std::string& file) {
+  auto text = fs::read_file(file);
+  if (!text) cannot_watch("cannot read " + file + " (" + std::strerror(errno) + ")", errno);
+  Format f;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("ID: ", 0) == 0) f.id = std::atoi(line.c_str() + 4);
+    auto field = line.find("field:"), offset = line.find("offset:"), size = line.find("size:");
+    if (field == std::string::npos || offset == std::string::npos || size == std::string::npos) continue;
+    std::string decl = line.substr(field + 6, line.find(';', field) - field - 6);
+    auto name_at = decl.find_last_of(" \t");
+    std::string name = name_at == std::string::npos ? decl : decl.substr(name_at + 1);
+    f.fields.push_back({name, {std::strtoul(line.c_str() + offset + 7, nullptr, 10),
+                               std::strtoul(line.c_str() + size + 5, nullptr, 10)}});
+  }
+  return f;
+}
+
+std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
+  std::string root = tracefs();
+  std::unique_ptr<MoveWatch> w(new MoveWatch);
+  std::string dir = root + "/instances/" + name;
+  if (::mkdir(dir.c_str(), 0700) != 0)
+    cannot_watch("cannot make the tracefs instance " + dir + " (" + std::strerror(errno) + ")", errno);
+  w->dir_ = dir;  // removed by the destructor from here on
+  auto set = [&](const std::string& file, const std::string& value) {
+    if (fs::try_write_file(dir + "/" + file, value) != 0)
+      cannot_watch("cannot write '" + value + "' to " + dir + "/" + file + " (" + std::strerror(errno) + ")", errno);
+  };
+  w->attach_ = format_of(dir + "/events/cgroup/cgroup_attach_task/format");
+  w->fork_ = format_of(dir + "/events/sched/sched_process_fork/format");
+  for (const char* f : {"dst_root", "pid", "dst_path"}) (void)w->attach_[f];
+  for (const char* f : {"parent_pid", "child_pid"}) (void)w->fork_[f];
+  Format header = format_of(root + "/events/header_page");
+  w->data_offset_ = header["data"].offset;
+  w->commit_size_ = header["commit"].size;
+  // A full buffer drops the new events, which the page says
+  // (RB_MISSED_EVENTS): the caller reads it on its own cadence.
+  set("options/overwrite", "0");
+  set("buffer_size_kb", "1024");
+  // Each CPU has a buffer of its own: read one after the other, a child's
+  // fork can come before its parent's. Their times on CLOCK_MONOTONIC
+  // order them (read() cuts at its own start).
+  set("trace_clock", "mono");
+  set("events/cgroup/cgroup_attach_task/filter", "dst_root == " + std::to_string(memory_hierarchy()));
+  set("events/cgroup/cgroup_attach_task/enable", "1");
+  set("events/sched/sched_process_fork/enable", "1");
+  std::error_code ec;
+  for (const auto& cpu : std::filesystem::directory_iterator(dir + "/per_cpu", ec)) {
+    std::string pipe = cpu.path().string() + "/trace_pipe_raw";
+    int fd = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) cannot_watch("cannot open " + pipe + " (" + std::strerror(errno) + ")", errno);
+    ::close(fd);
+    w->cpus_.push_back(pipe);
+  }
+  if (w->cpus_.empty()) cannot_watch("no CPU in " + dir + "/per_cpu");
+  w->page_.resize(1 << 16);
+  return w;
+}
+
+MoveWatch::~MoveWatch() {
+  if (!dir_.empty()) ::rmdir(dir_.c_str());
+}
+
+bool MoveWatch::read(std::vector<Event>& out) {
+  // What happened before the cut is in the buffers now; what a CPU
+  // records while another is read waits for the next call, so that no
+  // event is handed out before one that came earlier.
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t cut = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+  bool whole = true;
+  for (const auto& pipe : cpus_) {
+    int fd = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      whole = false;  // (the instance was removed under us)
+      continue;
+    }
+    for (;;) {
+      // One sub-buffer (a page) a read, as much of it as was written.
+      ssize_t n = ::read(fd, page_.data(), page_.size());
+      if (n <= 0) break;
+      whole = parse_page(page_.data(), static_cast<size_t>(n), held_) && whole;
+    }
+    ::close(fd);
+  }
+  std::stable_sort(held_.begin(), held_.end(), [](const Event& a, const Event& b) { return a.ns < b.ns; });
+  auto later = std::find_if(held_.begin(), held_.end(), [&](const Event& e) { return e.ns >= cut; });
+  out.insert(out.end(), std::make_move_iterator(held_.begin()), std::make_move_iterator(later));
+  held_.erase(held_.begin(), later);
+  return whole;
+}
+
+// A page of the ring buffer (kernel/trace/ring_buffer.c): a timestamp, the
+// committed size (its two high bits say events were missed), then events,
+// each a 32-bit header (5 bits type_len, 27 bits time delta): type_len
+// 1..28 is data of type_len * 4 bytes after it, 0 data of the length the
+// next word gives (that word included), 29 padding, 30 and 31 time words.
+bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const {
+  if (len < data_offset_) return true;
+  uint64_t commit = commit_size_ == 8 ? at<uint64_t>(page, 8) : at<uint32_t>(page, 8);
+  constexpr uint64_t kMissedEvents = 1ull << 31, kMissedStored = 1ull << 30;
+  bool whole = (commit & (kMissedEvents | kMissedStored)) == 0;
+  uint64_t ts = at<uint64_t>(page, 0);
+  size_t size = std::min<size_t>(commit & (kMissedStored - 1), len - data_offset_);
+  const unsigned char* p = page + data_offset_;
+  const unsigned char* end = p + size;
+  auto str = [&](const unsigned char* data, size_t data_len, Field f) {
+    uint32_t loc = at<uint32_t>(data, f.offset);
+    size_t off = loc & 0xffff, n = loc >> 16;
+    if (off >= data_len) return std::string();
+    n = std::min(n, data_len - off);
+    std::string s(reinterpret_cast<const char*>(data + off), n);
+    if (auto nul = s.find('\0'); nul != std::string::npos) s.resize(nul);
+    return s;
+  };
+  while (p + 4 <= end) {
+    uint32_t header = at<uint32_t>(p, 0);
+    uint32_t type_len = header & 31;
+    uint64_t delta = header >> 5;
+    const unsigned char* data;
+    size_t data_len, total;
+    if (type_len == 29) {
+      if ((header >> 5) == 0) break;  // the rest of the page is padding
+      if (p + 8 > end) break;
+      total = 4 + at<uint32_t>(p, 4);
+      ts += delta;  // a discarded event's time
+      p += total;
+      continue;
+    }
+    if (type_len >= 30) {  // 30: a delta too large for 27 bits; 31: an absolute time
+      if (p + 8 > end) break;
+      uint64_t t = (static_cast<uint64_t>(at<uint32_t>(p, 4)) << 27) + delta;
+      ts = type_len == 30 ? ts + t : t;
+      p += 8;
+      continue;
+    }
+    ts += delta;
+    if (type_len == 0) {
+      if (p + 8 > end) break;
+      uint32_t length = at<uint32_t>(p, 4);
+      if (length < 4) break;
+      data = p + 8, data_len = length - 4, total = 4 + length;
+    } else {
+      data = p + 4, data_len = type_len * 4, total = 4 + data_len;
+    }
+    if (p + total > end) break;
+    p += total;
+    if (data_len < 2) continue;
+    int type = at<uint16_t>(data, 0);
+    auto int_field = [&](const Format& f, const char* name) {
+      Field field = f[name];
+      return field.offset + 4 <= data_len ? at<int32_t>(data, field.offset) : 0;
+    };
+    if (type == fork_.id) {
+      out.push_back({Event::Kind::fork, int_field(fork_, "child_pid"), int_field(fork_, "parent_pid"), {}, ts});
+    } else if (type == attach_.id) {
+      Field path = attach_["dst_path"];
+      if (path.offset + 4 > data_len) continue;
+      out.push_back({Event::Kind::attach, int_field(attach_, "pid"), 0, str(data, data_len, path), ts});
+    }
+  }
+  return whole;
+}
+
+std::vector<std::string> MoveWatch::remove_stale(const std::string& prefix, const std::string& comm) {
+  std::vector<std::string> removed;
+  std::string root = mounted_tracefs();
+  if (root.empty()) return removed;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/instances", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    int pid = std::atoi(name.c_str() + prefix.size());
+    if (pid <= 0) continue;
+    auto its = fs::read_file("/proc/" + std::to_string(pid) + "/comm");
+    if (its && fs::trim(*its) == comm) continue;  // its watcher is alive
+    if (::rmdir(e.path().c_str()) == 0) removed.push_back(e.path().string());
+  }
+  return removed;
+}
+
+}  // namespace memrun::cgroup

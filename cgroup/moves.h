@@ -1,0 +1,83 @@
+// Every move of a task into a cgroup, and every new task, as the kernel
+// records them: a task may leave its group and come back between two looks
+// at /proc/TID/cgroup, and only the kernel's own record of the move sees it.
+//
+// What the kernel offers (6.18): inotify and fanotify on a group's `tasks`
+// or `cgroup.procs` see a write to that one file (without the task it
+// moved), not the write that took a task out through another group's file;
+// a task that leaves and exits while out writes nothing back. The
+// tracepoint cgroup:cgroup_attach_task fires on every migration, v1 and v2
+// alike, with the task and where it went; sched:sched_process_fork names
+// each new task's parent, so that a task made after the last walk is still
+// known. Both are read in a tracefs instance of the caller's own (its
+// events reach no other reader), in the kernel's binary format
+// (per_cpu/cpuN/trace_pipe_raw): a group's name may hold a newline, and a
+// line of text is no frame a name cannot forge.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memrun::cgroup {
+
+class MoveWatch {
+ public:
+  struct Event {
+    enum class Kind { fork, attach } kind = Kind::fork;
+    int task = 0;      ///< fork: the new task; attach: the task moved (a thread id)
+    int parent = 0;    ///< fork: the task that made it
+    std::string path;  ///< attach: the group it entered, below its hierarchy's root
+    uint64_t ns = 0;   ///< when, on CLOCK_MONOTONIC
+  };
+
+  /// Starts watching, in a tracefs instance named `name` (unique to the
+  /// caller: "memrun-PID-N"), the moves into groups of the hierarchy that
+  /// holds the memory controller (v1's memory hierarchy; on v2 the unified
+  /// one) and every new task. Mounts tracefs at /sys/kernel/tracing where
+  /// no tracefs is mounted (its usual place; it stays, as a boot's would).
+  /// Throws Failure(cannot_enforce) with Problem::no_move_watch (`detail`:
+  /// why) when the kernel's record cannot be read: no tracefs (not root,
+  /// a kernel without tracing), no such tracepoint.
+  static std::unique_ptr<MoveWatch> open(const std::string& name);
+  /// Removes its instance (and never waits).
+  ~MoveWatch();
+  MoveWatch(const MoveWatch&) = delete;
+  MoveWatch& operator=(const MoveWatch&) = delete;
+
+  /// Appends the events the kernel recorded before this call, in the order
+  /// they happened; never blocks. False when the kernel dropped some (its
+  /// buffer was full): what happened meanwhile is not known.
+  bool read(std::vector<Event>& out);
+
+  /// The instances named `prefix`PID-... whose PID is no live process of
+  /// `comm` (a watcher killed before it could remove its own), removed;
+  /// returns their paths. Nothing when tracefs is not mounted.
+  static std::vector<std::string> remove_stale(const std::string& prefix, const std::string& comm);
+
+ private:
+  MoveWatch() = default;
+  struct Field {
+    size_t offset = 0, size = 0;
+  };
+  struct Format {
+    int id = -1;
+    std::vector<std::pair<std::string, Field>> fields;
+    Field operator[](const std::string& name) const;
+  };
+  static Format format_of(const std::string& file);
+  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const;
+  std::vector<Event> held_;  ///< read after the cut of the last call
+
+  std::string dir_;  ///< the instance
+  /// trace_pipe_raw of each CPU, opened for each read: a descriptor kept
+  /// open is one an unsealed test finds in /proc/PPID/fd, where a read of
+  /// its own would wait for the kernel's next event (and take it).
+  std::vector<std::string> cpus_;
+  std::vector<unsigned char> page_;
+  size_t data_offset_ = 16, commit_size_ = 8;
+  Format attach_, fork_;
+};
+
+}  // namespace memrun::cgroup

@@ -1,0 +1,65 @@
+// Which test a move out of its groups belongs to, from the kernel's record
+// of every move and every new task (cgroup::MoveWatch): a task of a test
+// that enters a group outside the test's own has left its limit, whatever
+// it did there and however soon it came back. The escape walk
+// (RunningTest::find_escapes) sees a task only where it is at the walk.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cgroup/moves.h"
+
+namespace memrun {
+
+class EscapeWatch {
+ public:
+  /// Watches in a tracefs instance of this process's own (memrun-PID-N).
+  /// Throws cgroup::Failure (Problem::no_move_watch) where the kernel's
+  /// record cannot be read.
+  EscapeWatch();
+
+  /// The test `serial`, whose first process `root` memrun started (a
+  /// task made by one of memrun's own threads): every task descending
+  /// from it is the test's, and its groups are `group` (as the kernel
+  /// names it, below the hierarchy's root) and those below.
+  void follow(uint64_t serial, int root, const std::string& group);
+  /// The tests for which `running(serial)` is false ended: their tasks
+  /// are no longer followed.
+  void forget_ended(const std::function<bool(uint64_t)>& running);
+
+  /// Reads what the kernel recorded, never waiting; `left(serial, task,
+  /// where)` for each move of a followed test's task out of its groups,
+  /// `where` the group it entered (or, when the kernel dropped events, task
+  /// 0 and why the moves of every followed test are not known).
+  void read(const std::function<void(uint64_t, int, const std::string&)>& left);
+
+  /// The instances of watchers that are gone (a memrun killed before it
+  /// could remove its own), removed: for `memrun gc`.
+  static std::vector<std::string> remove_stale();
+
+ private:
+  void fork(int task, int parent);
+  void attach(int task, const std::string& path, const std::function<void(uint64_t, int, const std::string&)>& left);
+
+  std::unique_ptr<cgroup::MoveWatch> moves_;
+  std::set<int> own_;                         ///< memrun's own threads
+  std::unordered_map<int, int> root_of_;      ///< a task made by a task memrun made: its root
+  struct Followed {
+    uint64_t serial;
+    std::string group;
+  };
+  std::map<int, Followed> followed_;          ///< by root
+  /// Moves of tasks whose root is not followed yet (the loop learns a
+  /// test's pid after its first tasks may have moved): by root, bounded.
+  std::map<int, std::vector<std::pair<int, std::string>>> unjudged_;
+  std::vector<cgroup::MoveWatch::Event> events_;
+};
+
+}  // namespace memrun
