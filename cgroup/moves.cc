@@ -173,6 +173,7 @@ bool MoveWatch::read(std::vector<Event>& out) {
 // each a 32-bit header (5 bits type_len, 27 bits time delta): type_len
 // 1..28 is data of type_len * 4 bytes after it, 0 data of the length the
 // next word gives (that word included), 29 padding, 30 and 31 time words.
+// Long: one pass over a page of the ring buffer, each record type beside the kernel rule it obeys.
 bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const {
   if (len < data_offset_) return true;
   uint64_t commit = commit_size_ == 8 ? at<uint64_t>(page, 8) : at<uint32_t>(page, 8);

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 
+#include "cgroup/error.h"
 #include "runner/base/files.h"
 
 namespace memrun {
@@ -23,6 +25,19 @@ bool within(const std::string& path, const std::string& group) {
 }
 
 }  // namespace
+
+std::unique_ptr<EscapeWatch> EscapeWatch::for_unsealed_run() {
+  try {
+    return std::make_unique<EscapeWatch>();
+  } catch (const cgroup::Failure& e) {
+    if (::geteuid() == 0) throw;
+    std::fprintf(stderr,
+                 "memrun: note: without root, the tests' moves between cgroups are seen only where the escape walk "
+                 "finds them (%s)\n",
+                 e.what());
+    return nullptr;
+  }
+}
 
 EscapeWatch::EscapeWatch() {
   static std::atomic<int> n{0};

@@ -24,6 +24,13 @@ class EscapeWatch {
   /// Throws cgroup::Failure (Problem::no_move_watch) where the kernel's
   /// record cannot be read.
   EscapeWatch();
+  /// The watch of a run whose tests are not sealed (their tasks may reach
+  /// the host's groups): required as root, where a run without it would
+  /// pass a test that left its limit for a moment (throws
+  /// cgroup::Failure). Without root tracefs is out of reach, and a test
+  /// can move its tasks only among the groups its user may write: the walk
+  /// alone judges it, the run says so on stderr, and this returns null.
+  static std::unique_ptr<EscapeWatch> for_unsealed_run();
 
   /// The test `serial`, whose first process `root` memrun started (a
   /// task made by one of memrun's own threads): every task descending

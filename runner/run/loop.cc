@@ -13,10 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <utility>
 
-#include "cgroup/error.h"
 #include "runner/base/clock.h"
 #include "runner/base/error.h"
 #include "runner/launch/launcher.h"
@@ -90,7 +88,7 @@ class Loop {
     watch(starts_.evictor_fd(), tag(kEvictorSerial, kLoop));
     watch(launcher_.fd(), tag(kLauncherSerial, kLoop));
     EscapeWatch::remove_stale();  // what a run killed by SIGKILL left, as gc does
-    if (!options.pid_namespace) watch_moves();
+    if (!options.pid_namespace) escapes_ = EscapeWatch::for_unsealed_run();
   }
   // Never waits: close() drained the groups left to remove; what a failing
   // run left goes with one attempt each (see ~RunningTest).
@@ -178,7 +176,7 @@ class Loop {
       }
       // Every move the kernel recorded before a test ended is its own
       // before its figures are read.
-      read_moves();
+      running_.take_moves(escapes_.get());
       if (running_.finish_exited(clock_, *kernel_log_, launcher_, admission, fail_fast, done)) stop_starting = true;
       if (escapes_) escapes_->forget_ended([&](uint64_t serial) { return running_.find(serial) != nullptr; });
     }
@@ -272,31 +270,6 @@ class Loop {
       if (test && source == kStdout) test->out().pump();
       if (test && source == kStderr) test->err().pump();
     }
-  }
-
-  // A test whose tasks may reach the host's groups is watched by the
-  // kernel's record of every move: required as root (a Problem where it
-  // cannot be read: such a run would pass a test that left its limit for a
-  // moment). Without root tracefs is out of reach, and a test can move its
-  // tasks only among the groups its user may write: the walk alone judges
-  // it, and the run says so.
-  void watch_moves() {
-    try {
-      escapes_ = std::make_unique<EscapeWatch>();
-    } catch (const cgroup::Failure& e) {
-      if (::geteuid() == 0) throw;
-      std::fprintf(stderr,
-                   "memrun: note: without root, the tests' moves between cgroups are seen only where the escape "
-                   "walk finds them (%s)\n",
-                   e.what());
-    }
-  }
-
-  void read_moves() {
-    if (!escapes_) return;
-    escapes_->read([&](uint64_t serial, int task, const std::string& where) {
-      if (RunningTest* test = running_.find(serial)) test->moved_out(task, where);
-    });
   }
 
   void on_signals() {

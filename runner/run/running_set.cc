@@ -37,6 +37,13 @@ RunningTest* RunningSet::find(uint64_t serial) {
   return nullptr;
 }
 
+void RunningSet::take_moves(EscapeWatch* watch) {
+  if (!watch) return;
+  watch->read([&](uint64_t serial, int task, const std::string& where) {
+    if (RunningTest* test = find(serial)) test->moved_out(task, where);
+  });
+}
+
 Clock::time_point RunningSet::next_deadline(Clock::time_point next) const {
   for (const auto& s : slots_) {
     next = std::min({next, s.test->deadline(), s.test->next_sample(), s.test->next_settle()});

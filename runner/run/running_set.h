@@ -12,6 +12,7 @@
 #include "runner/base/kernel_log.h"
 #include "runner/plan/budget.h"
 #include "runner/run/run.h"
+#include "runner/run/escape_watch.h"
 #include "runner/run/running_test.h"
 #include "runner/run/start_queue.h"
 
@@ -25,6 +26,9 @@ class RunningSet {
   bool empty() const { return slots_.empty(); }
   /// The test whose events carry `serial`, or null.
   RunningTest* find(uint64_t serial);
+  /// Every move out of its groups the kernel recorded for a running test
+  /// (`watch`: null when none is watched), handed to the test.
+  void take_moves(EscapeWatch* watch);
   /// Takes the test out (one that could not start), with its `index`.
   std::unique_ptr<RunningTest> remove(uint64_t serial, size_t* index);
   /// Whether a test is starting (see RunningTest::starting).
