@@ -20,7 +20,7 @@
 namespace memrun {
 namespace {
 
-TEST(Shards, EveryTestInExactlyOneShardAndStableByName) {
+TEST(CiReport, EveryTestInExactlyOneShardAndStableByName) {
   std::vector<std::string> names;
   for (int i = 0; i < 10; ++i) names.push_back("t" + std::to_string(i));
   auto a = assign_shards(names, 3, {});
@@ -36,7 +36,7 @@ TEST(Shards, EveryTestInExactlyOneShardAndStableByName) {
   EXPECT_EQ(sizes, (std::map<int, int>{{0, 4}, {1, 3}, {2, 3}}));
 }
 
-TEST(Filter, MatchesInLinearTimeAndRefusesBadSyntaxWithExit2) {
+TEST(CiReport, FilterMatchesInLinearTimeAndRefusesBadSyntaxWithExit2) {
   // (a*)*b over 99 a's (names are at most 100 characters) backtracks for ever in a backtracking
   // engine (std::regex: 11 s at 30 characters, doubling with each one);
   // here it must simply not match, at once (ctest's timeout is the bound).
@@ -58,7 +58,7 @@ TEST(Filter, MatchesInLinearTimeAndRefusesBadSyntaxWithExit2) {
   }
 }
 
-TEST(Shards, TimingsBalanceLongestFirst) {
+TEST(CiReport, ShardTimingsBalanceLongestFirst) {
   std::vector<std::string> names{"a", "b", "c", "d", "e"};
   std::map<std::string, double> t{{"a", 10}, {"b", 6}, {"c", 5}, {"d", 4}, {"e", 1}};
   auto s = assign_shards(names, 2, t);
@@ -68,7 +68,7 @@ TEST(Shards, TimingsBalanceLongestFirst) {
   EXPECT_LE(std::abs(load[0] - load[1]), 4.0);  // 13 vs 13 for LPT here
 }
 
-TEST(Shards, ParseRejectsNonsense) {
+TEST(CiReport, ABadShardIsRefused) {
   Selection s;
   parse_shard("2/3", &s);
   EXPECT_EQ(s.shard_index, 2);
@@ -112,7 +112,7 @@ std::string merge_error(const std::vector<ReportData>& rs) {
   return "";
 }
 
-TEST(Merge, CombinesShardsIntoTheWholeRun) {
+TEST(CiReport, MergeCombinesShardsIntoTheWholeRun) {
   ReportData m = merge_reports({report(2, 2, {{"b", false}}), report(1, 2, {{"a", true}})}, {"x", "y"});
   auto j = nlohmann::ordered_json::parse(report_text(m));
   EXPECT_EQ(j["summary"]["total"], 2);
@@ -125,7 +125,7 @@ TEST(Merge, CombinesShardsIntoTheWholeRun) {
   EXPECT_FALSE(all_passed(m));
 }
 
-TEST(Merge, SaysWhatIsWrong) {
+TEST(CiReport, MergeSaysWhatIsWrong) {
   EXPECT_NE(merge_error({report(1, 3, {{"a", true}}), report(3, 3, {{"c", true}})}).find("shard 2/3 is missing"),
             std::string::npos);
   EXPECT_NE(merge_error({report(1, 2, {{"a", true}}), report(2, 2, {{"a", true}})}).find("'a' of s.yaml appears twice"),
@@ -136,7 +136,7 @@ TEST(Merge, SaysWhatIsWrong) {
             std::string::npos);
 }
 
-TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
+TEST(CiReport, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
   auto r = report(1, 1, {{"a, b: c", false}, {"ok", true}});
   r.tests[0].test.line = 12;
   std::string out = github_annotations(each_record(r));
@@ -145,7 +145,7 @@ TEST(CiFormats, GithubAnnotationPointsAtTheSpecLineAndEscapes) {
             "(peak 64.0 MiB of 64.0 MiB, headroom 0 B (0%25))\n");
 }
 
-TEST(CiFormats, AnAnnotationPointsAtAFileGithubCanMap) {
+TEST(CiReport, AnAnnotationPointsAtAFileGithubCanMap) {
   // GitHub maps an annotation's file against the checkout (GITHUB_WORKSPACE)
   // only: a spec given by absolute path inside it is named relative to it;
   // one outside it gets no file (the annotation shows on the job), never a
@@ -166,7 +166,7 @@ TEST(CiFormats, AnAnnotationPointsAtAFileGithubCanMap) {
   if (was) ::setenv("GITHUB_WORKSPACE", saved.c_str(), 1);
 }
 
-TEST(CiFormats, AFailedTestNeverReadsAsAPassInAnyOutput) {
+TEST(CiReport, AFailedTestNeverReadsAsAPassInAnyOutput) {
   // min_headroom missed: the outcome is pass, the verdict FAIL. Every
   // output says FAIL with the reason, and never "pass" alone beside it.
   auto r = report(1, 1, {{"tight", false}});
@@ -193,7 +193,7 @@ TEST(CiFormats, AFailedTestNeverReadsAsAPassInAnyOutput) {
   EXPECT_NE(xml.find("<failure message=\"headroom 24.0 MiB is below min_headroom"), std::string::npos) << xml;
 }
 
-TEST(CiFormats, HeadroomOfTheWorkingSetSaysSoWhereverItIsShown) {
+TEST(CiReport, HeadroomOfTheWorkingSetSaysSoWhereverItIsShown) {
   // The kernel's peak was page cache: headroom is of the working set, and
   // 98% beside peak = limit must say why, as the console does.
   auto r = report(1, 1, {{"cat", true}});
@@ -207,7 +207,7 @@ TEST(CiFormats, HeadroomOfTheWorkingSetSaysSoWhereverItIsShown) {
   EXPECT_NE(html.find(">62.0 MiB (97%) excl. page cache</td>"), std::string::npos) << html;
 }
 
-TEST(CiFormats, MarkdownTable) {
+TEST(CiReport, MarkdownTable) {
   ReportData m = merge_reports({report(1, 1, {{"a", true}, {"b", false}})}, {"x"});
   std::string md = markdown_table(m.info, each_record(m));
   EXPECT_NE(md.find("| ✅ pass | <code>a</code> | pass | 64.0 MiB | 64.0 MiB | 0 B (0%) |  |"), std::string::npos) << md;
@@ -217,7 +217,7 @@ TEST(CiFormats, MarkdownTable) {
   EXPECT_NE(md.find("1 passed, 1 failed"), std::string::npos) << md;
 }
 
-TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
+TEST(CiReport, MarkdownShowsAHostileNameLiterally) {
   // Backticks to leave a code span, a cell separator, raw HTML, a link, an
   // entity and emphasis: none may reach the page as markup.
   const std::string name = "a` | <img src=x onerror=alert(1)> [x](http://e) &amp; **b** \\|";
@@ -245,7 +245,7 @@ TEST(CiFormats, MarkdownShowsAHostileNameLiterally) {
   EXPECT_EQ(plain, name);
 }
 
-TEST(CiFormats, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
+TEST(CiReport, ControlCharactersInNamesAndHostFieldsReachNoOutputRaw) {
   // ESC, BEL, CR, DEL and a broken UTF-8 byte in a name (as a gtest or CTest
   // case may have), a kernel string with a line break, HTML and a workflow
   // command (as a merged report's host.kernel may have).
@@ -282,7 +282,7 @@ std::string scripts_of(const YAML::Node& steps) {
   return all;
 }
 
-TEST(CiExamples, GithubActionsWorkflow) {
+TEST(CiReport, ExampleGithubActionsWorkflow) {
   YAML::Node w = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/github-actions.yml");
   auto matrix = w["jobs"]["memory"]["strategy"]["matrix"]["shard"];
   ASSERT_TRUE(matrix.IsSequence());
@@ -322,7 +322,7 @@ TEST(CiExamples, GithubActionsWorkflow) {
 // shard when given, and uploads both; without specs only installs. Its
 // inputs reach the shell only through env, never spliced into a script (a
 // spec path or flag with $(...) runs nothing).
-TEST(CiExamples, GithubActionRunsSpecsAndUploadsTheReports) {
+TEST(CiReport, GithubActionRunsSpecsAndUploadsTheReports) {
   YAML::Node a = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/action/action.yml");
   EXPECT_EQ(a["runs"]["using"].as<std::string>(), "composite");
   for (const char* input : {"specs", "version", "binary", "shard", "jobs", "args", "artifact"})
@@ -361,7 +361,7 @@ TEST(CiExamples, GithubActionRunsSpecsAndUploadsTheReports) {
   EXPECT_TRUE(uploads);
 }
 
-TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
+TEST(CiReport, GithubActionsComparesAPullRequestWithTheBaseBranch) {
   YAML::Node w = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/github-actions.yml");
   // Runs that give the comparison a noise bound, merged, kept as an artifact.
   bool repeated = false;
@@ -401,7 +401,7 @@ TEST(CiExamples, GithubActionsComparesAPullRequestWithTheBaseBranch) {
   EXPECT_TRUE(uploaded);
 }
 
-TEST(CiExamples, GitlabCi) {
+TEST(CiReport, ExampleGitlabCi) {
   YAML::Node g = YAML::LoadFile(std::string(SOURCE_DIR) + "/docs/ci/gitlab-ci.yml");
   EXPECT_EQ(g["memory"]["parallel"].as<int>(), 3);
   std::string script, install;

@@ -134,7 +134,7 @@ bool lists(const std::string& help, const std::string& flag) {
   return std::regex_search(help, std::regex("(^|[\n ,(])" + flag + "([ ,=\\[\n\"]|$)"));
 }
 
-TEST(Help, SpeaksMemrunsWordsNotCli11s) {
+TEST(CommandLine, SpeaksMemrunsWordsNotCli11s) {
   Memrun m;
   ASSERT_GE(m.commands().size(), 10u);
   for (const auto* command : m.commands()) {
@@ -151,7 +151,7 @@ TEST(Help, SpeaksMemrunsWordsNotCli11s) {
   }
 }
 
-TEST(Help, ListsEveryFlagACommandTakes) {
+TEST(CommandLine, ListsEveryFlagACommandTakes) {
   Memrun m;
   for (const auto* command : m.commands()) {
     std::string help = Memrun::help_of(command);
@@ -171,7 +171,7 @@ TEST(Help, ListsEveryFlagACommandTakes) {
             std::string::npos);
 }
 
-TEST(Help, AFlagWithoutItsValueIsNamedWithAnExample) {
+TEST(CommandLine, AFlagWithoutItsValueIsNamedWithAnExample) {
   Memrun m;
   EXPECT_EQ(m.error({"-j"}), "-j needs a value (N), e.g. -j 4 (memrun --help lists the flags)");
   EXPECT_EQ(m.error({"-j", "--fail-fast", "s.yaml"}), "-j needs a value (N), e.g. -j 4 (memrun --help lists the flags)");
@@ -184,7 +184,7 @@ TEST(Help, AFlagWithoutItsValueIsNamedWithAnExample) {
 
 // The man page (docs/memrun.1) and --help come from one source: its
 // synopsis is synopsis(), and it names every flag memrun has, and no other.
-TEST(Help, TheManPageSaysWhatHelpSays) {
+TEST(CommandLine, TheManPageSaysWhatHelpSays) {
   std::ifstream in(std::string(SOURCE_DIR) + "/docs/memrun.1");
   std::stringstream text;
   text << in.rdbuf();
@@ -261,7 +261,7 @@ const char* const kCli11Notation[] = {"not in {", "not in range", "Value ", "Cou
 // notation ("--live: sometimes not in {auto,on,off}", "--repeat: Value 0
 // not in range 1 to 100", "Path does not exist"). The options are read from
 // the CLI11 object, so a new check is held to it too.
-TEST(Help, AValueAnOptionDoesNotTakeIsSaidInMemrunsWords) {
+TEST(CommandLine, AValueAnOptionDoesNotTakeIsSaidInMemrunsWords) {
   Memrun all;
   size_t checked = 0;
   std::string existing_file = std::string(SOURCE_DIR) + "/README.md";
@@ -313,7 +313,7 @@ TEST(Help, AValueAnOptionDoesNotTakeIsSaidInMemrunsWords) {
 // what is missing, in --help's names, and how the command is written; not
 // CLI11's "base is required" (main rewords its RequiredError with
 // missing_arguments()). Every command that needs an argument is held to it.
-TEST(Help, ACommandWithoutItsArgumentsAnswersAsBareMemrun) {
+TEST(CommandLine, ACommandWithoutItsArgumentsAnswersAsBareMemrun) {
   Memrun bare;
   EXPECT_EQ(missing_arguments(bare.app), "no SPEC given. Usage: memrun [FLAGS] SPEC... (see memrun --help)");
   std::set<std::string> needing;
@@ -349,7 +349,7 @@ TEST(Help, ACommandWithoutItsArgumentsAnswersAsBareMemrun) {
 
 // Words a command has no place for: not CLI11's "The following argument
 // was not expected" (main rewords its ExtrasError with extra_arguments()).
-TEST(Help, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
+TEST(CommandLine, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
   std::string file = std::string(SOURCE_DIR) + "/README.md";
   Memrun compare;
   Parsed p = parse(compare.app, {"compare", file, file, "extra"});
@@ -365,7 +365,7 @@ TEST(Help, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
 
 // `memrun list`'s columns line up, whatever the lengths of names, limits
 // and tags, and a name of several-byte characters takes its own width.
-TEST(List, ColumnsLineUp) {
+TEST(CommandLine, ListColumnsLineUp) {
   TestSpec a, b, c;
   a.name = "a";
   a.line = 3;

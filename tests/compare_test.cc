@@ -462,7 +462,7 @@ TEST(Compare, JunitFailsOnlyRegressionsAndAnnotationsPointAtTheSpecLine) {
 // own spread; with fewer, 10%, 1 MiB; a test's max_increase, else
 // --max-increase, over either.
 
-TEST(Threshold, ARealGrowthOfEightPercentWithATinySpreadIsARegressionAndSaysWhy) {
+TEST(Compare, ARealGrowthOfEightPercentWithATinySpreadIsARegressionAndSaysWhy) {
   // The case: a Polars query, 3 runs a side, 0.2% spread, +8.7%:
   // `unchanged` under a flat 10%.
   auto base = report({{"q", {879.9, 880.0, 880.1}}}), head = report({{"q", {956.2, 956.8, 957.8}}});
@@ -479,7 +479,7 @@ TEST(Threshold, ARealGrowthOfEightPercentWithATinySpreadIsARegressionAndSaysWhy)
   EXPECT_EQ(named(compare_reports(base, head, flat), "q").change, Change::unchanged);
 }
 
-TEST(Threshold, FivePercentWithASpreadUnderOnePercentIsRegressedAndThreeWithFourIsNot) {
+TEST(Compare, FivePercentWithASpreadUnderOnePercentIsRegressedAndThreeWithFourIsNot) {
   // +5% where every side's runs lie within 0.9%: the spread's threshold
   // (3 x 0.95 MiB) and the floor (2 MiB) are both below the 4.1 MiB gap.
   auto c = compare_reports(report({{"t", {100, 100.5, 100.9}}}), report({{"t", {105, 105.5, 105.95}}}), {});
@@ -497,7 +497,7 @@ TEST(Threshold, FivePercentWithASpreadUnderOnePercentIsRegressedAndThreeWithFour
   EXPECT_EQ(named(c, "t").change, Change::regressed);
 }
 
-TEST(Threshold, ImprovementsAreHeldToTheSameThreshold) {
+TEST(Compare, ImprovementsAreHeldToTheSameThreshold) {
   auto c = compare_reports(report({{"t", {105, 105.5, 105.95}}}), report({{"t", {100, 100.5, 100.9}}}), {});
   EXPECT_EQ(named(c, "t").change, Change::improved);
   EXPECT_EQ(named(c, "t").threshold.rule, ThresholdRule::spread);
@@ -505,14 +505,14 @@ TEST(Threshold, ImprovementsAreHeldToTheSameThreshold) {
   EXPECT_EQ(named(c, "t").change, Change::unchanged);
 }
 
-TEST(Threshold, ASmallTestKeepsTheOneMebibyteFloor) {
+TEST(Compare, ASmallTestKeepsTheOneMebibyteFloor) {
   // +5% of 10 MiB is half a MiB: within the floor's 1 MiB.
   auto c = compare_reports(report({{"t", {10, 10.01, 10.02}}}), report({{"t", {10.5, 10.51, 10.52}}}), {});
   EXPECT_EQ(named(c, "t").change, Change::unchanged);
   EXPECT_EQ(named(c, "t").threshold.why, "spread 0.2%: threshold 1.00 MiB");
 }
 
-TEST(Threshold, FewerThanThreeRunsASideKeepTenPercent) {
+TEST(Compare, FewerThanThreeRunsASideKeepTenPercent) {
   // One run a side, as before the spread: 8.75% is unchanged, 11.25% is not.
   auto c = compare_reports(report({{"t", {40}}}), report({{"t", {43.5}}}), {});
   EXPECT_EQ(named(c, "t").change, Change::unchanged);
@@ -527,7 +527,7 @@ TEST(Threshold, FewerThanThreeRunsASideKeepTenPercent) {
             "3 runs in base, 2 in head (the spread needs 3 a side): threshold 10%, 1.00 MiB (4.00 MiB)");
 }
 
-TEST(Threshold, AGivenMaxIncreaseWinsOverTheDefault) {
+TEST(Compare, AGivenMaxIncreaseWinsOverTheDefault) {
   auto base = report({{"q", {879.9, 880.0, 880.1}}}), head = report({{"q", {956.2, 956.8, 957.8}}});
   // --max-increase
   CompareOptions loose;
@@ -548,7 +548,7 @@ TEST(Threshold, AGivenMaxIncreaseWinsOverTheDefault) {
   EXPECT_EQ(named(c, "t").threshold.rule, ThresholdRule::flag);
 }
 
-TEST(Threshold, AnySeriesGoesThroughTheSameRuleInAnyOrder) {
+TEST(Compare, AnySeriesGoesThroughTheSameRuleInAnyOrder) {
   // A block's peaks, say: unsorted as measured.
   std::vector<uint64_t> base = {101 * MiB, 100 * MiB, 100 * MiB + MiB / 2}, head = {106 * MiB, 105 * MiB, 105 * MiB + MiB / 2};
   SeriesChange s = compare_series(base, head, std::nullopt);
@@ -567,7 +567,7 @@ TEST(Threshold, AnySeriesGoesThroughTheSameRuleInAnyOrder) {
   EXPECT_EQ(s.threshold.allowed, huge);
 }
 
-TEST(Threshold, EveryOutputSaysWhatDecidedEachTest) {
+TEST(Compare, EveryOutputSaysWhatDecidedEachTest) {
   auto c = compare_reports(report({{"up", {879.9, 880.0, 880.1}}, {"same", {100, 102, 104}}, {"one", {40}}}),
                            report({{"up", {956.2, 956.8, 957.8}}, {"same", {103, 105, 107.1}}, {"one", {41}}}), {});
   const char* up = "spread 0.2%: threshold 2% (17.6 MiB)";
@@ -606,7 +606,7 @@ TEST(Threshold, EveryOutputSaysWhatDecidedEachTest) {
   EXPECT_EQ(named(before, "up").threshold.allowed, named(c, "up").threshold.allowed);
 }
 
-TEST(Threshold, AFailedOrIncomparableTestSaysNoThreshold) {
+TEST(Compare, AFailedOrIncomparableTestSaysNoThreshold) {
   ReportData base = report({{"t", {100, 100, 100}}, {"limit", {10, 10, 10}}});
   ReportData head = report({{"t", {50, 50, 50}}, {"limit", {10, 10, 10}}});
   ended(head, 0, Outcome::fail, 50);

@@ -260,7 +260,7 @@ TEST_F(Parallel, TheDefaultBudgetStaysWithinALimitedParentCgroup) {
 
 // The live view, drawn in a real terminal: tmux runs memrun in a pty, and
 // capture-pane shows the screen as a user would see it.
-class LiveView : public Parallel {
+class Terminal : public Parallel {
  protected:
   void SetUp() override {
     if (::system("command -v tmux >/dev/null") != 0) FAIL() << "tmux is needed (./setup.sh test installs it)";
@@ -286,9 +286,9 @@ class LiveView : public Parallel {
 };
 
 // The live view tests a terminal (tmux), not the kernel: on the host only.
-MEMRUN_LANES(LiveView, "*", kHostLane);
+MEMRUN_LANES(Terminal, "*", kHostLane);
 
-TEST_F(LiveView, ShowsRunningTestsWithBarsThenCleansUp) {
+TEST_F(Terminal, TheLiveViewShowsRunningTestsWithBarsThenCleansUp) {
   // The tests hold their 50 MiB until `release` exists: the screen is
   // read while two certainly run, then they are let go.
   std::string release = dir.path() + "/release";

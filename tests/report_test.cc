@@ -711,7 +711,7 @@ std::string refusal(const nlohmann::ordered_json& j) {
   return "";
 }
 
-TEST(ReportReader, AValidReportReadsBackAndItsRunInfoToo) {
+TEST(Report, AValidReportReadsBackAndItsRunInfoToo) {
   auto j = valid_report();
   j["memrun_path"] = "/opt/memrun/bin/memrun";
   j["host_cgroups"] = true;
@@ -728,7 +728,7 @@ TEST(ReportReader, AValidReportReadsBackAndItsRunInfoToo) {
   EXPECT_EQ(again["memrun_path"], j["memrun_path"]);
 }
 
-TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
+TEST(Report, AComparisonIsReadBackAndMergeKeepsIt) {
   // A run with --baseline carries its comparison; a report read back has
   // it as data, and merge of shards keeps every shard's.
   Comparison c;
@@ -778,7 +778,7 @@ TEST(ReportReader, AComparisonIsReadBackAndMergeKeepsIt) {
   EXPECT_NE(refusal(j).find("field 'base_range_bytes' should be [lowest, highest]"), std::string::npos) << refusal(j);
 }
 
-TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
+TEST(Report, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
   // A negative size must not read as 16 EiB, nor 1e300 as 0.
   struct Case {
     const char* field;
@@ -821,7 +821,7 @@ TEST(ReportReader, EveryNumberIsRangeCheckedNamingTheFieldAndTheTest) {
   EXPECT_NE(refusal(j).find("field 'started'"), std::string::npos) << refusal(j);
 }
 
-TEST(ReportReader, AnExplanationIsReadByTheReportsRulesNamingItsField) {
+TEST(Report, AnExplanationIsReadByTheReportsRulesNamingItsField) {
   // The explanation is read as every other field is: a negative size is
   // not 16 EiB, a frame index past its stack is refused, each naming where.
   auto j = nlohmann::ordered_json::parse(report_text(ReportData{RunInfo{}, {}, {every_field_set()}}));
@@ -844,7 +844,7 @@ TEST(ReportReader, AnExplanationIsReadByTheReportsRulesNamingItsField) {
   EXPECT_NE(with("/tests/0/explanation", 3).find("'every'.explanation: should be a JSON object"), std::string::npos);
 }
 
-TEST(ReportReader, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {
+TEST(Report, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {
   // A record is one thing: a head that says oom, not passed, one kill,
   // while its run says it passed at 1 MiB, would compare as "improved".
   auto j = valid_report();
@@ -879,7 +879,7 @@ TEST(ReportReader, ARecordThatContradictsItsRunsIsRefusedNamingTheFields) {
   }
 }
 
-TEST(ReportReader, NestingStringsAndListsAreBoundedWithAClearError) {
+TEST(Report, NestingStringsAndListsAreBoundedWithAClearError) {
   // A million levels deep in a field memrun reads as a map: once a
   // segmentation fault (nlohmann's conversions recurse), now a message.
   std::string text = valid_report().dump();
@@ -908,7 +908,7 @@ TEST(ReportReader, NestingStringsAndListsAreBoundedWithAClearError) {
   EXPECT_EQ(parse_json("{\"a\":[1,2,3],\"b\":{\"c\":1,\"d\":2}}", "x.json", small).dump(), "{\"a\":[1,2,3],\"b\":{\"c\":1,\"d\":2}}");
 }
 
-TEST(ReportReader, RequiredFieldsAreRequired) {
+TEST(Report, RequiredFieldsAreRequired) {
   // Only `schema` and `tests`: not a report of any run, nor a base.
   EXPECT_NE(refusal({{"schema", "memrun-report/1"}, {"tests", nlohmann::ordered_json::array()}})
                 .find("field 'memrun_version' is missing"),
@@ -925,13 +925,13 @@ TEST(ReportReader, RequiredFieldsAreRequired) {
   }
 }
 
-TEST(ReportReader, ATestListedTwiceIsRefused) {
+TEST(Report, ATestListedTwiceIsRefused) {
   auto j = valid_report();
   j["tests"].push_back(j["tests"][0]);
   EXPECT_NE(refusal(j).find("tests[0] and tests[1] are both test 'big' of s.yaml"), std::string::npos) << refusal(j);
 }
 
-TEST(ReportReader, ShardCountsAreBounded) {
+TEST(Report, ShardCountsAreBounded) {
   auto j = valid_report();
   j["shard"] = {{"index", 1}, {"count", 100000000}};
   EXPECT_NE(refusal(j).find("field 'count'"), std::string::npos) << refusal(j);
@@ -947,7 +947,7 @@ TEST(ReportReader, ShardCountsAreBounded) {
   }
 }
 
-TEST(ReportReader, RaggedTimelinesAreRefused) {
+TEST(Report, RaggedTimelinesAreRefused) {
   auto j = valid_report();
   j["tests"][0]["timeline"]["anon"] = nlohmann::ordered_json::array();
   EXPECT_NE(refusal(j).find("t_s, current, anon and file should be as long as each other"), std::string::npos)

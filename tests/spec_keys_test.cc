@@ -96,7 +96,7 @@ std::vector<Spec> specs_of(const std::string& yaml) { return {parse_spec(yaml, "
 
 // --scale and --set change limits after the spec was read: the spec's
 // checks run again, at the test's place, saying what to do.
-TEST(SpecOverrides, ALimitBelowWhatTheTestNeedsIsABadSpec) {
+TEST(SpecKeys, ALimitBelowWhatTheTestNeedsIsABadSpec) {
   const std::string yaml = "tests:\n  - {name: t, run: x, memory: 64MiB, memory_high: 48MiB}\n"
                            "  - {name: u, run: x, memory: 64MiB, min_headroom: 16MiB}\n"
                            "  - {name: v, run: x, memory: 64MiB, min_headroom: 20%}\n";

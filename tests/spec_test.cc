@@ -228,13 +228,13 @@ TEST(Spec, OneDocumentMayStartWithMarkersAndHoldThemInScalars) {
     EXPECT_EQ(parse(yaml).tests.size(), 1u) << yaml;
 }
 
-TEST(SpecErrors, OnlyAPlainNumberIsTakenForAForgottenUnit) {
+TEST(Spec, OnlyAPlainNumberIsTakenForAForgottenUnit) {
   EXPECT_EQ(error_of("tests:\n  - {name: t, run: x, memory: 0.5MiB}\n").find("did you mean"), std::string::npos);
   EXPECT_NE(error_of("tests:\n  - {name: t, run: x, memory: 64}\n").find("write 64MiB"), std::string::npos);
 }
 
 
-TEST(Suites, GtestListingGivesFullNamesAndMarksDisabledOnes) {
+TEST(Spec, GtestListingGivesFullNamesAndMarksDisabledOnes) {
   // --gtest_list_tests of GoogleTest 1.12, as memrun-example-gtest prints it,
   // after two failures a program printed before its listing (googletest's
   // own output test does): they are no suite.
@@ -251,7 +251,7 @@ TEST(Suites, GtestListingGivesFullNamesAndMarksDisabledOnes) {
   EXPECT_EQ(off, (std::vector<std::string>{"Small.DISABLED_NeverRuns", "DISABLED_Off.Anything", "Inst/DISABLED_P.Case/0"}));
 }
 
-TEST(Suites, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
+TEST(Spec, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
   auto cases = parse_ctest_json(R"({"kind":"ctestInfo","version":{"major":1,"minor":0},"tests":[
     {"name":"a","command":["/b/t","--gtest_filter=A.B"],"properties":[{"name":"WORKING_DIRECTORY","value":"/w"}]},
     {"name":"e","command":["sh","-c","x y"],"properties":[{"name":"ENVIRONMENT","value":["K=v=w","L="]},
@@ -290,13 +290,13 @@ TEST(Suites, CtestJsonGivesCommandsDirectoriesEnvironmentsAndRules) {
   EXPECT_NE(more[1].not_runnable.find("REQUIRED_FILES /no/such/file is missing"), std::string::npos);
 }
 
-TEST(Suites, ANameThatIsNoTextIsEscaped) {
+TEST(Spec, ANameThatIsNoTextIsEscaped) {
   EXPECT_EQ(usable_name("Suite.Case/1"), "Suite.Case/1");
   EXPECT_EQ(usable_name("tests/t.py::test[\xc3\xa9 x]"), "tests/t.py::test[\xc3\xa9 x]");
   EXPECT_EQ(usable_name("A.B\033[31m\xff\r"), "A.B\\x1b[31m\\xff\\x0d");
 }
 
-TEST(Suites, AGoogleTestListingIsFilteredAsItIsRead) {
+TEST(Spec, AGoogleTestListingIsFilteredAsItIsRead) {
   // A program that lists 20,000 cases, one of them twice (two fixtures of
   // one name): --filter keeps what it selects as the listing is read, the
   // twice-listed name still runs each as itself (#2), and a suite none of
@@ -335,7 +335,7 @@ Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
 // ctest's order, from a listing to the plan: in the spec's names, a
 // fixture's setup and cleanup kept with a selected user and in its shard,
 // a name no test has ignored, and a cycle refused where the suite is.
-TEST(Suites, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
+TEST(Spec, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
   auto ctest_case = [](const std::string& name, CtestOrder order) {
     Case c;
     c.name = name;
@@ -399,7 +399,7 @@ TEST(Suites, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
 
 // A fixture's setup and cleanup share a shard when no user of it is
 // selected too: the cleanup undoes what the setup did, on one machine.
-TEST(Suites, AFixturesSetupAndCleanupShareAShardWithoutAUser) {
+TEST(Spec, AFixturesSetupAndCleanupShareAShardWithoutAUser) {
   Case up, down;
   up.name = "up", down.name = "down";
   up.argv = down.argv = {"/bin/true"};
@@ -423,7 +423,7 @@ TEST(Suites, AFixturesSetupAndCleanupShareAShardWithoutAUser) {
   }
 }
 
-TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {
+TEST(Spec, RulesApplyInOrderAndAMarkerWinsOverThem) {
   Spec spec = with_cases(
       "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    timeout: 1m\n    inputs: [data.bin]\n    cases:\n"
       "      - {match: 'Parquet.*', memory: 64MiB, min_headroom: 20%}\n"
@@ -453,7 +453,7 @@ TEST(Suites, RulesApplyInOrderAndAMarkerWinsOverThem) {
   EXPECT_EQ(other.inputs, (std::vector<std::string>{"/w/data.bin"}));
 }
 
-TEST(Suites, BadSuitesAndMarkersSayWhere) {
+TEST(Spec, BadSuitesAndMarkersSayWhere) {
   auto error = [](const std::string& yaml, std::vector<Case> cases) {
     try {
       with_cases(yaml, cases);
@@ -493,7 +493,7 @@ std::string input_error(const std::string& dir, const std::string& yaml) {
   return "";
 }
 
-TEST(SpecInputs, OnlyFilesAndFoldersThatExistOutsideSystemFolders) {
+TEST(Spec, OnlyFilesAndFoldersThatExistOutsideSystemFolders) {
   char tmpl[] = "/tmp/memrun-inputs-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
@@ -532,7 +532,7 @@ TEST(SpecInputs, OnlyFilesAndFoldersThatExistOutsideSystemFolders) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(SpecThrash, OffInATestARuleOrDefaults) {
+TEST(Spec, ThrashOffInATestARuleOrDefaults) {
   auto s = parse("defaults: {thrash: off}\ntests:\n  - {name: a, run: x, memory: 64MiB}\n"
                  "  - {name: b, run: x, memory: 64MiB, thrash: on}\n");
   EXPECT_FALSE(s.tests[0].thrash);
@@ -545,7 +545,7 @@ TEST(SpecThrash, OffInATestARuleOrDefaults) {
             std::string::npos);
 }
 
-TEST(Suites, RulesAndMarkersTakeInputsThrashAndMaxIncrease) {
+TEST(Spec, RulesAndMarkersTakeInputsThrashAndMaxIncrease) {
   Spec spec = with_cases(
       "suites:\n  - name: engine\n    gtest: ../build/t\n    memory: 256MiB\n    cases:\n"
       "      - {match: 'Parquet.*', inputs: [data/a.parquet], thrash: off, max_increase: 5%}\n",
@@ -563,7 +563,7 @@ TEST(Suites, RulesAndMarkersTakeInputsThrashAndMaxIncrease) {
 
 // Many names in little memory (a suite's million cases): each found by its
 // text, the first of equal ones, at some 16 bytes a name beyond its own.
-TEST(Names, FindsEveryNameAndTheFirstOfEqualOnes) {
+TEST(Spec, FindsEveryNameAndTheFirstOfEqualOnes) {
   Names names;
   EXPECT_EQ(names.find("Suite0.Case0"), Names::npos);
   auto name = [](int i) { return "Suite" + std::to_string(i / 1000) + ".Case" + std::to_string(i % 1000); };
@@ -587,7 +587,7 @@ TEST(Names, FindsEveryNameAndTheFirstOfEqualOnes) {
 // at once, a case at a time while its tool lists it, a ctest suite at once
 // (its order resolved over all its cases); the selection picks in a batch
 // what it picks in the spec.
-TEST(Suites, TestsHandedOnAsTheyAreMadeAreThoseASpecHolds) {
+TEST(Spec, TestsHandedOnAsTheyAreMadeAreThoseASpecHolds) {
   std::string yaml =
       "tests:\n  - {name: plain, run: /bin/true, memory: 8MiB}\n"
       "suites:\n  - name: g\n    gtest: ../build/t\n    memory: 256MiB\n    env: {A: b}\n    cases:\n"

@@ -18,35 +18,35 @@ std::string size_error(const std::string& s) {
   return why;
 }
 
-TEST(Size, PlainNumbersAreBytes) { EXPECT_EQ(size("4096"), 4096u); }
+TEST(Units, PlainNumbersAreBytes) { EXPECT_EQ(size("4096"), 4096u); }
 
-TEST(Size, IecUnits) {
+TEST(Units, IecSizeUnits) {
   EXPECT_EQ(size("1KiB"), 1024u);
   EXPECT_EQ(size("64MiB"), 64ull << 20);
   EXPECT_EQ(size("2GiB"), 2ull << 30);
   EXPECT_EQ(size("1TiB"), 1ull << 40);
 }
 
-TEST(Size, SiUnits) {
+TEST(Units, SiSizeUnits) {
   EXPECT_EQ(size("1kB"), 1000u);
   EXPECT_EQ(size("100MB"), 100000000u);
   EXPECT_EQ(size("3GB"), 3000000000u);
   EXPECT_EQ(size("1TB"), 1000000000000u);
 }
 
-TEST(Size, BareLettersAreBinaryLikeSystemd) {
+TEST(Units, BareLettersAreBinaryLikeSystemd) {
   EXPECT_EQ(size("512K"), 512u << 10);
   EXPECT_EQ(size("64M"), 64ull << 20);
   EXPECT_EQ(size("1G"), 1ull << 30);
   EXPECT_EQ(size("1T"), 1ull << 40);
 }
 
-TEST(Size, FractionsAndSpaces) {
+TEST(Units, FractionsAndSpaces) {
   EXPECT_EQ(size("1.5GiB"), 3ull << 29);
   EXPECT_EQ(size("64 MiB"), 64ull << 20);
 }
 
-TEST(Size, Rejects) {
+TEST(Units, BadSizesAreRefused) {
   EXPECT_NE(size_error("0").find("zero"), std::string::npos);
   EXPECT_NE(size_error("-5MiB").find("positive"), std::string::npos);
   EXPECT_NE(size_error("64mb").find("unknown unit 'mb'"), std::string::npos);
@@ -55,7 +55,7 @@ TEST(Size, Rejects) {
   EXPECT_NE(size_error("1.2.3MiB").find("not a size"), std::string::npos);
 }
 
-TEST(Duration, Units) {
+TEST(Units, DurationUnits) {
   std::string why;
   EXPECT_EQ(parse_duration("250ms", &why)->count(), 250);
   EXPECT_EQ(parse_duration("30s", &why)->count(), 30000);
@@ -64,7 +64,7 @@ TEST(Duration, Units) {
   EXPECT_EQ(parse_duration("1h", &why)->count(), 3600000);
 }
 
-TEST(Duration, Rejects) {
+TEST(Units, BadDurationsAreRefused) {
   std::string why;
   EXPECT_FALSE(parse_duration("30", &why));
   EXPECT_NE(why.find("no unit"), std::string::npos);
@@ -73,7 +73,7 @@ TEST(Duration, Rejects) {
   EXPECT_FALSE(parse_duration("0s", &why));
 }
 
-TEST(Format, Sizes) {
+TEST(Units, SizesAreFormattedForPeople) {
   EXPECT_EQ(format_size(512), "512 B");
   EXPECT_EQ(format_size(64ull << 20), "64.0 MiB");
   EXPECT_EQ(format_size(1536ull << 20), "1.50 GiB");
@@ -88,7 +88,7 @@ TEST(Format, Sizes) {
 namespace memrun {
 namespace {
 
-TEST(Sizes, DecimalAndBinaryAreBothExactAndShownAsWhatTheyAre) {
+TEST(Units, DecimalAndBinaryAreBothExactAndShownAsWhatTheyAre) {
   std::string why;
   EXPECT_EQ(parse_size_with_unit("1GB", &why), 1000000000u);
   EXPECT_EQ(parse_size_with_unit("1GiB", &why), 1073741824u);
@@ -116,7 +116,7 @@ namespace {
 
 // A size or a duration in a printed command (repro, explain) is as a person
 // writes it, and reads back to exactly what it was.
-TEST(Exact, SizesAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
+TEST(Units, SizesAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
   EXPECT_EQ(format_size_exact(134217728), "128MiB");
   EXPECT_EQ(format_size_exact(4 * GiB), "4GiB");
   EXPECT_EQ(format_size_exact(1536 * KiB), "1536KiB");
@@ -134,7 +134,7 @@ TEST(Exact, SizesAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
   }
 }
 
-TEST(Exact, DurationsAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
+TEST(Units, DurationsAreWrittenAsPeopleWriteThemAndReadBackTheSame) {
   using std::chrono::milliseconds;
   EXPECT_EQ(format_duration_exact(milliseconds(600000)), "10m");
   EXPECT_EQ(format_duration_exact(milliseconds(7200000)), "2h");

@@ -19,7 +19,7 @@ namespace {
 
 constexpr double kMiB = static_cast<double>(MiB);
 
-class Comparing : public MemrunTest {
+class CompareCommand : public MemrunTest {
  protected:
   /// Runs `yaml` (written to the same spec.yaml every time, so that base
   /// and head name their tests alike) and keeps its report as `report`.
@@ -42,9 +42,9 @@ class Comparing : public MemrunTest {
 };
 
 // compare is memrun's own, whatever the backend: on the host only (exceptions labelled at their tests).
-MEMRUN_LANES(Comparing, "*", kHostLane);
+MEMRUN_LANES(CompareCommand, "*", kHostLane);
 
-TEST_F(Comparing, ThirtyPercentMoreIsARegressionWithTheRightFigures) {
+TEST_F(CompareCommand, ThirtyPercentMoreIsARegressionWithTheRightFigures) {
   // The workload's binary read once outside both runs: its page cache,
   // cold, would be charged to whichever test faults it in first.
   ASSERT_EQ(run_program({workload(), "--touch", "1MiB"}).exit_code, 0);
@@ -75,7 +75,7 @@ TEST_F(Comparing, ThirtyPercentMoreIsARegressionWithTheRightFigures) {
   EXPECT_NE(c.out.find("1 regression, 0 improvements, 0 unchanged"), std::string::npos) << c.out;
 }
 
-TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
+TEST_F(CompareCommand, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
   const char* spec = "tests:\n  - {name: steady, run: [{W}, --touch, 30MiB], memory: 128MiB}\n";
   auto base = run_as(spec, "base.json", {"--repeat", "3"});
   ASSERT_EQ(base.exit_code, 0) << base.out << base.err;
@@ -102,7 +102,7 @@ TEST_F(Comparing, AnUnchangedTestRerunFiveTimesIsUnchangedEveryTime) {
   EXPECT_EQ(report["tests"][0]["runs"].size(), 3u);
 }
 
-TEST_F(Comparing, ThreeRunsASideAreHeldToTheirOwnSpreadAndSaySo) {
+TEST_F(CompareCommand, ThreeRunsASideAreHeldToTheirOwnSpreadAndSaySo) {
   // The workload's binary read once outside both runs (see above).
   ASSERT_EQ(run_program({workload(), "--touch", "1MiB"}).exit_code, 0);
   const char* steady = "tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 128MiB}\n";
@@ -139,8 +139,8 @@ void write_and_cache(const std::string& path, int mib) {
 }
 
 // Page cache, cold and warm: the kernel's, proven in the v2 VM too.
-MEMRUN_LANES(Comparing, "PageCacheOfADeclaredInputIsTheSameColdOrWarm", kHostLane | kV2Lane);
-TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
+MEMRUN_LANES(CompareCommand, "PageCacheOfADeclaredInputIsTheSameColdOrWarm", kHostLane | kV2Lane);
+TEST_F(CompareCommand, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
   if (on_tmpfs(dir.path()))
     GTEST_SKIP() << dir.path() << " is on tmpfs: its pages are shmem, there is no page cache to evict (the host "
                                   "suite, on a disk, proves this)";
@@ -171,8 +171,8 @@ TEST_F(Comparing, PageCacheOfADeclaredInputIsTheSameColdOrWarm) {
 }
 
 // Reports made on each backend: proven in the v2 VM too.
-MEMRUN_LANES(Comparing, "ReportsOfAnotherBackendAreNotComparedSilently", kHostLane | kV2Lane);
-TEST_F(Comparing, ReportsOfAnotherBackendAreNotComparedSilently) {
+MEMRUN_LANES(CompareCommand, "ReportsOfAnotherBackendAreNotComparedSilently", kHostLane | kV2Lane);
+TEST_F(CompareCommand, ReportsOfAnotherBackendAreNotComparedSilently) {
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 8MiB], memory: 64MiB}\n", "base.json").exit_code, 0);
   ASSERT_EQ(run_as("tests:\n  - {name: t, run: [{W}, --touch, 40MiB], memory: 64MiB}\n", "head.json").exit_code, 0);
   // The same head as if measured elsewhere, with another memrun.
@@ -192,7 +192,7 @@ constexpr const char* kPassing =
     "tests:\n  - {name: sorts, run: [{W}, --touch, 40MiB], memory: 64MiB}\n"
     "  - {name: small, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
 
-TEST_F(Comparing, ACrashInHeadFailsTheGateAndIsNeverAnImprovement) {
+TEST_F(CompareCommand, ACrashInHeadFailsTheGateAndIsNeverAnImprovement) {
   ASSERT_EQ(run_as(kPassing, "base.json", {"--repeat", "2"}).exit_code, 0);
   // Head's `sorts` dies of a signal at once, far below base's peak: before,
   // this was `improved -37 MiB`.
@@ -221,7 +221,7 @@ TEST_F(Comparing, ACrashInHeadFailsTheGateAndIsNeverAnImprovement) {
   EXPECT_NE(read_text(md).find("❌ failed in head"), std::string::npos) << read_text(md);
 }
 
-TEST_F(Comparing, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
+TEST_F(CompareCommand, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
   ASSERT_EQ(run_as(kPassing, "base.json").exit_code, 0);
   const char* killed = "tests:\n  - {name: sorts, run: [{W}, --touch, 100MiB], memory: 64MiB}\n"
                        "  - {name: small, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
@@ -247,7 +247,7 @@ TEST_F(Comparing, AnOomInHeadFailsTheGateAndOomOnBothSidesIsSaid) {
   EXPECT_EQ(c.report["tests"][0]["change"], "failed in base") << c.out;
 }
 
-TEST_F(Comparing, TestsLeftOutByFilterTagOrShardAreNotGone) {
+TEST_F(CompareCommand, TestsLeftOutByFilterTagOrShardAreNotGone) {
   const char* spec = "tests:\n  - {name: a, run: [{W}, --touch, 8MiB], memory: 64MiB, tags: [fast]}\n"
                      "  - {name: b, run: [{W}, --touch, 8MiB], memory: 64MiB}\n"
                      "  - {name: c, run: [{W}, --touch, 8MiB], memory: 64MiB}\n";
@@ -270,7 +270,7 @@ TEST_F(Comparing, TestsLeftOutByFilterTagOrShardAreNotGone) {
   EXPECT_NE(head.out.find("1 unchanged, 1 gone"), std::string::npos) << head.out;
 }
 
-TEST_F(Comparing, AReportThatIsNotAWholeReportIsRefusedAsABase) {
+TEST_F(CompareCommand, AReportThatIsNotAWholeReportIsRefusedAsABase) {
   ASSERT_EQ(run_as(kPassing, "head.json").exit_code, 0);
   dir.write("bare.json", "{\"schema\": \"memrun-report/1\", \"tests\": []}");
   auto c = compare("bare.json", "head.json");
@@ -288,7 +288,7 @@ TEST_F(Comparing, AReportThatIsNotAWholeReportIsRefusedAsABase) {
   EXPECT_EQ(run.out.find("PASS"), std::string::npos) << "tests ran before the base was read: " << run.out;
 }
 
-TEST_F(Comparing, ReproRerunsTheSameWayWithTheVariablesTheSpecRead) {
+TEST_F(CompareCommand, ReproRerunsTheSameWayWithTheVariablesTheSpecRead) {
   // The spec builds the test's environment from memrun's own (a `python:`
   // built from POLARS_VERSION, in the issue): the rerun must see the same.
   const char* spec = "env: {WANT: \"${MEMRUN_TEST_VERSION}\"}\n"
@@ -313,7 +313,7 @@ TEST_F(Comparing, ReproRerunsTheSameWayWithTheVariablesTheSpecRead) {
   EXPECT_NE(rerun.out.find(": 1 test on"), std::string::npos) << rerun.out;
 }
 
-TEST_F(Comparing, ReproOfAnExecReportRerunsTheCommand) {
+TEST_F(CompareCommand, ReproOfAnExecReportRerunsTheCommand) {
   std::string report = dir.path() + "/exec.json";
   auto first = run_memrun({"exec", "--memory", "32MiB", "--name", "quote's", "--json", report, "--run-dir",
                            dir.path() + "/runs", "--", "sh", "-c", "echo \"it's $0\"; exit 3", "a b"});

@@ -19,7 +19,7 @@
 namespace memrun::cgroup {
 namespace {
 
-TEST(Host, Hybrid) {
+TEST(Cgroup, HybridLayout) {
   Host h = parse_host(
       "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n"
       "33 25 0:29 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n"
@@ -43,7 +43,7 @@ TEST(Host, Hybrid) {
   EXPECT_EQ(h.mounts[2].options, "pids");
 }
 
-TEST(Host, MountPointsAreUnescapedAndReleaseAgentsDropped) {
+TEST(Cgroup, MountPointsAreUnescapedAndReleaseAgentsDropped) {
   Host h = parse_host("33 25 0:29 / /cg/my\\040mem ro,nodev,noexec - cgroup cgroup rw,memory,pids,release_agent=/x\n"
                       "34 25 0:30 / /cg/cpu rw - cgroup cgroup rw,cpu,cpuacct\n",
                       "4:memory,pids:/\n", "");
@@ -53,25 +53,25 @@ TEST(Host, MountPointsAreUnescapedAndReleaseAgentsDropped) {
   EXPECT_EQ(h.mounts[0].flags, static_cast<unsigned long>(MS_RDONLY | MS_NODEV | MS_NOEXEC));
 }
 
-TEST(Host, UnifiedInsideAContainerShowsItsSubtree) {
+TEST(Cgroup, UnifiedInsideAContainerShowsItsSubtree) {
   Host h = parse_host("40 30 0:27 /ctr /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n",
                       "0::/ctr/system.slice/x.service\n", "/nonexistent");
   EXPECT_EQ(h.mode, Mode::unified);
   EXPECT_EQ(h.v2_self, "/nonexistent/sys/fs/cgroup/system.slice/x.service");
 }
 
-TEST(Host, Legacy) {
+TEST(Cgroup, LegacyLayout) {
   Host h = parse_host("33 25 0:29 / /cg/mem rw - cgroup cgroup rw,memory\n", "4:memory:/\n", "/nonexistent");
   EXPECT_EQ(h.mode, Mode::legacy);
   EXPECT_EQ(h.v1_self.at("memory"), "/nonexistent/cg/mem");
 }
 
-TEST(Host, None) { EXPECT_EQ(parse_host("", "").mode, Mode::none); }
+TEST(Cgroup, NoLayout) { EXPECT_EQ(parse_host("", "").mode, Mode::none); }
 
 // A group the kernel refused to make, a scope the manager refused or never
 // started: typed like every other reason limits cannot be enforced, each
 // with its fix.
-TEST(Problems, ARefusedGroupOrScopeIsAProblemWithItsFix) {
+TEST(Cgroup, ARefusedGroupOrScopeIsAProblemWithItsFix) {
   Problem group = make_problem(Problem::Kind::cannot_create_group, "v1", "/sys/fs/cgroup/memory/memrun-x");
   group.error = EROFS;
   group.root = true;
@@ -98,7 +98,7 @@ namespace {
 
 // processes_below reads the group's own lists, so a group is never taken
 // for another whose name contains its own (t1 and t10, t1y, another run's t1).
-TEST(Tree, TheProcessesBelowAGroupAreItsOwnAndItsSubGroupsNeverANamesakes) {
+TEST(Cgroup, TheProcessesBelowAGroupAreItsOwnAndItsSubGroupsNeverANamesakes) {
   char tmpl[] = "/tmp/memrun-tree-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   std::string root = tmpl;
@@ -125,7 +125,7 @@ TEST(Tree, TheProcessesBelowAGroupAreItsOwnAndItsSubGroupsNeverANamesakes) {
 // The run-naming contract gc relies on: a run's directory is the prefix
 // and its id, the id ends with this process's identity, and any group below
 // a run (a v1 hierarchy's, a systemd scope's) names it.
-TEST(RunNames, AnIdComesBackFromEveryPathBelowItsRun) {
+TEST(Cgroup, AnIdComesBackFromEveryPathBelowItsRun) {
   std::string id = run_id("20260102-030405");
   EXPECT_EQ(id, "20260102-030405-" + run_identity());
   EXPECT_EQ(run_name(id), "memrun-" + id);
@@ -139,7 +139,7 @@ TEST(RunNames, AnIdComesBackFromEveryPathBelowItsRun) {
 
 // The library says what is wrong, typed; memrun says what to do, in its
 // options: the sentences users read are the runner's.
-TEST(Problems, TheRunnerSaysWhatToDoInItsOwnOptions) {
+TEST(Cgroup, TheRunnerSaysWhatToDoInItsOwnOptions) {
   Problem p = make_problem(Problem::Kind::no_v2_group, "v2", "/sys/fs/cgroup/nowhere");
   p.root = true;
   p.mode = Mode::unified;
