@@ -363,6 +363,25 @@ TEST(CommandLine, WordsACommandDoesNotTakeAreSaidWithItsUsage) {
             "doctor: more arguments than it takes: 'now'. Usage: memrun doctor [FLAGS] (see memrun doctor --help)");
 }
 
+// A flag given a value ("--fail-fast=maybe") is said in memrun's words,
+// for every flag memrun itself has (read from the CLI11 object).
+TEST(CommandLine, AFlagGivenAValueIsSaidInMemrunsWords) {
+  Memrun memrun;
+  size_t flags = 0;
+  for (const CLI::Option* opt : memrun.app.get_options()) {
+    if (opt->get_expected_max() != 0 || opt->get_lnames().empty()) continue;
+    std::string name = "--" + opt->get_lnames().front();
+    if (name == "--help" || name == "--version") continue;
+    ++flags;
+    Memrun fresh;
+    EXPECT_EQ(flag_given_a_value(fresh.app, {"spec.yaml", name + "=maybe"}),
+              name + " takes no value, not 'maybe'; e.g. " + name + " (see memrun --help)");
+  }
+  EXPECT_GE(flags, 3u) << "memrun's own flags (--fail-fast, --allow-oversubscribe, --host-cgroups...)";
+  Memrun exec;
+  EXPECT_EQ(flag_given_a_value(exec.app, {"exec", "--memory", "1MiB", "--", "true"}), "");
+}
+
 // `memrun list`'s columns line up, whatever the lengths of names, limits
 // and tags, and a name of several-byte characters takes its own width.
 TEST(CommandLine, ListColumnsLineUp) {

@@ -515,6 +515,23 @@ std::string extra_arguments(const CLI::App& command) {
          ". Usage: " + usage_of(command) + " (see " + command_name(command) + " --help)";
 }
 
+std::string flag_given_a_value(const CLI::App& app, const std::vector<std::string>& args) {
+  auto parsed = app.get_subcommands();
+  for (const auto& arg : args) {
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+    std::string name = arg.substr(0, eq);
+    for (const CLI::App* command : {&app, parsed.empty() ? &app : parsed.front()}) {
+      const CLI::Option* opt = command->get_option_no_throw(name);
+      // A flag: an option that takes no value of its own.
+      if (!opt || opt->get_expected_max() != 0) continue;
+      return name + " takes no value, not '" + arg.substr(eq + 1) + "'; e.g. " + name + " (see " +
+             command_name(*command) + " --help)";
+    }
+  }
+  return "";
+}
+
 void declare_command_line(CLI::App& app, Cli& c) {
   app.formatter(std::make_shared<Help>());
   app.get_help_ptr()->description("print this help and exit (memrun COMMAND --help: the command's)");

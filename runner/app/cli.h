@@ -50,4 +50,9 @@ std::string missing_arguments(const CLI::App& command, const std::set<std::strin
 /// the same form: CLI11's ExtrasError reworded; "" when none.
 std::string extra_arguments(const CLI::App& command);
 
+/// What memrun says of a flag that takes no value given one on `args`
+/// ("--fail-fast=maybe"), in the same form: CLI11's ConversionError
+/// reworded; "" when no such flag is on the line.
+std::string flag_given_a_value(const CLI::App& app, const std::vector<std::string>& args);
+
 }  // namespace memrun

@@ -175,7 +175,10 @@ int main(int argc, char** argv) {
     else fmt::print(stderr, "memrun: {}\n", extra);
     return exit_code(Result::stopped(Category::usage), false);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // Not CLI11's "Could not convert: --fail-fast = maybe".
+    std::string flag = flag_given_a_value(app, std::vector<std::string>(argv + 1, argv + argc));
+    if (flag.empty()) app.exit(e);
+    else fmt::print(stderr, "memrun: {}\n", flag);
     return exit_code(Result::stopped(Category::usage), false);
   }
   bool skip = cli.o.unenforceable == "skip";
