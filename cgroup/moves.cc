@@ -93,7 +93,25 @@ MoveWatch::Format MoveWatch::format_of(const std::string& file) {
   return f;
 }
 
+// The tracepoints name tasks by their pid in the initial pid namespace;
+// a watcher inside one of its own (a container) knows its tasks by others
+// ("NSpid:" of /proc/self/status lists a pid a level).
+static bool in_own_pid_namespace() {
+  std::istringstream in(fs::read_file("/proc/self/status").value_or(""));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("NSpid:", 0) == 0) {
+      std::istringstream pids(line.substr(6));
+      int n = 0;
+      for (std::string pid; pids >> pid;) ++n;
+      return n > 1;
+    }
+  return false;
+}
+
 std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
+  if (in_own_pid_namespace())
+    cannot_watch("this process runs in a pid namespace of its own, and the kernel's record names tasks by the "
+                 "host's pids");
   std::string root = tracefs();
   std::unique_ptr<MoveWatch> w(new MoveWatch);
   std::string dir = root + "/instances/" + name;
@@ -111,8 +129,9 @@ std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
   Format header = format_of(root + "/events/header_page");
   w->data_offset_ = header["data"].offset;
   w->commit_size_ = header["commit"].size;
-  // A full buffer drops the new events, which the page says
-  // (RB_MISSED_EVENTS): the caller reads it on its own cadence.
+  // A full buffer drops the new events. The page's RB_MISSED_EVENTS says
+  // only what overwriting lost (rb_move_tail() counts drops apart, in
+  // "dropped events"): read() compares each CPU's stats instead.
   set("options/overwrite", "0");
   set("buffer_size_kb", "1024");
   // Each CPU has a buffer of its own: read one after the other, a child's
@@ -132,10 +151,53 @@ std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
   }
   if (w->cpus_.empty()) cannot_watch("no CPU in " + dir + "/per_cpu");
   w->page_.resize(1 << 16);
+  w->lost_.assign(w->cpus_.size(), 0);
+  for (size_t i = 0; i < w->cpus_.size(); ++i) w->lost_[i] = w->lost_on(i);
+  w->guard();
   return w;
 }
 
+void MoveWatch::guard() {
+  // What would make the record lie, written by anyone from now on (a test
+  // that reaches tracefs unsealed): events or tracing turned off, a
+  // filter, the buffer cleared or resized. inotify sees each write
+  // (vfs_write's IN_MODIFY, a truncation's too); the instance made again
+  // under the same name has another inode.
+  std::vector<std::string> guarded;
+  for (const char* f : {"tracing_on", "options/overwrite", "buffer_size_kb", "trace_clock", "trace", "events/enable",
+                        "events/cgroup/enable", "events/sched/enable", "events/cgroup/cgroup_attach_task/enable",
+                        "events/cgroup/cgroup_attach_task/filter", "events/sched/sched_process_fork/enable",
+                        "events/sched/sched_process_fork/filter"})
+    guarded.push_back(dir_ + "/" + f);
+  for (const auto& pipe : cpus_) {
+    std::string cpu = pipe.substr(0, pipe.rfind('/'));
+    guarded.push_back(cpu + "/trace");
+    guarded.push_back(cpu + "/buffer_size_kb");
+  }
+  guards_ = fs::watch_writes(guarded);
+  struct stat st {};
+  if (::stat(dir_.c_str(), &st) == 0) dir_ino_ = st.st_ino;
+}
+
+// Events a CPU's buffer lost so far: overwritten, dropped when full, or
+// lost to a commit that overran (per_cpu/cpuN/stats).
+uint64_t MoveWatch::lost_on(size_t cpu) const {
+  std::string stats = cpus_[cpu].substr(0, cpus_[cpu].rfind('/')) + "/stats";
+  std::istringstream in(fs::read_file(stats).value_or(""));
+  uint64_t lost = 0;
+  for (std::string line; std::getline(in, line);)
+    for (const char* key : {"overrun: ", "commit overrun: ", "dropped events: "})
+      if (line.rfind(key, 0) == 0) lost += std::strtoull(line.c_str() + std::strlen(key), nullptr, 10);
+  return lost;
+}
+
+bool MoveWatch::intact() const {
+  struct stat st {};
+  return !fs::any_written(guards_) && ::stat(dir_.c_str(), &st) == 0 && st.st_ino == dir_ino_;
+}
+
 MoveWatch::~MoveWatch() {
+  fs::unwatch(guards_);
   if (!dir_.empty()) ::rmdir(dir_.c_str());
 }
 
@@ -161,6 +223,12 @@ bool MoveWatch::read(std::vector<Event>& out) {
     }
     ::close(fd);
   }
+  for (size_t i = 0; i < cpus_.size(); ++i) {
+    uint64_t lost = lost_on(i);
+    whole = whole && lost == lost_[i];
+    lost_[i] = lost;
+  }
+  whole = whole && intact();
   std::stable_sort(held_.begin(), held_.end(), [](const Event& a, const Event& b) { return a.ns < b.ns; });
   auto later = std::find_if(held_.begin(), held_.end(), [&](const Event& e) { return e.ns >= cut; });
   out.insert(out.end(), std::make_move_iterator(held_.begin()), std::make_move_iterator(later));
@@ -244,7 +312,9 @@ bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Ev
 std::vector<std::string> MoveWatch::remove_stale(const std::string& prefix, const std::string& comm) {
   std::vector<std::string> removed;
   std::string root = mounted_tracefs();
-  if (root.empty()) return removed;
+  // Instances are the host's, named by host pids: never judged from inside
+  // a pid namespace, where a live watcher's pid means another process.
+  if (root.empty() || in_own_pid_namespace()) return removed;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(root + "/instances", ec)) {
     std::string name = e.path().filename().string();

@@ -6,14 +6,20 @@
 // or `cgroup.procs` see a write to that one file (without the task it
 // moved), not the write that took a task out through another group's file;
 // a task that leaves and exits while out writes nothing back. The
-// tracepoint cgroup:cgroup_attach_task fires on every migration, v1 and v2
-// alike, with the task and where it went; sched:sched_process_fork names
-// each new task's parent, so that a task made after the last walk is still
-// known. Both are read in a tracefs instance of the caller's own (its
-// events reach no other reader), in the kernel's binary format
-// (per_cpu/cpuN/trace_pipe_raw): a group's name may hold a newline, and a
-// line of text is no frame a name cannot forge.
+// tracepoint cgroup:cgroup_attach_task fires on every migration (a write
+// to `tasks`, `cgroup.procs`, `cgroup.threads`), v1 and v2 alike, with the
+// task and where it went; sched:sched_process_fork names each new task's
+// parent, so that a task made after the last walk is still known. Not seen:
+// a task born in another group (v2's clone3 CLONE_INTO_CGROUP goes through
+// cgroup_post_fork(), no migration). Both are read in a tracefs instance of
+// the caller's own, in the kernel's binary format
+// (per_cpu/cpuN/trace_pipe_raw), so that no text a name holds frames an
+// event. A reader with root may reach the instance: writes to its controls
+// and a remade instance are seen (read() then says the record is not
+// whole); a foreign read of its pipes, which consumes events, is not.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -41,14 +47,16 @@ class MoveWatch {
   /// why) when the kernel's record cannot be read: no tracefs (not root,
   /// a kernel without tracing), no such tracepoint.
   static std::unique_ptr<MoveWatch> open(const std::string& name);
-  /// Removes its instance (and never waits).
+  /// Removes its instance (an rmdir waits for the kernel's RCU grace
+  /// period, tens of ms: once a run, at its end).
   ~MoveWatch();
   MoveWatch(const MoveWatch&) = delete;
   MoveWatch& operator=(const MoveWatch&) = delete;
 
   /// Appends the events the kernel recorded before this call, in the order
-  /// they happened; never blocks. False when the kernel dropped some (its
-  /// buffer was full): what happened meanwhile is not known.
+  /// they happened; never blocks. False when the kernel lost some (a full
+  /// buffer, per each CPU's stats) or the instance was tampered with (see
+  /// intact()): what happened meanwhile is not known.
   bool read(std::vector<Event>& out);
 
   /// The instances named `prefix`PID-... whose PID is no live process of
@@ -68,12 +76,20 @@ class MoveWatch {
   };
   static Format format_of(const std::string& file);
   bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const;
+  void guard();  ///< watches its controls (see intact())
+  uint64_t lost_on(size_t cpu) const;
+  /// No control of the instance was written since open(), and it is still
+  /// the one open() made.
+  bool intact() const;
+  std::vector<uint64_t> lost_;  ///< lost_on() of each CPU at the last read
+  std::vector<int> guards_;     ///< inotify watches of its controls
+  ino_t dir_ino_ = 0;
   std::vector<Event> held_;  ///< read after the cut of the last call
 
   std::string dir_;  ///< the instance
   /// trace_pipe_raw of each CPU, opened for each read: a descriptor kept
-  /// open is one an unsealed test finds in /proc/PPID/fd, where a read of
-  /// its own would wait for the kernel's next event (and take it).
+  /// open is one an unsealed test could take from /proc/PPID/fd and block
+  /// on (the path it can open as well: see intact()).
   std::vector<std::string> cpus_;
   std::vector<unsigned char> page_;
   size_t data_offset_ = 16, commit_size_ = 8;

@@ -241,15 +241,6 @@ class V1Group : public Group {
     uint64_t declared = 0;
     bool watched = oom_event_fd_ >= 0;
     if (watched && ::read(oom_event_fd_, &declared, sizeof declared) != sizeof declared) declared = 0;
-    // The notifier can stay silent for a kill (seen on 6.18, about one in
-    // four, for a process that wrote itself from the sealed leaf into the
-    // group and then ran out: the kill counted, the eventfd not signalled).
-    // Where the subtree holds no group but memrun's, every limit in it is
-    // memrun's (one the test lowers is seen by the limit watches), so a
-    // kill in it came at memrun's limit whatever the notifier said.
-    if (f.oom_kills > 0)
-      f.oom_at_limit = declared > 0 || (failcnt > 0 && failcnt_below == 0) || sub_group_made().empty() ||
-                       (!watched && failcnt_below == 0);
     f.limit_at_end = fs::read_u64_at(limit_fd_).value_or(UINT64_MAX);
     f.limit_written = fs::any_written(limit_watches_);
     f.peak_reset = fs::any_written(peak_watches_);
@@ -261,6 +252,18 @@ class V1Group : public Group {
     // A high-water mark at the limit says the same as failcnt, since
     // charges beyond it are reclaimed, never granted.
     f.limit_reached = failcnt > 0 || (f.peak && f.limit_at_end != UINT64_MAX && *f.peak + 65536 >= f.limit_at_end);
+    // The notifier can stay silent for a kill (seen on 6.18, about one in
+    // four, for a process that wrote itself from the sealed leaf into the
+    // group and then ran out: the kill counted, the eventfd not signalled).
+    // Where the subtree holds no group but memrun's, every limit in it is
+    // memrun's (one the test lowers is seen by the limit watches), so a
+    // kill in it that came with the peak at the limit came at memrun's
+    // limit whatever the notifier said (a kill of the machine's own OOM
+    // counts in the victim's group too, __oom_kill_process(), and needs no
+    // limit reached).
+    if (f.oom_kills > 0)
+      f.oom_at_limit = declared > 0 || (failcnt > 0 && failcnt_below == 0) ||
+                       (f.limit_reached && sub_group_made().empty()) || (!watched && failcnt_below == 0);
     // v1 has no memory.events; report its counters under v2's names where
     // they mean the same, so reports read alike on both.
     f.raw.events = {{"max", failcnt}, {"oom_kill", f.oom_kills}};

@@ -355,6 +355,24 @@ TEST_F(Trust, ATaskThatLeavesItsGroupAndReturnsBetweenTwoWalksNeverPasses) {
   }
 }
 
+TEST_F(Trust, ATestThatSilencesMemrunsRecordOfMovesBeforeLeavingNeverPasses) {
+  // The same trip, after the test turned off its own memrun's record of
+  // moves (the tracefs instance memrun-PPID-N, which a root test reaches
+  // unsealed): tracing, then the event itself. A record whose controls
+  // were written is no record: the test fails.
+  for (const char* control : {"tracing_on", "events/cgroup/cgroup_attach_task/enable"}) {
+    std::string away = "for f in /sys/kernel/tracing/instances/memrun-$PPID-*/" + std::string(control) +
+                       "; do echo 0 > $f; done; " + kFindGroup + "exec {W} --thread-away $G/../.. --whole --pipes 64 "
+                       "--away 1ms --hold 1200ms";
+    SCOPED_TRACE(control);
+    auto run = run_spec(dir, "tests:\n  - {name: silences, run: " + yaml_quoted(away) + ", memory: 64MiB}\n",
+                        {"--host-cgroups", "--sample-interval", "500ms"});
+    const auto& t = test_named(run, "silences");
+    EXPECT_FALSE(t["passed"]) << t.dump() << run.err;
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  }
+}
+
 TEST_F(Trust, ATaskThatMovesWithinItsOwnSubGroupsPasses) {
   // With sub_groups, a test may move its tasks into groups below its own
   // and back: no move leaves its limit, and the watch says nothing.

@@ -122,6 +122,7 @@ Result run_guarded(const std::function<Result()>& command, bool skip_unenforceab
 extern const char* const kCommit;
 }  // namespace memrun
 
+// Long: the one place where CLI11's errors become memrun's words and exit codes.
 int main(int argc, char** argv) {
   using namespace memrun;
   // Started with stdin, stdout or stderr closed (`memrun SPEC >&-`), memrun

@@ -149,14 +149,16 @@ std::string junit_xml(const RunInfo& info, const EachRecord& records) {
     if (v.outcome == Outcome::skipped && v.passed) {
       ++skipped;
       disabled += v.disabled;
-      c.append_child("skipped").append_attribute("message") = v.reason.c_str();
+      c.append_child("skipped").append_attribute("message") = escape_controls(v.reason).c_str();
     } else if (!v.passed) {
       bool error = is_error(t);
       (error ? errors : failures)++;
       auto f = c.append_child(error ? "error" : "failure");
       f.append_attribute("message") = summary_of(t).c_str();
       f.append_attribute("type") = to_string(v.outcome);
-      std::string text = v.reason + "\n" + at_peak_text(t);
+      // The reason may quote a test's data (a group it moved into): the
+      // display rule, as everywhere (XML 1.0 has no character for most C0).
+      std::string text = escape_controls(v.reason, true) + "\n" + at_peak_text(t);
       // Where the memory went (verdict/explanation.h): the sites in the failure text,
       // which is what a CI test tab shows.
       if (t.explanation)

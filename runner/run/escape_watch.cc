@@ -113,10 +113,13 @@ void EscapeWatch::read(const std::function<void(uint64_t, int, const std::string
     if (e.kind == cgroup::MoveWatch::Event::Kind::fork) fork(e.task, e.parent);
     else attach(e.task, e.path, left);
   }
-  // The kernel's buffer was full: a move may be among what it dropped.
+  // The kernel's buffer lost events, or its controls were written: a move
+  // may be among what is not there.
   if (!whole)
     for (const auto& [root, test] : followed_)
-      left(test.serial, 0, "(unknown: the kernel dropped its record of some moves between cgroups)");
+      left(test.serial, 0,
+           "(unknown: the kernel's record of moves between cgroups lost events, or was written to, while the test "
+           "ran)");
 }
 
 std::vector<std::string> EscapeWatch::remove_stale() { return cgroup::MoveWatch::remove_stale(kPrefix, "memrun"); }
