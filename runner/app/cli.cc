@@ -241,7 +241,10 @@ void add_run_flags(CLI::App& app, Options& o) {
   app.option_defaults()->group(kSelect);
   app.add_option("--filter", o.selection.filter, "only tests whose name matches this regex (RE2)")
       ->option_text("REGEX");
-  app.add_option("--tag", o.selection.tags, "only tests with one of these tags (repeatable)")->option_text("TAG...");
+  // One value a flag (repeatable), so that a SPEC after it stays a SPEC.
+  app.add_option("--tag", o.selection.tags, "only tests with this tag (repeatable: one of these tags)")
+      ->option_text("TAG")
+      ->allow_extra_args(false);
   app.add_option("--shard", o.shard, "only shard K of N (1-based), for CI matrix jobs")->option_text("K/N");
   app.add_option("--timings", o.timings,
                  "a previous JSON report: balance shards by its durations; with -j, start the longest first")
@@ -265,7 +268,9 @@ void add_run_flags(CLI::App& app, Options& o) {
           bool fits = !value.empty() && *end == '\0' && factor > 0 && factor <= 1000;
           return fits ? "" : name + " takes a number above 0, up to 1000, not '" + value + "'";
         });
-  app.add_option("--set", o.sets, "override one test's limit (repeatable)")->option_text("NAME.memory=SIZE");
+  app.add_option("--set", o.sets, "override one test's limit (repeatable)")
+      ->option_text("NAME.memory=SIZE")
+      ->allow_extra_args(false);
   one_of(app,
          app.add_option("--unenforceable", o.unenforceable,
                         "where memory limits cannot be enforced (no root, no delegated cgroup): fail (exit 3, the "
