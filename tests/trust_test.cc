@@ -32,6 +32,10 @@ const std::string kFindGroup =
     "[ -n \"$G\" ] || G=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); "
     "if [ -e $G/memory.max ]; then L=memory.max; else L=memory.limit_in_bytes; fi; ";
 
+// The root of the hierarchy that holds memory (v1's memory, or v2's): a
+// group outside every test's, which takes processes on v2 too.
+const std::string kRoot = "R=/sys/fs/cgroup/memory; [ -d $R ] || R=/sys/fs/cgroup; ";
+
 std::string yaml_quoted(const std::string& text) {
   // For a single-quoted YAML scalar: ' is written ''.
   std::string out;
@@ -337,14 +341,15 @@ TEST_F(Trust, AThreadThatLeavesItsGroupAloneNeverPasses) {
 }
 
 TEST_F(Trust, ATaskThatLeavesItsGroupAndReturnsBetweenTwoWalksNeverPasses) {
-  // One thread, then the whole process, leaves for the group memrun runs
-  // in, fills 256 pipes of 1 MiB there and comes back at once, before the
+  // One thread, then the whole process, leaves for the hierarchy's root
+  // (which takes processes on v2 too, where a slice above a scope does
+  // not: EBUSY), fills 256 pipes of 1 MiB there and comes back at once, before the
   // first walk (samples every 500 ms, a walk every fifth), then lingers
   // past it: every walk finds it home. The kernel's record of the move
   // (memrun's watch) fails it, however short the trip. (v2 refuses a lone
   // thread outside its process's threaded subtree: exit 3, a failure too.)
   for (const char* whole : {"", " --whole"}) {
-    std::string away = kFindGroup + "exec {W} --thread-away $G/../.." + whole + " --pipes 256 --away 1ms --hold 1200ms";
+    std::string away = kFindGroup + kRoot + "exec {W} --thread-away $R" + whole + " --pipes 256 --away 1ms --hold 1200ms";
     std::string spec = "tests:\n  - {name: away, run: " + yaml_quoted(away) + ", memory: 64MiB}\n";
     SCOPED_TRACE(*whole ? "the whole process" : "one thread");
     auto run = run_spec(dir, spec, {"--host-cgroups", "--sample-interval", "500ms"});
@@ -362,7 +367,7 @@ TEST_F(Trust, ATestThatSilencesMemrunsRecordOfMovesBeforeLeavingNeverPasses) {
   // were written is no record: the test fails.
   for (const char* control : {"tracing_on", "events/cgroup/cgroup_attach_task/enable"}) {
     std::string away = "for f in /sys/kernel/tracing/instances/memrun-$PPID-*/" + std::string(control) +
-                       "; do echo 0 > $f; done; " + kFindGroup + "exec {W} --thread-away $G/../.. --whole --pipes 64 "
+                       "; do echo 0 > $f; done; " + kRoot + "exec {W} --thread-away $R --whole --pipes 64 "
                        "--away 1ms --hold 1200ms";
     SCOPED_TRACE(control);
     auto run = run_spec(dir, "tests:\n  - {name: silences, run: " + yaml_quoted(away) + ", memory: 64MiB}\n",
