@@ -1,5 +1,7 @@
 // memrun serve (see serve.h): the socket, the cases, and the loop that
 // waits on both.
+// Long room: the protocol with the pytest plugin, read and answered in one
+// place, so that no message of it is spelled twice.
 #include "runner/app/serve.h"
 
 #include <fcntl.h>

@@ -1,3 +1,7 @@
+// A test's side of its start, between fork and exec: its descriptors, the
+// seal's namespaces and mounts, seccomp, its group, its limits.
+// Long room: every step runs in the one child before exec, in the order the
+// kernel's rules set; split, the order would be spread over files.
 #include "runner/launch/child.h"
 
 #include <fcntl.h>

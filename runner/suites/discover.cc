@@ -1,3 +1,7 @@
+// A suite's cases, listed by its own tool (GoogleTest, pytest, ctest) under
+// the suite's limit, and read as they come.
+// Long room: the three tools' listings share the bounded, streamed reading of
+// a tool's output; each tool's own reader is a function of its own.
 #include "runner/suites/discover.h"
 
 #include <fcntl.h>
