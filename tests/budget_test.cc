@@ -4,9 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "runner/base/units.h"
+#include "planned_tests.h"
 
 namespace memrun {
 namespace {
@@ -71,17 +70,8 @@ TEST(Budget, OverBudgetIsRefusedOrRunsAlone) {
   EXPECT_TRUE(loose.may_start(1));
 }
 
-struct Tests {
-  Spec spec;
-  std::vector<PlannedTest> planned;
-  explicit Tests(const std::string& yaml) {
-    spec = parse_spec(yaml, "s.yaml", std::filesystem::temp_directory_path().string());
-    for (const auto& t : spec.tests) planned.push_back({&spec, &t, t.name, "/o", "/e"});
-  }
-};
-
 TEST(Budget, StartOrder) {
-  Tests t("tests:\n  - {name: a, run: x, memory: 10MiB}\n  - {name: b, run: x, memory: 30MiB}\n"
+  testing::PlannedTests t("tests:\n  - {name: a, run: x, memory: 10MiB}\n  - {name: b, run: x, memory: 30MiB}\n"
           "  - {name: c, run: x, memory: 20MiB}\n  - {name: d, run: x, memory: 30MiB}\n");
   // One job: the spec's order.
   EXPECT_EQ(start_order(t.planned, 1, {}), (std::vector<size_t>{0, 1, 2, 3}));

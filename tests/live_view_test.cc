@@ -4,26 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "runner/base/units.h"
-#include "runner/plan/plan.h"
+#include "planned_tests.h"
 
 namespace memrun {
 namespace {
 
-// A spec's tests, planned as the run plans them.
-struct Tests {
-  Spec spec;
-  std::vector<PlannedTest> planned;
-  explicit Tests(const std::string& yaml) {
-    spec = parse_spec(yaml, "s.yaml", std::filesystem::temp_directory_path().string());
-    for (const auto& t : spec.tests) planned.push_back({&spec, &t, t.name, "/o", "/e"});
-  }
-};
-
 TEST(LiveView, RendersAStatusLineAndABarPerRunningTest) {
-  Tests t("tests:\n  - {name: alpha, run: x, memory: 100MiB}\n  - {name: a-rather-long-test-name, run: x, memory: 200MiB}\n"
+  testing::PlannedTests t("tests:\n  - {name: alpha, run: x, memory: 100MiB}\n  - {name: a-rather-long-test-name, run: x, memory: 200MiB}\n"
           "  - {name: gamma, run: x, memory: 100MiB}\n");
   LiveView view(stdout, 4, 2, 400 * MiB, {});
   std::vector<Progress> running = {{&t.planned[0], 1.5, 50 * MiB}, {&t.planned[1], 0.5, 200 * MiB}};

@@ -14,6 +14,17 @@ extern char** environ;
 
 namespace memrun::explain {
 
+Plan plan_of_one(PlannedTest test, const std::string& run_dir) {
+  test.run = test.runs = 1;
+  test.first = 0;
+  test.after.clear();
+  test.needs.clear();
+  Plan plan;
+  plan.run_dir = run_dir;
+  plan.tests.push_back(std::move(test));
+  return plan;
+}
+
 namespace fs = std::filesystem;
 
 // At most `cap` bytes of the file at `path` ("" when there is none); sets
@@ -92,13 +103,7 @@ Ran Helpers::run(const std::string& what, const std::vector<std::string>& argv, 
   p.group = fmt::format("explain-{}-{}{}", planned_.group, what, count_);
   p.stdout_path = fmt::format("{}/{}{}.out", dir_, what, count_);
   p.stderr_path = fmt::format("{}/{}{}.err", dir_, what, count_);
-  p.run = p.runs = 1;
-  p.first = 0;
-  p.after.clear();  // alone in its plan: what it waited for ran already
-  p.needs.clear();
-  Plan plan;
-  plan.run_dir = run_dir_;
-  plan.tests.push_back(p);
+  Plan plan = plan_of_one(p, run_dir_);
   Catch caught;
   RunResults results = run_plan(plan, backend_, options_, caught);
   ran.interrupted_by = results.interrupted_by;

@@ -18,6 +18,10 @@ namespace memrun::explain {
 
 constexpr size_t kMaxSites = 10;
 
+/// A plan of `test` alone, in `run_dir`: run once, first, with nothing to
+/// wait for (what it waited for in its own plan ran already).
+Plan plan_of_one(PlannedTest test, const std::string& run_dir);
+
 // A profile's reader holds a description of each allocation live at the
 // peak and the symbols of the libraries they came from (memray's
 // symbolizer reads their debug information): room is given for that, at

@@ -345,13 +345,7 @@ std::optional<TestRecord> run_profiled(Explanation& e, const PlannedTest& planne
   run.group = "explain-" + planned.group;
   run.stdout_path = dir + "/stdout.log";
   run.stderr_path = dir + "/stderr.log";
-  run.run = run.runs = 1;
-  run.first = 0;
-  run.after.clear();  // alone in its plan: what it waited for ran already
-  run.needs.clear();
-  Plan plan;
-  plan.run_dir = run_dir;
-  plan.tests.push_back(run);
+  Plan plan = plan_of_one(run, run_dir);
   RunOptions ro = options;
   ro.fail_fast = false;
   ro.jobs = 1;
