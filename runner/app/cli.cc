@@ -537,6 +537,14 @@ std::string flag_given_a_value(const CLI::App& app, const std::vector<std::strin
   return "";
 }
 
+std::string reworded(const CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args) {
+  auto parsed = app.get_subcommands();
+  const CLI::App& command = parsed.empty() ? app : *parsed.front();
+  if (dynamic_cast<const CLI::RequiredError*>(&e)) return missing_arguments(command);
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) return extra_arguments(command);
+  return flag_given_a_value(app, args);
+}
+
 void declare_command_line(CLI::App& app, Cli& c) {
   app.formatter(std::make_shared<Help>());
   app.get_help_ptr()->description("print this help and exit (memrun COMMAND --help: the command's)");

@@ -55,4 +55,8 @@ std::string extra_arguments(const CLI::App& command);
 /// reworded; "" when no such flag is on the line.
 std::string flag_given_a_value(const CLI::App& app, const std::vector<std::string>& args);
 
+/// CLI11's parse error `e` on `args`, in memrun's words: a missing
+/// argument, a word too many, a flag given a value; "" for any other.
+std::string reworded(const CLI::App& app, const CLI::ParseError& e, const std::vector<std::string>& args);
+
 }  // namespace memrun

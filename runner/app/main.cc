@@ -122,7 +122,6 @@ Result run_guarded(const std::function<Result()>& command, bool skip_unenforceab
 extern const char* const kCommit;
 }  // namespace memrun
 
-// Long: the one place where CLI11's errors become memrun's words and exit codes.
 int main(int argc, char** argv) {
   using namespace memrun;
   // Started with stdin, stdout or stderr closed (`memrun SPEC >&-`), memrun
@@ -160,26 +159,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
-  } catch (const CLI::RequiredError& e) {
-    // Not CLI11's "base is required": what the command lacks, in --help's
-    // names, and how it is written.
-    auto parsed = app.get_subcommands();
-    std::string missing = missing_arguments(parsed.empty() ? app : *parsed.front());
-    if (missing.empty()) app.exit(e);
-    else fmt::print(stderr, "memrun: {}\n", missing);
-    return exit_code(Result::stopped(Category::usage), false);
-  } catch (const CLI::ExtrasError& e) {
-    // Not CLI11's "The following argument was not expected".
-    auto parsed = app.get_subcommands();
-    std::string extra = extra_arguments(parsed.empty() ? app : *parsed.front());
-    if (extra.empty()) app.exit(e);
-    else fmt::print(stderr, "memrun: {}\n", extra);
-    return exit_code(Result::stopped(Category::usage), false);
   } catch (const CLI::ParseError& e) {
-    // Not CLI11's "Could not convert: --fail-fast = maybe".
-    std::string flag = flag_given_a_value(app, std::vector<std::string>(argv + 1, argv + argc));
-    if (flag.empty()) app.exit(e);
-    else fmt::print(stderr, "memrun: {}\n", flag);
+    // Not CLI11's "base is required", "The following argument was not
+    // expected" or "Could not convert": memrun's words (cli.h).
+    std::string said = reworded(app, e, std::vector<std::string>(argv + 1, argv + argc));
+    if (said.empty()) app.exit(e);
+    else fmt::print(stderr, "memrun: {}\n", said);
     return exit_code(Result::stopped(Category::usage), false);
   }
   bool skip = cli.o.unenforceable == "skip";
