@@ -265,7 +265,7 @@ RunInfo run_info(const Options& o, const std::string& run_id, const std::string&
 // The console's column of test names: as wide as the longest, at least 4.
 size_t name_width(const Plan& plan) {
   size_t width = 4;
-  for (const auto& p : plan.tests) width = std::max(width, cell(p.test->name).size());
+  for (const auto& p : plan.tests) width = std::max(width, cell(std::string(p.name())).size());
   return width;
 }
 
@@ -371,7 +371,8 @@ int explain_all(Outputs& observer, const Plan& plan, cgroup::Backend& backend, c
                               strsignal(interrupted));
       x.record.explanation = e;
     } else {
-      x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, backend, ro, run_dir, interrupted);
+      x.record.explanation = explain_test(made_test(plan.tests[x.index], x.index, plan.run_dir), x.record, x.why, backend,
+                                         ro, run_dir, interrupted);
     }
     console.explanation(x.record);
     std::fflush(con);
@@ -422,7 +423,9 @@ RunInfo describe_run(const Options& o, const std::string& run_id, const std::str
   return info;
 }
 
-Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
+// A run holds its suites' cases compactly (CompactTests): a listing of a
+// million costs it some 40 bytes a case until each runs.
+Result run_command(const Options& o) { return run_specs(load_all(o.specs, o, nullptr, true), o); }
 
 // Long: the run's stages top-down (plan, open, run, compare, explain, outputs), each a call or two.
 Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
