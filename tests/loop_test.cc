@@ -10,7 +10,9 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 
 #include "fake_backend.h"
 #include "runner/base/units.h"
@@ -25,17 +27,40 @@ namespace {
 class Collector : public RunObserver {
  public:
   explicit Collector(const Clock& clock) : clock_(clock) {}
-  void test_done(size_t, const TestRecord& r) override {
+  void test_done(size_t index, const TestRecord& r) override {
+    alive_at_done.push_back(std::count_if(made.begin(), made.end(), [](const auto& m) { return !m.second.expired(); }));
+    verdicts.emplace(index, r.verdict);
     done.push_back(r.test.name);
     records.emplace(r.test.name, r);
     at.emplace(r.test.name, clock_.now());
   }
   std::vector<std::string> done;
+  std::map<size_t, Verdict> verdicts;  ///< by plan index
   std::map<std::string, TestRecord> records;
   std::map<std::string, Clock::time_point> at;  ///< when each record came, on the fake clock
+  void tick(const std::vector<Progress>& running) override {
+    for (const auto& p : running) {
+      made.emplace(std::string(p.planned->name()), p.planned->made);
+      if (!p.planned->made || p.planned->plain != PlannedTest::kWhole || p.planned->test->argv.empty() ||
+          p.planned->test->argv.back() != "--gtest_filter=" + p.planned->test->name.substr(2))
+        unmade.push_back(std::string(p.planned->name()));
+    }
+  }
+  /// What each running test was made of (made_test), as a tick saw it.
+  std::map<std::string, std::weak_ptr<const PlannedTest::Made>> made;
+  /// How many of those were alive as each record came.
+  std::vector<long> alive_at_done;
+  /// Tests a tick saw running not made whole with their own name.
+  std::vector<std::string> unmade;
 
  private:
   const Clock& clock_;
+};
+
+/// A run's results, and each test's verdict in the plan's order (nullopt:
+/// never started, --fail-fast), as its observer heard them.
+struct Ran : RunResults {
+  std::vector<std::optional<Verdict>> tests;
 };
 
 class Loop : public ::testing::Test {
@@ -47,8 +72,8 @@ class Loop : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   /// Runs `yaml` on the fake backend; the results in the spec's order.
-  RunResults run(const std::string& yaml, RunOptions options = {}, std::map<std::string, Order> orders = {}) {
-    specs_ = {parse_spec(yaml, dir_ + "/spec.yaml", dir_)};
+  Ran run(const std::string& yaml, RunOptions options = {}, std::map<std::string, Order> orders = {}) {
+    specs_ = {parse_spec(yaml, dir_ + "/spec.yaml", dir_, suite, false, nullptr, bool(suite))};
     for (auto& t : specs_[0].tests)  // ctest's order, as a suite's listing gives it
       if (auto it = orders.find(t.name); it != orders.end()) t.order = it->second;
     plan_ = make_plan(specs_, Selection{}, dir_ + "/run");
@@ -57,17 +82,25 @@ class Loop : public ::testing::Test {
     options.clock = &backend.clock;
     options.kernel_log = &kernel_log;
     options.launcher = &backend.launcher;
-    return run_plan(plan_, backend, options, collector);
+    Ran ran;
+    collector.verdicts.clear();
+    static_cast<RunResults&>(ran) = run_plan(plan_, backend, options, collector);
+    ran.tests.resize(plan_.tests.size());
+    for (const auto& [i, v] : collector.verdicts) ran.tests[i] = v;
+    return ran;
   }
   /// What the process of test `name` does (by default: exits 0 at once).
   FakeLauncher::Process& process(const std::string& name) { return backend.launcher.processes[name]; }
   /// The verdict of the test `name` (the plan is in the spec's order).
-  const Verdict& named(const RunResults& r, const std::string& name) {
+  const Verdict& named(const Ran& r, const std::string& name) {
     for (size_t i = 0; i < plan_.tests.size(); ++i)
       if (plan_.tests[i].test->name == name && r.tests.at(i)) return *r.tests[i];
     throw std::runtime_error("no result for " + name);
   }
 
+  /// The cases of the spec's suite, held as a run holds them (compact).
+  Discoverer suite;
+  const Plan& plan() const { return plan_; }
   FakeBackend backend;
   FakeKernelLog kernel_log{backend.clock};
   Collector collector{backend.clock};
@@ -94,6 +127,36 @@ TEST_F(Loop, RunningLimitsNeverExceedTheBudget) {
   EXPECT_LE(backend.most_running_bytes, 250 * MiB);
   EXPECT_LE(backend.most_running_groups, 2);
   EXPECT_EQ(backend.live_groups, 0) << "a group was not destroyed";
+}
+
+// A suite's cases, held as their names (CompactTests), are made whole as
+// each starts, with its own name in its argv, and dropped once its record
+// is written: the plan holds none, and no more than -j are whole at once.
+TEST_F(Loop, ASuitesCaseIsMadeAsItStartsAndDroppedOnceItsRecordIsWritten) {
+  std::vector<Case> cases;
+  for (int i = 0; i < 40; ++i) {
+    Case c;
+    c.name = "S.c" + std::to_string(i);
+    c.argv = {"/bin/t", "--gtest_filter=" + c.name};
+    c.command = "/bin/t --gtest_filter=" + c.name;
+    process("g/" + c.name).runs_for = std::chrono::milliseconds(10);
+    cases.push_back(c);
+  }
+  suite = [&](const SuiteSource&) { return cases; };
+  RunOptions o;
+  o.jobs = 3;
+  o.tick = std::chrono::milliseconds(1);
+  auto r = run("suites:\n  - {name: g, gtest: /bin/t, memory: 64MiB}\n", o);
+  ASSERT_EQ(r.tests.size(), 40u);
+  for (const auto& p : plan().tests) {
+    EXPECT_NE(p.plain, PlannedTest::kWhole) << p.name() << " is held whole in the plan";
+    EXPECT_FALSE(p.made) << p.name() << " was made in the plan";
+  }
+  EXPECT_EQ(collector.made.size(), 40u) << "a tick saw every test running, made";
+  EXPECT_TRUE(collector.unmade.empty()) << collector.unmade.front() << " ran as its template";
+  for (const auto& [name, made] : collector.made) EXPECT_TRUE(made.expired()) << name << " outlived its record";
+  ASSERT_EQ(collector.alive_at_done.size(), 40u);
+  for (long alive : collector.alive_at_done) EXPECT_LE(alive, 3);
 }
 
 TEST_F(Loop, WithSeveralJobsTheLargestLimitsStartFirst) {

@@ -15,7 +15,10 @@ struct PlannedTests {
   std::vector<PlannedTest> planned;
   explicit PlannedTests(const std::string& yaml) {
     spec = parse_spec(yaml, "s.yaml", std::filesystem::temp_directory_path().string());
-    for (const auto& t : spec.tests) planned.push_back({&spec, &t, t.name, "/o", "/e"});
+    for (const auto& t : spec.tests) {
+      planned.push_back({&spec, &t});
+      planned.back().named(t.name, "/o", "/e");
+    }
   }
 };
 

@@ -27,7 +27,8 @@ struct Fixture {
   PlannedTest planned;
   Fixture() {
     spec = parse_spec("tests:\n  - {name: big, run: x, memory: 64MiB, min_headroom: 8MiB}\n", "s.yaml", tmp());
-    planned = {&spec, &spec.tests[0], "001-big", "/nonexistent/o", "/nonexistent/e"};
+    planned = {&spec, &spec.tests[0]};
+    planned.named("001-big", "/nonexistent/o", "/nonexistent/e");
   }
   /// The record of a test that exited with `exit_code` (an OOM kill: the
   /// kernel killed it, signal 9) with this kernel peak.

@@ -332,6 +332,61 @@ Spec with_cases(const std::string& yaml, std::vector<Case> cases) {
   });
 }
 
+// A run holds a suite's plain cases as their names (CompactTests), each
+// made again exactly as the spec made it: a case a rule or its marker sets
+// apart is the template of those after it. Its plan holds a case in a few
+// dozen bytes, and names it as before once made to run.
+TEST(Spec, ARunHoldsASuitesPlainCasesAsTheirNames) {
+  std::vector<Case> cases;
+  for (int i = 0; i < 10000; ++i) {
+    Case c;
+    c.name = "S" + std::to_string(i / 100) + ".c" + std::to_string(i % 100);
+    c.argv = {"/project/build/t", "--gtest_filter=" + c.name};
+    c.command = "GTEST_COLOR=no /project/build/t --gtest_filter=" + c.name;
+    c.env = {{"GTEST_COLOR", "no"}};
+    c.rules.gtest_results = true;
+    c.rules.tool = "GoogleTest";
+    cases.push_back(c);
+  }
+  cases[5].marks = {{"memory", "\"96MiB\""}};
+  std::string yaml = "tests:\n  - {name: t, run: x, memory: 8MiB}\nsuites:\n  - name: g\n    gtest: /project/build/t\n"
+                     "    memory: 64MiB\n    cases:\n      - {match: \"S3.c7\", memory: 128MiB}\n";
+  auto lister = [&](const SuiteSource&) { return cases; };
+  Spec whole = with_cases(yaml, cases);
+  std::vector<Spec> specs;
+  specs.push_back(parse_spec(yaml, "spec.yaml", "/project/specs", lister, false, nullptr, true));
+  const CompactTests& held = specs[0].cases;
+  ASSERT_TRUE(specs[0].tests.empty());
+  ASSERT_EQ(held.size(), 10001u);
+  ASSERT_EQ(whole.tests.size(), 10001u);
+  EXPECT_EQ(whole.tests[6].memory, 96 * MiB);
+  EXPECT_EQ(whole.tests[308].memory, 128 * MiB);
+  std::vector<std::string> held_whole;
+  for (size_t i = 0; i < whole.tests.size(); ++i) {
+    EXPECT_EQ(held.name(i), whole.tests[i].name);
+    EXPECT_TRUE(held.made(i) == whole.tests[i]) << whole.tests[i].name << " is not made as the spec made it";
+    if (held.whole(i)) held_whole.push_back(whole.tests[i].name);
+  }
+  EXPECT_EQ(held_whole, (std::vector<std::string>{"t"}));
+  EXPECT_LE(held.bytes() / held.size(), 48u);
+
+  Plan plan = make_plan(specs, {}, "/run");
+  ASSERT_EQ(plan.tests.size(), 10001u);
+  EXPECT_LE(sizeof(PlannedTest), 112u) << "a plan of a million cases holds a million of these";
+  EXPECT_FALSE(plan.tests[12].made);
+  EXPECT_EQ(plan.tests[12].name(), "g/S0.c11");
+  PlannedTest made = made_test(plan.tests[12], 12, "/run");
+  EXPECT_TRUE(*made.test == whole.tests[12]);
+  EXPECT_EQ(made.group(), "013-g_S0.c11");
+  EXPECT_EQ(made.stdout_path(), "/run/013-g_S0.c11.stdout");
+  EXPECT_EQ(made.stderr_path(), "/run/013-g_S0.c11.stderr");
+  Selection one;
+  one.filter = "S3[.]c7$";
+  plan = make_plan(specs, one, "/run");
+  ASSERT_EQ(plan.tests.size(), 1u);
+  EXPECT_EQ(made_test(plan.tests[0], 0, "/run").test->memory, 128 * MiB);
+}
+
 // ctest's order, from a listing to the plan: in the spec's names, a
 // fixture's setup and cleanup kept with a selected user and in its shard,
 // a name no test has ignored, and a cycle refused where the suite is.

@@ -32,7 +32,8 @@ TEST(Decide, HeadroomBelowMinimumFails) {
 // is memory it used, allowed or not.
 TEST(Decide, SwapCountsInTheHeadroomAndIsReported) {
   Spec spec = parse_spec("tests:\n  - {name: s, run: x, memory: 64MiB, swap: 64MiB, min_headroom: 20%}\n", "s.yaml", tmp());
-  PlannedTest p{&spec, &spec.tests[0], "001-s", "/nonexistent/o", "/nonexistent/e"};
+  PlannedTest p{&spec, &spec.tests[0]};
+  p.named("001-s", "/nonexistent/o", "/nonexistent/e");
   // v2: at the limit, 36 MiB in swap (the samples saw 30, the kernel's mark 36).
   Observation o = Fixture::exited(0, 64ull << 20);
   o.kernel.swap_peak = 36ull << 20;

@@ -21,7 +21,8 @@ cgroup::OpenOptions open_options(const Options& o, const std::string& run_name) 
   return {kind_of(o.backend), o.cgroup_parent, run_name, !o.host_cgroups};
 }
 
-std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink) {
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink,
+                           bool compact) {
   SuiteLister lister(open_options(o, ""));
   // --filter applies as a suite's cases are read: those it does not select
   // are never made into tests (a listing of a million cases, one of them
@@ -42,7 +43,7 @@ std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options&
           selected.keep = [&](const std::string& name) { return RE2::PartialMatch(name, filter); };
           return lister(selected);
         },
-        tests));
+        tests, compact));
   }
   return specs;
 }

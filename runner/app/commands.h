@@ -67,8 +67,10 @@ using SpecSink = std::function<void(const std::string& path, std::vector<TestSpe
 
 /// Every spec of `paths`, loaded and checked; suites are listed under their
 /// memory limits in the backend `o` asks for (see SuiteLister). With
-/// `sink`, the tests go there as they are made (TestSink), not into the specs.
-std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink = nullptr);
+/// `sink`, the tests go there as they are made (TestSink), not into the specs;
+/// with `compact`, into each spec's `cases` (CompactTests), for a run.
+std::vector<Spec> load_all(const std::vector<std::string>& paths, const Options& o, const SpecSink& sink = nullptr,
+                           bool compact = false);
 
 /// Applies --shard and --timings to the selection.
 void shard_selection(const Options& o, Selection* selection);

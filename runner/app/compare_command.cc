@@ -60,10 +60,11 @@ ReportData baseline_in_scope(const ReportData& base, const std::vector<Spec>& sp
                              const Selection& selection) {
   auto key = [](const std::string& spec, const std::string& name) { return spec + '\n' + name; };
   std::set<std::string> planned, known, spec_paths;
-  for (const auto& p : plan.tests) planned.insert(key(p.spec->path, p.test->name));
+  for (const auto& p : plan.tests) planned.insert(key(p.spec->path, std::string(p.name())));
   for (const auto& spec : specs) {
     spec_paths.insert(spec.path);
     for (const auto& t : spec.tests) known.insert(key(spec.path, t.name));
+    for (size_t i = 0; i < spec.cases.size(); ++i) known.insert(key(spec.path, std::string(spec.cases.name(i))));
   }
   RE2::Options options;
   options.set_log_errors(false);

@@ -60,6 +60,9 @@ class Outputs : public RunObserver {
     std::string why;
   };
   std::vector<ToExplain>& to_explain() { return to_explain_; }
+  /// With --baseline: each record's plan index is kept for regressed().
+  /// Without, nothing grows with every test a run of a million ends.
+  void key_records() { keyed_ = true; }
   /// --baseline found `r` regressed: it is explained too, unless its
   /// explain is never (explain_regressed).
   void regressed(const TestRecord& r) {
@@ -107,7 +110,7 @@ class Outputs : public RunObserver {
     std::fflush(out_);
     tally_.add(r.verdict);
     if (report_) report_->add_test(index, r);
-    index_of_.emplace(key_of(r), index);
+    if (keyed_) index_of_.emplace(key_of(r), index);
     const TestSpec& t = *plan_.tests[index].test;
     std::string why =
         explain_why(t.explain.value_or(explain_), r);
@@ -131,6 +134,7 @@ class Outputs : public RunObserver {
   // Two specs may name a test alike: a test is its spec and its name, as
   // compare keys it.
   static std::string key_of(const TestRecord& r) { return r.test.spec + '\n' + r.test.name; }
+  bool keyed_ = false;
   std::map<std::string, size_t> index_of_;  // key_of -> plan index of its (first) run
   std::vector<TestRecord>* records_;  // null unless asked for
   Tally tally_;
@@ -265,7 +269,7 @@ RunInfo run_info(const Options& o, const std::string& run_id, const std::string&
 // The console's column of test names: as wide as the longest, at least 4.
 size_t name_width(const Plan& plan) {
   size_t width = 4;
-  for (const auto& p : plan.tests) width = std::max(width, cell(p.test->name).size());
+  for (const auto& p : plan.tests) width = std::max(width, cell(std::string(p.name())).size());
   return width;
 }
 
@@ -371,7 +375,8 @@ int explain_all(Outputs& observer, const Plan& plan, cgroup::Backend& backend, c
                               strsignal(interrupted));
       x.record.explanation = e;
     } else {
-      x.record.explanation = explain_test(plan.tests[x.index], x.record, x.why, backend, ro, run_dir, interrupted);
+      x.record.explanation = explain_test(made_test(plan.tests[x.index], x.index, plan.run_dir), x.record, x.why, backend,
+                                         ro, run_dir, interrupted);
     }
     console.explanation(x.record);
     std::fflush(con);
@@ -422,7 +427,9 @@ RunInfo describe_run(const Options& o, const std::string& run_id, const std::str
   return info;
 }
 
-Result run_command(const Options& o) { return run_specs(load_all(o.specs, o), o); }
+// A run holds its suites' cases compactly (CompactTests): a listing of a
+// million costs it some 40 bytes a case until each runs.
+Result run_command(const Options& o) { return run_specs(load_all(o.specs, o, nullptr, true), o); }
 
 // Long: the run's stages top-down (plan, open, run, compare, explain, outputs), each a call or two.
 Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& extras) {
@@ -460,6 +467,7 @@ Result run_specs(std::vector<Spec> specs, const Options& o, const RunExtras& ext
   if (!o.json.empty() || ci_outputs_wanted(o.ci) || baseline) report.emplace(run_dir);
   Outputs observer(con, console, view ? &*view : nullptr, report ? &*report : nullptr, plan,
                    explain_mode_named(o.explain).value_or(ExplainMode::never), extras.records);
+  if (baseline) observer.key_records();
   prepare_runner_process(ro);
   auto run = run_plan(plan, *backend, ro, observer);
   observer.flush_all();

@@ -503,7 +503,8 @@ class Server {
       return;
     }
     if (cases_.count(id)) protocol_error("a case id given twice");
-    k->planned = {&k->spec, &k->spec.tests[0], fmt::format("case-{:06d}", ++groups_), "", ""};
+    k->planned = {&k->spec, &k->spec.tests[0]};
+    k->planned.named(fmt::format("case-{:06d}", ++groups_), "", "");
     k->planned.run = k->run;
     k->planned.runs = k->runs;
     auto test = std::make_unique<RunningTest>(k->planned);

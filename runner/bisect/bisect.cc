@@ -57,7 +57,9 @@ Probe probe(const TestSpec& test, const Spec& spec, cgroup::Backend& backend, ui
   Probe p;
   for (int i = 0; i < trials && p.passed; ++i) {
     Plan plan = make_plan(specs, {}, run_dir);
-    plan.tests[0].group = fmt::format("probe-{}", ++*runs);
+    // Its own group each trial, its logs the plan's.
+    PlannedTest made = made_test(plan.tests[0], 0, plan.run_dir);
+    plan.tests[0].named(fmt::format("probe-{}", ++*runs), made.stdout_path(), made.stderr_path());
     // Only the verdict and whether the kernel held usage at the limit
     // matter here; the record goes with the plan.
     struct LastTrial : RunObserver {

@@ -100,17 +100,16 @@ Ran Helpers::run(const std::string& what, const std::vector<std::string>& argv, 
   PlannedTest p = planned_;
   p.test = &spec;
   ++count_;
-  p.group = fmt::format("explain-{}-{}{}", planned_.group, what, count_);
-  p.stdout_path = fmt::format("{}/{}{}.out", dir_, what, count_);
-  p.stderr_path = fmt::format("{}/{}{}.err", dir_, what, count_);
+  p.named(fmt::format("explain-{}-{}{}", planned_.group(), what, count_), fmt::format("{}/{}{}.out", dir_, what, count_),
+          fmt::format("{}/{}{}.err", dir_, what, count_));
   Plan plan = plan_of_one(p, run_dir_);
   Catch caught;
   RunResults results = run_plan(plan, backend_, options_, caught);
   ran.interrupted_by = results.interrupted_by;
   std::string name = fs::path(argv[0]).filename().string();
   bool more_out = false, more_err = false;
-  ran.out = read_at_most(p.stdout_path, kHelperOutput, &more_out);
-  ran.err = read_at_most(p.stderr_path, 2000, &more_err);
+  ran.out = read_at_most(p.stdout_path(), kHelperOutput, &more_out);
+  ran.err = read_at_most(p.stderr_path(), 2000, &more_err);
   if (!caught.record) {
     ran.failure = fmt::format("{} did not run", name);
     return ran;

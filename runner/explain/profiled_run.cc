@@ -342,9 +342,7 @@ std::optional<TestRecord> run_profiled(Explanation& e, const PlannedTest& planne
   if (profiled.timeout.count() > 0) profiled.timeout = profiled.timeout * 5 + std::chrono::seconds(60);
   PlannedTest run = planned;
   run.test = &profiled;
-  run.group = "explain-" + planned.group;
-  run.stdout_path = dir + "/stdout.log";
-  run.stderr_path = dir + "/stderr.log";
+  run.named("explain-" + planned.group(), dir + "/stdout.log", dir + "/stderr.log");
   Plan plan = plan_of_one(run, run_dir);
   RunOptions ro = options;
   ro.fail_fast = false;
@@ -352,7 +350,7 @@ std::optional<TestRecord> run_profiled(Explanation& e, const PlannedTest& planne
   ro.tick = std::chrono::milliseconds(0);
   ro.budget.reset();
   Catch caught;
-  ProcessSampler sampler(backend.run_path() + "/" + run.group);
+  ProcessSampler sampler(backend.run_path() + "/" + run.group());
   sig = run_plan(plan, backend, ro, caught).interrupted_by;
   sampler.stop();
   processes = sampler.seen();
@@ -428,7 +426,7 @@ Explanation explain_test(const PlannedTest& planned, const TestRecord& r, const 
   e.explained_peak = r.verdict.peak;
   e.explained_duration_s = r.observed.duration_s;
   const TestSpec& t = *planned.test;
-  std::string dir = run_dir + "/explain/" + planned.group;
+  std::string dir = run_dir + "/explain/" + planned.group();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return ended(e, "failed", "cannot create " + dir + ": " + ec.message());

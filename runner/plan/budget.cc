@@ -71,10 +71,12 @@ std::vector<size_t> start_order(const std::vector<PlannedTest>& tests, int jobs,
   if (jobs <= 1) return order;
   double mean = 0;
   for (const auto& [name, s] : timings) mean += s / static_cast<double>(timings.size());
-  auto seconds = [&](size_t i) {
-    auto it = timings.find(tests[i].test->name);
-    return it == timings.end() ? mean : it->second;
-  };
+  // Each test's seconds, looked up once, not at every comparison of the sort.
+  std::vector<double> each(tests.size(), mean);
+  if (!timings.empty())
+    for (size_t i = 0; i < tests.size(); ++i)
+      if (auto it = timings.find(std::string(tests[i].name())); it != timings.end()) each[i] = it->second;
+  auto seconds = [&](size_t i) { return each[i]; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (seconds(a) != seconds(b)) return seconds(a) > seconds(b);
     return tests[a].test->memory > tests[b].test->memory;

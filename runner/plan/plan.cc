@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "cgroup/cgroup.h"
 #include "runner/base/error.h"
@@ -37,24 +38,32 @@ std::string file_name_part(const std::string& name) {
   return out;
 }
 
+// A test the selection picked: its spec's test, or the template of one
+// its spec holds as its name (PlannedTest::plain).
+struct Picked {
+  const Spec* spec;
+  const TestSpec* test;
+  uint32_t plain;
+  std::string name() const { return std::string(PlannedTest{spec, test, plain}.name()); }
+};
+
 // The tests of shard K of N. A fixture's setup and cleanup tests and
 // those that require it are one unit, never split (its setup and cleanup
 // also when no user of it is selected): each shard runs on a
 // machine of its own, where a fixture set up in another shard does not
 // exist.
-std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
-    const std::vector<std::pair<const Spec*, const TestSpec*>>& selected, const Selection& selection) {
+std::vector<Picked> shard_of(const std::vector<Picked>& selected, const Selection& selection) {
   std::vector<size_t> unit(selected.size());
   std::map<std::pair<const Spec*, std::string>, size_t> index;
   for (size_t i = 0; i < selected.size(); ++i) {
     unit[i] = i;
-    index.emplace(std::pair{selected[i].first, selected[i].second->name}, i);
+    index.emplace(std::pair{selected[i].spec, selected[i].name()}, i);
   }
   std::function<size_t(size_t)> root = [&](size_t i) { return unit[i] == i ? i : unit[i] = root(unit[i]); };
   for (size_t i = 0; i < selected.size(); ++i)
-    for (const auto* names : {&selected[i].second->order.brings, &selected[i].second->order.fixture})
+    for (const auto* names : {&selected[i].test->order.brings, &selected[i].test->order.fixture})
       for (const auto& name : *names)
-        if (auto it = index.find({selected[i].first, name}); it != index.end())
+        if (auto it = index.find({selected[i].spec, name}); it != index.end())
           unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
   // A unit is named by its first test and costs what its tests cost.
   std::vector<std::string> names;
@@ -62,12 +71,12 @@ std::vector<std::pair<const Spec*, const TestSpec*>> shard_of(
   std::map<std::string, double> timings;
   for (size_t i = 0; i < selected.size(); ++i) {
     size_t r = root(i);
-    if (unit_number.emplace(r, names.size()).second) names.push_back(selected[r].second->name);
-    if (auto t = selection.timings.find(selected[i].second->name); t != selection.timings.end())
+    if (unit_number.emplace(r, names.size()).second) names.push_back(selected[r].name());
+    if (auto t = selection.timings.find(selected[i].name()); t != selection.timings.end())
       timings[names[unit_number[r]]] += t->second;
   }
   auto shard = assign_shards(names, selection.shard_count, timings.empty() ? selection.timings : timings);
-  std::vector<std::pair<const Spec*, const TestSpec*>> mine;
+  std::vector<Picked> mine;
   for (size_t i = 0; i < selected.size(); ++i)
     if (shard[unit_number[root(i)]] == selection.shard_index - 1) mine.push_back(selected[i]);
   return mine;
@@ -83,7 +92,7 @@ void link_order(std::vector<PlannedTest>& tests, size_t first) {
       }))
     return;
   std::map<std::string, std::vector<size_t>> runs;  // a name's runs (--repeat)
-  for (size_t i = first; i < tests.size(); ++i) runs[tests[i].test->name].push_back(i);
+  for (size_t i = first; i < tests.size(); ++i) runs[std::string(tests[i].name())].push_back(i);
   auto indices = [&](const std::vector<std::string>& names) {
     std::vector<size_t> out;
     for (const auto& n : names)
@@ -112,61 +121,104 @@ Selector::Selector(const Selection& selection) : selection_(selection) {
 
 Selector::~Selector() = default;
 
-std::vector<bool> Selector::pick(const std::vector<TestSpec>& tests) const {
+// `tests` are a vector of TestSpec or CompactTests: their names and, for
+// the tags and what a test brings, each test or its template.
+template <typename Tests>
+std::vector<bool> Selector::pick_of(const Tests& tests) const {
+  auto name = [&](size_t i) -> std::string_view {
+    if constexpr (std::is_same_v<Tests, CompactTests>) return tests.name(i);
+    else return tests[i].name;
+  };
+  auto test = [&](size_t i) -> const TestSpec& {
+    if constexpr (std::is_same_v<Tests, CompactTests>) return tests.shared(i);
+    else return tests[i];
+  };
   std::vector<bool> picked(tests.size());
-  std::set<std::string> brought;
+  std::set<std::string, std::less<>> brought;
   for (size_t i = 0; i < tests.size(); ++i) {
-    const TestSpec& test = tests[i];
-    if (!selection_.filter.empty() && !RE2::PartialMatch(test.name, *filter_)) continue;
-    if (!selection_.tags.empty() &&
-        std::none_of(selection_.tags.begin(), selection_.tags.end(), [&](const std::string& t) {
-          return std::find(test.tags.begin(), test.tags.end(), t) != test.tags.end();
+    const std::vector<std::string>& tags = test(i).tags;
+    if (!selection_.filter.empty() && !RE2::PartialMatch(name(i), *filter_)) continue;
+    if (!selection_.tags.empty() && std::none_of(selection_.tags.begin(), selection_.tags.end(), [&](const std::string& t) {
+          return std::find(tags.begin(), tags.end(), t) != tags.end();
         }))
       continue;
     picked[i] = true;
-    brought.insert(test.order.brings.begin(), test.order.brings.end());  // as ctest -R adds fixtures
+    brought.insert(test(i).order.brings.begin(), test(i).order.brings.end());  // as ctest -R adds fixtures
   }
   if (!brought.empty())
     for (size_t i = 0; i < tests.size(); ++i)
-      if (brought.count(tests[i].name)) picked[i] = true;
+      if (brought.count(name(i))) picked[i] = true;
   return picked;
 }
+
+std::vector<bool> Selector::pick(const std::vector<TestSpec>& tests) const { return pick_of(tests); }
+std::vector<bool> Selector::pick(const CompactTests& tests) const { return pick_of(tests); }
+
+void PlannedTest::named(std::string group, std::string stdout_path, std::string stderr_path) {
+  made = std::make_shared<const Made>(Made{std::nullopt, std::move(group), std::move(stdout_path), std::move(stderr_path)});
+}
+
+PlannedTest made_test(const PlannedTest& p, size_t index, const std::string& run_dir) {
+  if (p.made) return p;
+  PlannedTest::Made m;
+  if (p.plain != PlannedTest::kWhole) m.test = p.spec->cases.made(p.plain);
+  // The sequence number keeps names unique across specs and runs, and
+  // keeps a test named like a control file ("memory.max") from colliding.
+  m.group = fmt::format("{:03}-{}", index + 1, file_name_part(std::string(p.name())));
+  m.stdout_path = run_dir + "/" + m.group + ".stdout";
+  m.stderr_path = run_dir + "/" + m.group + ".stderr";
+  PlannedTest out = p;
+  out.made = std::make_shared<const PlannedTest::Made>(std::move(m));
+  if (out.made->test) out.test = &*out.made->test, out.plain = PlannedTest::kWhole;
+  return out;
+}
+
+namespace {
+
+// Every test `selected` of `specs`, in spec order, as planned tests: each
+// run of it (--repeat), then the spec's setup when it has a test.
+void plan_tests(const std::vector<Spec>& specs, const std::vector<Picked>& selected, const Selection& selection,
+                Plan& plan) {
+  int runs = std::max(1, selection.repeat);
+  plan.tests.reserve(selected.size() * static_cast<size_t>(runs));  // no room to spare: a million tests
+  for (const auto& spec : specs) {
+    size_t before = plan.tests.size();
+    for (const auto& picked : selected) {
+      if (picked.spec != &spec) continue;
+      size_t first = plan.tests.size();
+      for (int run = 1; run <= runs; ++run) plan.tests.push_back({&spec, picked.test, picked.plain, run, runs, first});
+    }
+    link_order(plan.tests, before);
+    if (spec.setup && plan.tests.size() > before) {
+      std::string group = fmt::format("setup-{}", plan.setups.size() + 1);
+      std::string base = plan.run_dir + "/" + group;
+      PlannedTest setup{&spec, &spec.setup->command};
+      setup.named(group, base + ".stdout", base + ".stderr");
+      plan.setups.push_back(std::move(setup));
+    }
+  }
+}
+
+}  // namespace
 
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                const std::string& run_dir) {
   Selector selector(selection);
   // Selection first, over all specs; the shard is cut from the selected.
-  std::vector<std::pair<const Spec*, const TestSpec*>> selected;
+  std::vector<Picked> selected;
   for (const auto& spec : specs) {
     auto picked = selector.pick(spec.tests);
     for (size_t i = 0; i < spec.tests.size(); ++i)
-      if (picked[i]) selected.push_back({&spec, &spec.tests[i]});
+      if (picked[i]) selected.push_back({&spec, &spec.tests[i], PlannedTest::kWhole});
+    picked = selector.pick(spec.cases);
+    for (size_t i = 0; i < spec.cases.size(); ++i)
+      if (picked[i])
+        selected.push_back({&spec, &spec.cases.shared(i),
+                            spec.cases.whole(i) ? PlannedTest::kWhole : static_cast<uint32_t>(i)});
   }
   if (selection.shard_count > 0) selected = shard_of(selected, selection);
   Plan plan{run_dir, {}, {}};
-  for (const auto& spec : specs) {
-    size_t before = plan.tests.size();
-    for (const auto& [owner, t] : selected) {
-      if (owner != &spec) continue;
-      const TestSpec& test = *t;
-      size_t first = plan.tests.size();
-      for (int run = 1; run <= std::max(1, selection.repeat); ++run) {
-        // The sequence number keeps names unique across specs and runs, and
-        // keeps a test named like a control file ("memory.max") from
-        // colliding.
-        std::string group = fmt::format("{:03}-{}", plan.tests.size() + 1, file_name_part(test.name));
-        std::string base = run_dir + "/" + group;
-        plan.tests.push_back({&spec, &test, group, base + ".stdout", base + ".stderr", run,
-                              std::max(1, selection.repeat), first});
-      }
-    }
-    link_order(plan.tests, before);
-    if (spec.setup && plan.tests.size() > before) {
-      std::string group = fmt::format("setup-{}", plan.setups.size() + 1);
-      std::string base = run_dir + "/" + group;
-      plan.setups.push_back({&spec, &spec.setup->command, group, base + ".stdout", base + ".stderr"});
-    }
-  }
+  plan_tests(specs, selected, selection, plan);
   return plan;
 }
 

@@ -2,9 +2,12 @@
 // and log names. Pure data: building a plan touches nothing on the host.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runner/spec/spec.h"
@@ -51,19 +54,29 @@ class Selector {
   /// Whether each of `tests` is picked. `tests` are one spec's, or a batch
   /// of them that holds every test any of them brings (TestSink).
   std::vector<bool> pick(const std::vector<TestSpec>& tests) const;
+  /// The same of a spec's tests held compactly.
+  std::vector<bool> pick(const CompactTests& tests) const;
 
  private:
+  template <typename Tests>
+  std::vector<bool> pick_of(const Tests& tests) const;
   const Selection& selection_;
   std::unique_ptr<re2::RE2> filter_;
 };
 
-/// One test to run.
+/// One test to run. A plan of a million holds a million: little each, its
+/// test's name and its own names (group, logs) made only when it runs
+/// (made_test).
 struct PlannedTest {
   const Spec* spec = nullptr;
-  const TestSpec* test = nullptr;  ///< for a setup: its command
-  std::string group;        ///< cgroup directory name, unique in the run
-  std::string stdout_path;  ///< log files in the run folder
-  std::string stderr_path;
+  /// Its test (for a setup: its command); for a test its spec holds as its
+  /// name (CompactTests), that test's template: every field but the name,
+  /// argv and command is the test's. made_test() makes it whole.
+  const TestSpec* test = nullptr;
+  static constexpr uint32_t kWhole = UINT32_MAX;
+  /// The test's number in spec->cases when it is held as its name there;
+  /// kWhole when `test` is the test.
+  uint32_t plain = kWhole;
   /// Which run of the test this is (1-based), of how many (--repeat), and
   /// the plan index of its first run: the runs make one record.
   int run = 1, runs = 1;
@@ -71,7 +84,30 @@ struct PlannedTest {
   /// ctest's order (TestSpec::order) as plan indices: the tests that end
   /// before this one starts, and those of them that must not fail.
   std::vector<size_t> after, needs;
+  /// What a running test, its record and explain read beyond the plan:
+  /// its test made whole (when the spec holds it as its name) and its
+  /// cgroup directory's name, unique in the run, and its log files.
+  struct Made {
+    std::optional<TestSpec> test;
+    std::string group, stdout_path, stderr_path;
+  };
+  /// Null until made_test(), or named() (a setup's, explain's, bisect's).
+  std::shared_ptr<const Made> made;
+
+  /// The test's name.
+  std::string_view name() const { return plain == kWhole ? std::string_view(test->name) : spec->cases.name(plain); }
+  /// Names its group and logs (the test stays as it is).
+  void named(std::string group, std::string stdout_path, std::string stderr_path);
+  const std::string& group() const { return made->group; }
+  const std::string& stdout_path() const { return made->stdout_path; }
+  const std::string& stderr_path() const { return made->stderr_path; }
 };
+
+/// `p`, the plan's `index`-th test, made to run: its test made whole (the
+/// spec's own making, spec/compact.cc) and its group and logs named after
+/// its index and name, in `run_dir`. A test made already (or named) is
+/// returned as it is. What it makes lives as long as the copy returned.
+PlannedTest made_test(const PlannedTest& p, size_t index, const std::string& run_dir);
 
 /// Everything a run needs to know before it starts.
 struct Plan {
@@ -81,8 +117,8 @@ struct Plan {
   std::vector<PlannedTest> tests;
 };
 
-/// Selects and names the tests of `specs`. Throws Error(usage) on a bad
-/// --filter regex.
+/// Selects the tests of `specs`. Throws Error(usage) on a bad --filter
+/// regex.
 Plan make_plan(const std::vector<Spec>& specs, const Selection& selection,
                const std::string& run_dir);
 

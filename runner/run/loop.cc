@@ -58,7 +58,7 @@ uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 // StartQueue says which test starts when, RunningSet keeps those running.
 class Loop {
  public:
-  Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer)
+  Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer, const std::string& run_dir)
       : options_(options),
         observer_(observer),
         clock_(options.clock ? *options.clock : steady_clock()),
@@ -70,6 +70,7 @@ class Loop {
       kernel_log_ = own_log_.get();
     }
     context_.backend = &backend;
+    context_.run_dir = run_dir;
     context_.clock = &clock_;
     context_.leftovers = &leftovers_;
     context_.oom_score_adj = options.oom_score_adj;
@@ -148,7 +149,7 @@ class Loop {
       starts_.ended(i, !r.verdict.passed && r.verdict.outcome != Outcome::skipped);
       reported(i, std::move(r));
     };
-    starts_.offer(tests, order, admission, done);
+    starts_.offer(tests, order, admission, done, context_.run_dir);
     auto start = [&](size_t index) { return start_test(*tests[index], index, admission, fail_fast, done); };
     bool stop_starting = false;
     auto next_tick = clock_.now() + options_.tick;
@@ -187,7 +188,9 @@ class Loop {
   // Starts an admitted test. Returns true when fail-fast says to start no
   // more.
   bool start_test(const PlannedTest& p, size_t index, Admission& admission, bool fail_fast, const Done& done) {
-    auto test = std::make_unique<RunningTest>(p);
+    // Made whole now, dropped with the running test once its record is
+    // written: a run holds whole only the tests it runs.
+    auto test = std::make_unique<RunningTest>(made_test(p, index, context_.run_dir));
     uint64_t serial = next_serial_++;
     if (!test->start(context_, starts_.take_ahead(index), serial)) {
       admission.ended(p.test->memory, p.test->order.slots);
@@ -312,7 +315,7 @@ RunResults run_with(Loop& loop, const Plan& plan, const RunOptions& options, Run
 
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer) {
-  Loop loop(backend, options, observer);
+  Loop loop(backend, options, observer, plan.run_dir);
   try {
     RunResults out = run_with(loop, plan, options, observer);
     loop.close();
@@ -345,17 +348,12 @@ RunResults run_with(Loop& loop, const Plan& plan, const RunOptions& options, Run
   }
 
   // The observer has the whole record (the report, say); the run keeps
-  // only the verdict, so that memrun's memory does not grow with every
-  // test's timeline and memory.stat.
-  out.tests.resize(plan.tests.size());
-  auto done = [&](size_t i, TestRecord r) {
-    observer.test_done(i, r);
-    out.tests[i] = std::move(r.verdict);
-  };
+  // none of it, so that memrun's memory does not grow with every test.
+  auto done = [&](size_t i, TestRecord r) { observer.test_done(i, r); };
   if (loop.interrupted_by() || !setup_failed.empty()) {
     for (size_t i = 0; i < plan.tests.size(); ++i)
-      done(i, loop.interrupted_by() ? unstarted(plan.tests[i], Ending::not_run)
-                                    : unstarted(plan.tests[i], Ending::not_started, setup_failed));
+      done(i, loop.interrupted_by() ? unstarted(made_test(plan.tests[i], i, plan.run_dir), Ending::not_run)
+                                    : unstarted(made_test(plan.tests[i], i, plan.run_dir), Ending::not_started, setup_failed));
   } else {
     std::vector<const PlannedTest*> tests;
     for (const auto& p : plan.tests) tests.push_back(&p);

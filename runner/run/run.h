@@ -91,9 +91,6 @@ class SignalGuard {
 /// Everything a run produced, beyond what its observer was told.
 struct RunResults {
   std::vector<SetupRecord> setups;
-  /// Each test's verdict in the plan's order; nullopt for a test never
-  /// started (--fail-fast). Refused and interrupted tests have theirs.
-  std::vector<std::optional<Verdict>> tests;
   int interrupted_by = 0;  ///< the signal that stopped the run, or 0
 };
 
@@ -112,7 +109,7 @@ class RunObserver {
   virtual ~RunObserver() = default;
   virtual void setup_done(const SetupRecord&) {}
   /// The record of the plan's `index`-th test, complete: the only moment
-  /// its timeline and memory.stat are held (run_plan keeps the verdict).
+  /// its timeline and memory.stat are held (run_plan keeps none of it).
   virtual void test_done(size_t /*index*/, const TestRecord&) {}
   /// Every RunOptions::tick while tests run, with those running.
   virtual void tick(const std::vector<Progress>&) {}
@@ -121,8 +118,9 @@ class RunObserver {
 /// Runs each spec's setup (unless up to date) one at a time, then the plan's
 /// tests, as many at once as `options` admit, in `backend`; one event loop
 /// waits on all of them (see run/loop.cc). `observer` hears of each record as
-/// soon as it is made, not-run tests included; the results keep only the
-/// verdicts, in the plan's order whatever the order the tests ended in.
+/// soon as it is made, not-run tests included (--fail-fast's never
+/// started aside); the results keep no test's: a run of a million tests
+/// holds none of theirs.
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer);
 

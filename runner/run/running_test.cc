@@ -60,7 +60,7 @@ Command command_of(const TestSpec& t, const RunContext& context) {
 
 }  // namespace
 
-RunningTest::RunningTest(const PlannedTest& planned) : planned_(&planned) {}
+RunningTest::RunningTest(PlannedTest planned) : planned_(std::move(planned)) {}
 
 RunningTest::~RunningTest() {
   // Never waits: the loop has the group by now (abandon(), remove_group()),
@@ -116,7 +116,7 @@ Clock::time_point Leftovers::next() const {
 
 std::unique_ptr<cgroup::Group> RunningTest::make_group(const PlannedTest& p, const RunContext& context) {
   const TestSpec& t = *p.test;
-  return context.backend->create(p.group, {t.memory, t.memory_high, t.swap, t.pids});
+  return context.backend->create(p.group(), {t.memory, t.memory_high, t.swap, t.pids});
 }
 
 // Its process never started or was killed by launch(): the group goes now
@@ -139,8 +139,8 @@ bool RunningTest::start_failed(const std::string& why) {
 // The relays of the test's stdout and stderr into its logs.
 void RunningTest::open_relays(const RunContext& context) {
   const PlannedTest& p = planned();
-  out_ = std::make_unique<LogRelay>(p.stdout_path, context.max_log);
-  err_ = std::make_unique<LogRelay>(p.stderr_path, context.max_log);
+  out_ = std::make_unique<LogRelay>(p.stdout_path(), context.max_log);
+  err_ = std::make_unique<LogRelay>(p.stderr_path(), context.max_log);
   out_->echo_to(context.echo_stdout);
   err_->echo_to(context.echo_stderr);
   if (p.test->rules.reads_output()) {

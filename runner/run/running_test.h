@@ -69,13 +69,16 @@ struct RunContext {
   /// are closed (see LogRelay::close_reader); -1: none.
   int epoll = -1;
   int echo_stdout = -1, echo_stderr = -1;  ///< see RunOptions::echo_stdout
+  /// The run's folder, where a planned test's logs go (made_test).
+  std::string run_dir;
 };
 
 class RunningTest {
  public:
   using clock = Clock;
 
-  explicit RunningTest(const PlannedTest& planned);
+  /// `planned` made to run (made_test): the test holds it until it ends.
+  explicit RunningTest(PlannedTest planned);
   ~RunningTest();
   RunningTest(const RunningTest&) = delete;
   RunningTest& operator=(const RunningTest&) = delete;
@@ -132,7 +135,7 @@ class RunningTest {
   /// After start() returned false: the record, outcome `error`.
   TestRecord not_started();
 
-  const PlannedTest& planned() const { return *planned_; }
+  const PlannedTest& planned() const { return planned_; }
   pid_t pid() const { return child_.pid; }
   int pidfd() const { return child_.pidfd; }
   /// With a pid namespace: the pipe that gives the command's wait status
@@ -223,7 +226,7 @@ class RunningTest {
   void find_escapes();
   void close_watched(int& fd);  // out of the loop's epoll set, then closed
 
-  const PlannedTest* planned_;
+  PlannedTest planned_;
   const RunContext* context_ = nullptr;
   Observation observed_;
   ToolResults results_;  // the case's results file

@@ -17,8 +17,9 @@ TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& rea
 }
 
 void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order,
-                       Admission& admission, const Done& done) {
+                       Admission& admission, const Done& done, const std::string& run_dir) {
   tests_ = &tests;
+  run_dir_ = run_dir;
   admission_ = &admission;
   done_ = done;
   queue_.clear();
@@ -29,12 +30,12 @@ void StartQueue::offer(const std::vector<const PlannedTest*>& tests, const std::
   for (size_t i : order) {
     const TestSpec& spec = *tests[i]->test;
     if (spec.disabled || !spec.skipped.empty()) {
-      done(i, unstarted(*tests[i], Ending::not_started));
+      done(i, unstarted_at(i, Ending::not_started));
       continue;
     }
     std::string refusal = !spec.not_runnable.empty() ? spec.not_runnable : admission.refusal(spec.memory);
     if (refusal.empty()) queue_.push_back(i);
-    else done(i, unstarted(*tests[i], Ending::not_started, refusal));
+    else done(i, unstarted_at(i, Ending::not_started, refusal));
   }
 }
 
@@ -57,8 +58,8 @@ bool StartQueue::start_what_fits(const std::function<bool(size_t)>& start) {
     while (!queue_.empty()) {
       size_t index = queue_.front();
       queue_.pop_front();
-      done_(index, unstarted(*(*tests_)[index], Ending::not_started,
-                             "not run: it waits for tests that wait for it (ctest's DEPENDS or fixtures)"));
+      done_(index, unstarted_at(index, Ending::not_started,
+                                "not run: it waits for tests that wait for it (ctest's DEPENDS or fixtures)"));
     }
   return false;
 }
@@ -81,7 +82,7 @@ bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
     if (turn == Turn::never) {
       size_t index = *it;
       it = queue_.erase(it);
-      done_(index, unstarted(p, Ending::not_started, why_not_run));
+      done_(index, unstarted_at(index, Ending::not_started, why_not_run));
       continue;
     }
     if (!admission_->may_start(p.test->memory, p.test->order.slots)) {
@@ -108,7 +109,7 @@ StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run, boo
     if (state_[a] == State::queued || state_[a] == State::admitted) return Turn::later;
   for (size_t n : p.needs)
     if (state_[n] == State::failed) {
-      *why_not_run = "not run: the fixture setup test '" + (*tests_)[n]->test->name +
+      *why_not_run = "not run: the fixture setup test '" + std::string((*tests_)[n]->name()) +
                      "' failed; ctest reports it Not Run (Failed test dependencies)";
       return Turn::never;
     }
@@ -149,7 +150,7 @@ bool StartQueue::take_evicted() {
     const PlannedTest& p = *(*tests_)[d.id];
     const TestSpec& t = *p.test;
     admission_->ended(t.memory, t.order.slots);
-    done_(d.id, unstarted(p, Ending::not_started,
+    done_(d.id, unstarted_at(d.id, Ending::not_started,
                           p.spec->path + ":" + std::to_string(t.line) + ":" + std::to_string(t.column) + ": " +
                               d.error));
     all = false;
@@ -167,7 +168,7 @@ void StartQueue::make_ahead(const RunContext& context) {
   auto next = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return turn_of(i, &never, once_free) == Turn::now; });
   if (next == queue_.end()) return;
   try {
-    ahead_ = {*next, RunningTest::make_group(*(*tests_)[*next], context)};
+    ahead_ = {*next, RunningTest::make_group(made_test(*(*tests_)[*next], *next, run_dir_), context)};
   } catch (const cgroup::Failure&) {  // made again at its start, where a failure is the test's
   } catch (const Error&) {
   }
@@ -189,8 +190,8 @@ void StartQueue::stop(bool interrupted) {
   evicting_.clear();
   cold_.clear();
   if (interrupted) {
-    for (size_t i : admitted) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
-    for (size_t i : queue_) done_(i, unstarted(*(*tests_)[i], Ending::not_run));
+    for (size_t i : admitted) done_(i, unstarted_at(i, Ending::not_run));
+    for (size_t i : queue_) done_(i, unstarted_at(i, Ending::not_run));
   }
   // The list and its admission were the caller's for this run only.
   queue_.clear();

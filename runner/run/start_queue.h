@@ -25,7 +25,8 @@ namespace memrun {
 using Done = std::function<void(size_t, TestRecord)>;
 
 /// The record of a test that never started: refused (`reason`), or not run
-/// because memrun was interrupted (Ending::not_run).
+/// because memrun was interrupted (Ending::not_run). `p` is made to run
+/// (made_test).
 TestRecord unstarted(const PlannedTest& p, Ending ending, const std::string& reason = "");
 
 /// The tests not started yet, in the order offered; Admission (jobs, the
@@ -44,9 +45,10 @@ class StartQueue {
   /// A new list to run, offered in `order`: a test that can never fit is
   /// reported through `done` at once, not after the rest; so is a suite's
   /// case its tool would not run (disabled), skipped as it listed it, or
-  /// cannot run (not runnable).
+  /// cannot run (not runnable). The tests are the plan's, or made to run
+  /// already; `run_dir` is where made_test() puts the plan's logs.
   void offer(const std::vector<const PlannedTest*>& tests, const std::vector<size_t>& order, Admission& admission,
-             const Done& done);
+             const Done& done, const std::string& run_dir);
 
   /// Admits the queued tests that fit now, in the offered order, and calls
   /// `start(index)` for each ready to start (inputs evicted, or none): a
@@ -89,6 +91,11 @@ class StartQueue {
 
  private:
   const std::vector<const PlannedTest*>* tests_ = nullptr;
+  std::string run_dir_;
+  // The record of the test `index` of the list, which never started.
+  TestRecord unstarted_at(size_t index, Ending ending, const std::string& reason = "") const {
+    return unstarted(made_test(*(*tests_)[index], index, run_dir_), ending, reason);
+  }
   Admission* admission_ = nullptr;
   Done done_;
   std::deque<size_t> queue_;

@@ -147,8 +147,9 @@ SuiteDraft read_suite(const Source& src, const YAML::Node& node, const Fields& d
 
 /// The suite stage: lists each suite's cases with `discover` and makes
 /// them tests after `spec.tests` (names unique across the spec), or hands
-/// them all, `spec.tests` first, to `sink` (see TestSink).
+/// them all, `spec.tests` first, to `sink` (see TestSink). With `compact`
+/// (and no sink), every test goes to `spec.cases`, `spec.tests` first.
 void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover,
-                 const TestSink& sink = nullptr);
+                 const TestSink& sink = nullptr, bool compact = false);
 
 }  // namespace memrun::spec

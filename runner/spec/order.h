@@ -41,6 +41,7 @@ struct Order {
   std::vector<std::string> locks;   ///< never runs beside a test that holds one of these
   bool serial = false;              ///< runs alone
   int slots = 1;                    ///< how many -j slots it takes (capped at -j)
+  bool operator==(const Order&) const = default;
 };
 
 /// The cases' orders in their tests' names: case i is called names[i] by

@@ -22,8 +22,15 @@ void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<s
   if (!(scale > 0 && scale <= 1000)) throw Error(Category::usage, "--scale must be a positive factor up to 1000, such as 0.8");
   // What last set each test's limit, and what to do if it breaks a check.
   std::map<const TestSpec*, std::pair<std::string, std::string>> changed_by;
+  // A template's limit is its cases' (CompactTests): scaled once, for all.
+  auto held = [](Spec& spec) {
+    auto all = spec.cases.held();
+    for (auto& t : spec.tests) all.push_back(&t);
+    return all;
+  };
   for (auto& spec : specs)
-    for (auto& t : spec.tests) {
+    for (TestSpec* each : held(spec)) {
+      TestSpec& t = *each;
       double scaled = static_cast<double>(t.memory) * scale;
       if (scaled >= 0x1p62)
         throw Error(Category::usage, "--scale " + std::to_string(scale) + " makes the limit of '" + t.name +
@@ -38,17 +45,21 @@ void apply_overrides(std::vector<Spec>& specs, double scale, const std::vector<s
     std::string name = set.substr(0, dot);
     uint64_t bytes = size_of_flag(set.substr(dot + 8), "--set");
     bool found = false;
-    for (auto& spec : specs)
+    auto change = [&](TestSpec& t) { t.memory = bytes, found = true, changed_by[&t] = {"--set " + set, "set a larger memory"}; };
+    for (auto& spec : specs) {
       for (auto& t : spec.tests)
-        if (t.name == name) t.memory = bytes, found = true, changed_by[&t] = {"--set " + set, "set a larger memory"};
+        if (t.name == name) change(t);
+      for (size_t i = 0; i < spec.cases.size(); ++i)
+        if (spec.cases.name(i) == name) change(spec.cases.own(i));
+    }
     if (!found) throw Error(Category::usage, "--set: no test named '" + name + "' in the specs");
   }
   // A limit changed here passes the spec's checks again: a memory_high or
   // min_headroom at or above the new memory would make no test at all.
-  for (const auto& spec : specs)
-    for (const auto& t : spec.tests)
-      if (auto by = changed_by.find(&t); by != changed_by.end())
-        recheck_test(spec, t, by->second.first, by->second.second);
+  for (auto& spec : specs)
+    for (const TestSpec* t : held(spec))
+      if (auto by = changed_by.find(t); by != changed_by.end())
+        recheck_test(spec, *t, by->second.first, by->second.second);
 }
 
 }  // namespace memrun

@@ -186,16 +186,16 @@ class Parser {
 }  // namespace
 
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
-                const Discoverer& discover, bool check_inputs, const TestSink& sink) {
+                const Discoverer& discover, bool check_inputs, const TestSink& sink, bool compact) {
   Parser parser(path, dir, check_inputs);
   std::vector<spec::SuiteDraft> suites;
   Spec spec = parser.parse(text, suites);
   spec.path = path;
-  spec::list_suites(parser.source(), spec, suites, discover, sink);  // stage two: the suites' tools list their cases
+  spec::list_suites(parser.source(), spec, suites, discover, sink, compact);  // stage two: the suites' tools list their cases
   return spec;
 }
 
-Spec load_spec(const std::string& path, const Discoverer& discover, const TestSink& sink) {
+Spec load_spec(const std::string& path, const Discoverer& discover, const TestSink& sink, bool compact) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(Category::bad_input, path + ": is a directory; give a spec file (e.g. specs/example.yaml)");
@@ -210,7 +210,7 @@ Spec load_spec(const std::string& path, const Discoverer& discover, const TestSi
   if (text.size() > kMaxSpec)
     throw Error(Category::bad_input, path + ": is larger than 16 MiB, which no spec is; give a YAML spec file");
   auto dir = std::filesystem::absolute(path, ec).parent_path().string();
-  return parse_spec(text, path, dir, discover, true, sink);
+  return parse_spec(text, path, dir, discover, true, sink, compact);
 }
 
 }  // namespace memrun

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <functional>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runner/base/units.h"
@@ -31,6 +33,7 @@ struct Expectation {
   int code = 0;  ///< for exit_code
   /// "pass", "oom", "fail" or "exit 3".
   std::string describe() const;
+  bool operator==(const Expectation&) const = default;
 };
 
 /// The least headroom a passing test must keep: bytes, or a share of its limit.
@@ -40,6 +43,7 @@ struct MinHeadroom {
   bool is_percent = false;
   /// The requirement in bytes for a given limit.
   uint64_t for_limit(uint64_t limit) const;
+  bool operator==(const MinHeadroom&) const = default;
 };
 
 /// How much more memory a test may use than the baseline's before a
@@ -53,6 +57,7 @@ struct MaxIncrease {
   uint64_t for_base(uint64_t base) const {
     return std::max(bytes, static_cast<uint64_t>(static_cast<double>(base) * percent / 100));
   }
+  bool operator==(const MaxIncrease&) const = default;
 };
 
 /// Parses "10%", "8MiB" or "10%, 8MiB" (either order). Nullopt and `why`
@@ -119,6 +124,7 @@ struct TestSpec {
   std::string skipped;
   /// A ctest case's DEPENDS, fixtures and locks (spec/order.h).
   Order order;
+  bool operator==(const TestSpec&) const = default;
 };
 
 /// A command run once before a spec's tests, e.g. to generate fixtures. It
@@ -130,11 +136,68 @@ struct Setup {
   std::vector<std::string> outputs;  ///< absolute paths
 };
 
+/// A spec's tests in little memory, for a run of a suite that lists a
+/// million cases: a suite's case whose test is its suite's template (an
+/// earlier case of the suite) but for the case's name, in the test's
+/// name, argv and command, is held as its name alone and made whole again
+/// when it runs; any other test is held whole. Such a case costs some 30
+/// bytes here; a TestSpec held whole, 1.5 KiB (heaptrack, GoogleTest).
+class CompactTests {
+ public:
+  /// Holds `t` whole.
+  void add(TestSpec t);
+  /// Holds `t`, the test the suite numbered `suite` made of its case
+  /// `case_name`, as its name when the suite's template made again with
+  /// that name is `t` (checked here, field by field); else whole, and the
+  /// template of the suite's cases after it.
+  void add_case(TestSpec t, const std::string& case_name, size_t suite);
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  /// Whether test i is held whole (else as its name).
+  bool whole(size_t i) const { return !(entries_[i] & kByName); }
+  std::string_view name(size_t i) const;
+  /// Test i held whole; for one held as its name, its template, whose
+  /// every field but its name, argv and command is test i's.
+  const TestSpec& shared(size_t i) const;
+  /// Test i, whole.
+  TestSpec made(size_t i) const;
+  /// Test i, held whole from here on (--set changes one test's limit).
+  TestSpec& own(size_t i);
+  /// Every test held whole and every template (--scale changes them all).
+  std::vector<TestSpec*> held();
+  /// Bytes this holds beyond its tests held whole and its templates.
+  size_t bytes() const;
+
+ private:
+  static constexpr uint32_t kByName = 1u << 31;
+  struct Template {
+    TestSpec test;
+    std::string case_name;  // the case it was made of, as its argv and command name it
+    size_t suite = 0;
+  };
+  TestSpec made_of(const Template& t, std::string_view name) const;
+  // Deques: a test's address holds while others are added (a plan points
+  // at them).
+  std::deque<TestSpec> whole_;
+  std::deque<Template> templates_;
+  // Each test: kByName | the number of a test held as its name, or the
+  // number of one held whole.
+  std::vector<uint32_t> entries_;
+  // A test held as its name: its name is arena_[ends_[n - 1], ends_[n]),
+  // its template templates_[template_of_[n]].
+  std::string arena_;
+  std::vector<uint64_t> ends_;
+  std::vector<uint32_t> template_of_;
+};
+
 /// A loaded spec file.
 struct Spec {
   std::string path;             ///< as given on the command line
   std::optional<Setup> setup;
-  std::vector<TestSpec> tests;  ///< in file order
+  std::vector<TestSpec> tests;  ///< in file order; empty when `cases` holds them
+  /// Its tests, in file order, when loaded for a run (load_spec's
+  /// `compact`): a run of a million cases holds them compactly.
+  CompactTests cases;
 };
 
 /// Expands ${NAME} and ${NAME:-default} in `text` from `env`, then from
@@ -167,12 +230,15 @@ using TestSink = std::function<void(std::vector<TestSpec>&&)>;
 /// memrun::Error(bad_input) with "path:line:col: what is wrong" and what to
 /// write instead. With `check_inputs` (load_spec), a test's inputs must be
 /// files or folders that exist (see inputs.h), or outputs of the setup.
-/// With `sink`, the tests go there and Spec::tests stays empty.
+/// With `sink`, the tests go there and Spec::tests stays empty; with
+/// `compact` (and no sink), they go to Spec::cases.
 Spec parse_spec(const std::string& text, const std::string& path, const std::string& dir,
-                const Discoverer& discover = nullptr, bool check_inputs = false, const TestSink& sink = nullptr);
+                const Discoverer& discover = nullptr, bool check_inputs = false, const TestSink& sink = nullptr,
+                bool compact = false);
 
 /// Reads and parses a spec file; its suites are listed with `discover`.
-Spec load_spec(const std::string& path, const Discoverer& discover = nullptr, const TestSink& sink = nullptr);
+Spec load_spec(const std::string& path, const Discoverer& discover = nullptr, const TestSink& sink = nullptr,
+               bool compact = false);
 
 /// Checks a test of `spec` again as parsing did (memory at least 1 MiB,
 /// memory_high and min_headroom below it) after `changed_by` ("--scale

@@ -68,6 +68,7 @@ struct ToolRules {
   std::string tool;  ///< "ctest", "pytest", "GoogleTest" for reasons; empty: none
   bool any() const { return !tool.empty(); }
   bool reads_output() const { return !pass_regex.empty() || !fail_regex.empty() || !skip_regex.empty(); }
+  bool operator==(const ToolRules&) const = default;
 };
 
 /// One case, ready to run as a test.

@@ -198,13 +198,16 @@ class SpecNames {
 }  // namespace
 
 void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& suites, const Discoverer& discover,
-                 const TestSink& sink) {
+                 const TestSink& sink, bool compact) {
   SpecNames names;
   for (const auto& t : spec.tests) names.add(t, -1);
   if (sink && !spec.tests.empty()) sink(std::exchange(spec.tests, {}));
+  compact = compact && !sink;
+  if (compact)
+    for (auto& t : std::exchange(spec.tests, {})) spec.cases.add(std::move(t));
   auto keep = [&](std::vector<TestSpec> made) {
     if (sink) sink(std::move(made));
-    else for (auto& t : made) spec.tests.push_back(std::move(t));
+    else for (auto& t : made) compact ? spec.cases.add(std::move(t)) : spec.tests.push_back(std::move(t));
   };
   for (size_t k = 0; k < suites.size(); ++k) {
     const SuiteDraft& suite = suites[k];
@@ -223,6 +226,7 @@ void list_suites(const Source& src, Spec& spec, const std::vector<SuiteDraft>& s
       try {
         std::vector<TestSpec> made;
         made.push_back(make(c));
+        if (compact) return spec.cases.add_case(std::move(made[0]), c.name, k);
         keep(std::move(made));
       } catch (const Error&) {
         made_error = true;

@@ -45,8 +45,8 @@ TestIdentity identity_of(const PlannedTest& p) {
   id.requested_limit = t.memory;
   id.swap_limit = t.swap;
   id.memory_high = t.memory_high;
-  id.stdout_path = p.stdout_path;
-  id.stderr_path = p.stderr_path;
+  id.stdout_path = p.stdout_path();
+  id.stderr_path = p.stderr_path();
   id.inputs = t.inputs;
   id.timeout_s = static_cast<double>(t.timeout.count()) / 1e3;
   if (t.max_increase) id.max_increase = std::pair{t.max_increase->percent, t.max_increase->bytes};
@@ -130,7 +130,7 @@ TestRecord make_record(const PlannedTest& p, Observation observed) {
   if (!observed.log_error.empty())
     r.verdict.reason += (r.verdict.reason.empty() ? "" : "; ") + observed.log_error;
   if (!r.verdict.passed && observed.ending != Ending::not_started && observed.ending != Ending::not_run) {
-    for (const auto& path : {p.stderr_path, p.stdout_path}) {
+    for (const auto& path : {p.stderr_path(), p.stdout_path()}) {
       std::string tail = log_tail(path, 10);
       if (!tail.empty()) observed.log_tail += (observed.log_tail.empty() ? "" : "\n") + tail;
     }
