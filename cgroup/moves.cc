@@ -196,10 +196,13 @@ bool MoveWatch::intact() const {
   return !fs::any_written(guards_) && ::stat(dir_.c_str(), &st) == 0 && st.st_ino == dir_ino_;
 }
 
-MoveWatch::~MoveWatch() {
+void MoveWatch::close() {
   fs::unwatch(guards_);
   if (!dir_.empty()) ::rmdir(dir_.c_str());
+  dir_.clear();
 }
+
+MoveWatch::~MoveWatch() { fs::unwatch(guards_); }
 
 bool MoveWatch::read(std::vector<Event>& out) {
   // What happened before the cut is in the buffers now; what a CPU

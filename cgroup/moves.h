@@ -47,8 +47,13 @@ class MoveWatch {
   /// why) when the kernel's record cannot be read: no tracefs (not root,
   /// a kernel without tracing), no such tracepoint.
   static std::unique_ptr<MoveWatch> open(const std::string& name);
-  /// Removes its instance (an rmdir waits for the kernel's RCU grace
-  /// period, tens of ms: once a run, at its end).
+  /// Removes its instance: an rmdir waits for the kernel's RCU grace
+  /// period (52-63 ms measured on 6.18, two busy cores), so once a run,
+  /// at its end, never in the destructor. read() says the record is not
+  /// whole after it.
+  void close();
+  /// Never waits: an instance not close()d stays, to remove_stale() (`memrun
+  /// gc`, or the next run's start) once this process is gone.
   ~MoveWatch();
   MoveWatch(const MoveWatch&) = delete;
   MoveWatch& operator=(const MoveWatch&) = delete;

@@ -54,6 +54,10 @@ EscapeWatch::EscapeWatch(std::unique_ptr<cgroup::MoveWatch> moves) : moves_(std:
     own_.insert(std::atoi(e.path().filename().c_str()));
 }
 
+void EscapeWatch::close() {
+  if (moves_) moves_->close();
+}
+
 void EscapeWatch::follow(uint64_t serial, int root, const std::string& group) {
   if (root > 0) followed_[root] = {serial, group};
 }

@@ -54,6 +54,10 @@ class EscapeWatch {
   /// What read() does with the events the kernel recorded (`whole`: none
   /// was lost).
   void judge(const std::vector<cgroup::MoveWatch::Event>& events, bool whole, const Left& left);
+  /// Removes the kernel's record (waits for an RCU grace period: once, at
+  /// the run's end). Not called, the instance stays for `memrun gc` or the
+  /// next run (remove_stale); the destructor never waits.
+  void close();
 
   /// The instances of watchers that are gone (a memrun killed before it
   /// could remove its own), removed: for `memrun gc`.
