@@ -9,14 +9,18 @@
 // tracepoint cgroup:cgroup_attach_task fires on every migration (a write
 // to `tasks`, `cgroup.procs`, `cgroup.threads`), v1 and v2 alike, with the
 // task and where it went; sched:sched_process_fork names each new task's
-// parent, so that a task made after the last walk is still known. Not seen:
-// a task born in another group (v2's clone3 CLONE_INTO_CGROUP goes through
-// cgroup_post_fork(), no migration). Both are read in a tracefs instance of
-// the caller's own, in the kernel's binary format
+// parent, so that a task made after the last walk is still known. A task
+// born in another group (v2's clone3 CLONE_INTO_CGROUP, 5.7+) is no
+// migration (cgroup_post_fork()): task:task_newtask, which carries the
+// clone's flags, names it; cgroup:cgroup_notify_populated names the group
+// it was born in when that group had no task, and /proc, read at once,
+// names any other while the task lives. All are read in a tracefs
+// instance of the caller's own, in the kernel's binary format
 // (per_cpu/cpuN/trace_pipe_raw), so that no text a name holds frames an
-// event. A reader with root may reach the instance: writes to its controls
-// and a remade instance are seen (read() then says the record is not
-// whole); a foreign read of its pipes, which consumes events, is not.
+// event. A reader with root may reach the instance:
+// writes to its controls and a remade instance are seen (read() then says
+// the record is not whole); a foreign read of its pipes, which consumes
+// events, is not.
 #pragma once
 
 #include <sys/types.h>
@@ -31,11 +35,16 @@ namespace memrun::cgroup {
 class MoveWatch {
  public:
   struct Event {
-    enum class Kind { fork, attach } kind = Kind::fork;
-    int task = 0;      ///< fork: the new task; attach: the task moved (a thread id)
-    int parent = 0;    ///< fork: the task that made it
-    std::string path;  ///< attach: the group it entered, below its hierarchy's root
+    /// born: a task cloned with CLONE_INTO_CGROUP (v2), into a group of the
+    /// cloner's choosing; its fork follows it.
+    enum class Kind { fork, attach, born } kind = Kind::fork;
+    int task = 0;      ///< fork, born: the new task; attach: the task moved (a thread id)
+    int parent = 0;    ///< fork, born: the task that made it (born: the cloning thread)
+    /// attach: the group it entered, below its hierarchy's root; born:
+    /// the group it was born in (read_births()), "" when not known.
+    std::string path;
     uint64_t ns = 0;   ///< when, on CLOCK_MONOTONIC
+    int by = 0;        ///< attach, born: the task that did it (the kernel's common_pid)
   };
 
   /// Starts watching, in a tracefs instance named `name` (unique to the
@@ -80,8 +89,11 @@ class MoveWatch {
     Field operator[](const std::string& name) const;
   };
   static Format format_of(const std::string& file);
-  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const;
+  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out);
   void guard();  ///< watches its controls (see intact())
+  void watch_births(const std::string& dir);
+  void read_births(std::vector<Event>& events, size_t from) const;
+  void place_births(uint64_t cut);
   uint64_t lost_on(size_t cpu) const;
   /// No control of the instance was written since open(), and it is still
   /// the one open() made.
@@ -98,7 +110,16 @@ class MoveWatch {
   std::vector<std::string> cpus_;
   std::vector<unsigned char> page_;
   size_t data_offset_ = 16, commit_size_ = 8;
-  Format attach_, fork_;
+  Format attach_, fork_, newtask_, populated_;  ///< newtask_.id, populated_.id -1: not watched (v1)
+  /// Groups that became populated (v2): by whom, which, when; until
+  /// place_births() knows whose they are.
+  struct Filled {
+    int by;
+    std::string path;
+    uint64_t ns;
+  };
+  std::vector<Filled> filled_;
+  uint64_t last_cut_ = 0;  ///< read()'s previous cut
 };
 
 }  // namespace memrun::cgroup

@@ -35,6 +35,7 @@ class Fed {
   void root(int task) { events_.push_back({Kind::fork, task, static_cast<int>(::syscall(SYS_gettid)), {}, ns_++}); }
   void fork(int task, int parent) { events_.push_back({Kind::fork, task, parent, {}, ns_++}); }
   void move(int task, const std::string& path) { events_.push_back({Kind::attach, task, 0, path, ns_++}); }
+  void born(int task, int parent, const std::string& path) { events_.push_back({Kind::born, task, parent, path, ns_++}); }
   EscapeWatch& watch() { return watch_; }
   // What the watch says of the events given so far.
   std::vector<Left> judge(bool whole = true) {
@@ -101,6 +102,29 @@ TEST(EscapeWatch, ManyRootsNotYetFollowedLoseNoMove) {
   EXPECT_EQ(left[0].serial, 1u);
   EXPECT_EQ(left[0].where, "/");
   EXPECT_EQ(left[1].serial, 2u);
+}
+
+TEST(EscapeWatch, ATaskBornInAnotherGroupLeftItsTest) {
+  // clone3 with CLONE_INTO_CGROUP: the birth comes before the fork, and
+  // belongs to the cloning thread's test.
+  Fed fed;
+  fed.root(kTask);
+  fed.watch().follow(5, kTask, "/memrun/t1");
+  fed.born(kTask + 1, kTask, "/memrun/t1/sub");  // below its own group
+  fed.fork(kTask + 1, kTask);
+  fed.born(kTask + 2, kTask + 1, "/");
+  fed.fork(kTask + 2, kTask + 1);
+  fed.born(kTask + 3, kTask + 2, "");  // gone before memrun read it
+  fed.fork(kTask + 3, kTask + 2);
+  fed.born(kTask + 9, 1, "/");  // no test's
+  auto left = fed.judge();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].task, kTask + 2);
+  EXPECT_EQ(left[0].where, "/");
+  EXPECT_EQ(left[1].task, kTask + 3);
+  EXPECT_EQ(left[1].where,
+            "(unknown: born with clone3's CLONE_INTO_CGROUP into a group that had tasks, and gone before memrun "
+            "could read which)");
 }
 
 TEST(EscapeWatch, ALostRecordFailsEveryTestFollowed) {

@@ -143,9 +143,17 @@ void EscapeWatch::judge(const std::vector<cgroup::MoveWatch::Event>& events, boo
       fork(e.task, e.parent);
       continue;
     }
-    auto root = root_of_.find(e.task);
+    // A move is the moved task's root's; a birth (before its fork) the
+    // cloning thread's. A birthplace memrun could not read may be a group
+    // of the test's or the host's root: no verdict rests on a guess.
+    auto root = root_of_.find(e.kind == Kind::born ? e.parent : e.task);
     if (root == root_of_.end()) continue;  // no task of a test
-    moved(root->second, e.task, e.path, left);
+    moved(root->second, e.task,
+          e.kind == Kind::attach || !e.path.empty()
+              ? e.path
+              : "(unknown: born with clone3's CLONE_INTO_CGROUP into a group that had tasks, and gone before "
+                "memrun could read which)",
+          left);
   }
   // The kernel's buffer lost events, or its controls were written: a move
   // may be among what is not there.
