@@ -158,8 +158,7 @@ std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
   }
   if (w->cpus_.empty()) cannot_watch("no CPU in " + dir + "/per_cpu");
   w->page_.resize(1 << 16);
-  w->lost_.assign(w->cpus_.size(), 0);
-  for (size_t i = 0; i < w->cpus_.size(); ++i) w->lost_[i] = w->lost_on(i);
+  for (size_t i = 0; i < w->cpus_.size(); ++i) w->counts_.push_back(w->counts_on(i));
   w->guard();
   return w;
 }
@@ -203,16 +202,19 @@ void MoveWatch::guard() {
   if (::stat(dir_.c_str(), &st) == 0) dir_ino_ = st.st_ino;
 }
 
-// Events a CPU's buffer lost so far: overwritten, dropped when full, or
-// lost to a commit that overran (per_cpu/cpuN/stats).
-uint64_t MoveWatch::lost_on(size_t cpu) const {
+MoveWatch::Counts MoveWatch::counts_on(size_t cpu) const {
   std::string stats = cpus_[cpu].substr(0, cpus_[cpu].rfind('/')) + "/stats";
   std::istringstream in(fs::read_file(stats).value_or(""));
-  uint64_t lost = 0;
-  for (std::string line; std::getline(in, line);)
+  Counts c;
+  auto value = [&](const std::string& line, const char* key) {
+    return std::strtoull(line.c_str() + std::strlen(key), nullptr, 10);
+  };
+  for (std::string line; std::getline(in, line);) {
     for (const char* key : {"overrun: ", "commit overrun: ", "dropped events: "})
-      if (line.rfind(key, 0) == 0) lost += std::strtoull(line.c_str() + std::strlen(key), nullptr, 10);
-  return lost;
+      if (line.rfind(key, 0) == 0) c.lost += value(line, key);
+    if (line.rfind("read events: ", 0) == 0) c.read = value(line, "read events: ");
+  }
+  return c;
 }
 
 bool MoveWatch::intact() const {
@@ -286,26 +288,28 @@ bool MoveWatch::read(std::vector<Event>& out) {
   uint64_t cut = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
   bool whole = true;
   size_t fresh = held_.size();
-  for (const auto& pipe : cpus_) {
-    int fd = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  for (size_t i = 0; i < cpus_.size(); ++i) {
+    int fd = ::open(cpus_[i].c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       whole = false;  // (the instance was removed under us)
       continue;
     }
+    uint64_t taken = 0;
     for (;;) {
       // One sub-buffer (a page) a read, as much of it as was written.
       ssize_t n = ::read(fd, page_.data(), page_.size());
       if (n <= 0) break;
-      whole = parse_page(page_.data(), static_cast<size_t>(n), held_) && whole;
+      whole = parse_page(page_.data(), static_cast<size_t>(n), held_, taken) && whole;
     }
     ::close(fd);
+    // The kernel counts each event a reader takes (rb_advance_reader(),
+    // or a page's entries when it hands a whole one over): more than this
+    // read took, another reader took the rest.
+    Counts counts = counts_on(i);
+    whole = whole && counts.lost == counts_[i].lost && counts.read - counts_[i].read == taken;
+    counts_[i] = counts;
   }
   read_births(held_, fresh);
-  for (size_t i = 0; i < cpus_.size(); ++i) {
-    uint64_t lost = lost_on(i);
-    whole = whole && lost == lost_[i];
-    lost_[i] = lost;
-  }
   whole = whole && intact();
   std::stable_sort(held_.begin(), held_.end(), [](const Event& a, const Event& b) { return a.ns < b.ns; });
   place_births(cut);
@@ -321,7 +325,7 @@ bool MoveWatch::read(std::vector<Event>& out) {
 // 1..28 is data of type_len * 4 bytes after it, 0 data of the length the
 // next word gives (that word included), 29 padding, 30 and 31 time words.
 // Long: one pass over a page of the ring buffer, each record type beside the kernel rule it obeys.
-bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) {
+bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out, uint64_t& taken) {
   if (len < data_offset_) return true;
   uint64_t commit = commit_size_ == 8 ? at<uint64_t>(page, 8) : at<uint32_t>(page, 8);
   constexpr uint64_t kMissedEvents = 1ull << 31, kMissedStored = 1ull << 30;
@@ -371,6 +375,7 @@ bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Ev
     }
     if (p + total > end) break;
     p += total;
+    ++taken;
     if (data_len < 2) continue;
     int type = at<uint16_t>(data, 0);
     auto int_field = [&](const Format& f, const char* name) {

@@ -17,10 +17,10 @@
 // names any other while the task lives. All are read in a tracefs
 // instance of the caller's own, in the kernel's binary format
 // (per_cpu/cpuN/trace_pipe_raw), so that no text a name holds frames an
-// event. A reader with root may reach the instance:
-// writes to its controls and a remade instance are seen (read() then says
-// the record is not whole); a foreign read of its pipes, which consumes
-// events, is not.
+// event. A reader with root may reach the instance: writes to its
+// controls, a remade instance and a foreign read of its pipes (which
+// takes events: the kernel counts more read than read() took) are seen;
+// read() then says the record is not whole.
 #pragma once
 
 #include <sys/types.h>
@@ -69,8 +69,9 @@ class MoveWatch {
 
   /// Appends the events the kernel recorded before this call, in the order
   /// they happened; never blocks. False when the kernel lost some (a full
-  /// buffer, per each CPU's stats) or the instance was tampered with (see
-  /// intact()): what happened meanwhile is not known.
+  /// buffer, per each CPU's stats), another reader took some (the stats'
+  /// "read events" above what this took) or the instance was tampered
+  /// with (see intact()): what happened meanwhile is not known.
   bool read(std::vector<Event>& out);
 
   /// The instances named `prefix`PID-... whose PID is no live process of
@@ -89,16 +90,21 @@ class MoveWatch {
     Field operator[](const std::string& name) const;
   };
   static Format format_of(const std::string& file);
-  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out);
+  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out, uint64_t& taken);
   void guard();  ///< watches its controls (see intact())
   void watch_births(const std::string& dir);
   void read_births(std::vector<Event>& events, size_t from) const;
   void place_births(uint64_t cut);
-  uint64_t lost_on(size_t cpu) const;
+  /// A CPU's events so far: lost (overwritten, dropped when full, or lost
+  /// to a commit that overran) and read, by anyone (per_cpu/cpuN/stats).
+  struct Counts {
+    uint64_t lost = 0, read = 0;
+  };
+  Counts counts_on(size_t cpu) const;
   /// No control of the instance was written since open(), and it is still
   /// the one open() made.
   bool intact() const;
-  std::vector<uint64_t> lost_;  ///< lost_on() of each CPU at the last read
+  std::vector<Counts> counts_;  ///< counts_on() of each CPU at the last read
   std::vector<int> guards_;     ///< inotify watches of its controls
   ino_t dir_ino_ = 0;
   std::vector<Event> held_;  ///< read after the cut of the last call

@@ -378,6 +378,21 @@ TEST_F(Trust, ATestThatSilencesMemrunsRecordOfMovesBeforeLeavingNeverPasses) {
   }
 }
 
+TEST_F(Trust, ATestThatTakesMemrunsRecordOfMovesNeverPasses) {
+  // The same trip, while the test itself reads memrun's record (a root
+  // test reaches the instance unsealed): a pipe hands each event to one
+  // reader, so what the test takes memrun never sees. The kernel counts
+  // the events read; more than memrun took is a record that lies.
+  std::string away = "for p in /sys/kernel/tracing/instances/memrun-$PPID-*/per_cpu/cpu*/trace_pipe_raw; do "
+                     "cat $p > /dev/null & done; " + kRoot + "{W} --thread-away $R --whole --pipes 64 --away 1ms "
+                     "--hold 1200ms; s=$?; kill $(jobs -p); exit $s";
+  auto run = run_spec(dir, "tests:\n  - {name: takes, run: " + yaml_quoted(away) + ", memory: 64MiB}\n",
+                      {"--host-cgroups", "--sample-interval", "500ms"});
+  const auto& t = test_named(run, "takes");
+  EXPECT_FALSE(t["passed"]) << t.dump() << run.err;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+}
+
 TEST_F(Trust, AChildBornInAnotherGroupNeverPasses) {
   // clone3 with CLONE_INTO_CGROUP (v2, 5.7+): a child born outside the
   // test's group, never moved, touches 200 MiB there (charged there, not

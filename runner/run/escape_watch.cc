@@ -160,8 +160,8 @@ void EscapeWatch::judge(const std::vector<cgroup::MoveWatch::Event>& events, boo
   if (!whole)
     for (const auto& [root, test] : followed_)
       left(test.serial, 0,
-           "(unknown: the kernel's record of moves between cgroups lost events, or was written to, while the test "
-           "ran)");
+           "(unknown: the kernel's record of moves between cgroups lost events, was written to or was read by "
+           "another, while the test ran)");
 }
 
 std::vector<std::string> EscapeWatch::remove_stale() { return cgroup::MoveWatch::remove_stale(kPrefix, "memrun"); }
