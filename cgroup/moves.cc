@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cgroup/error.h"
@@ -21,6 +22,7 @@ namespace memrun::cgroup {
 namespace {
 
 constexpr const char* kTracefs = "/sys/kernel/tracing";
+constexpr uint64_t kCloneIntoCgroup = 0x200000000ull;  // linux/sched.h, 5.7+
 
 [[noreturn]] void cannot_watch(const std::string& detail, int err = 0) {
   Problem p = make_problem(Problem::Kind::no_move_watch, "", kTracefs, detail);
@@ -57,6 +59,11 @@ int memory_hierarchy() {
   for (std::string name, hierarchy, rest; in >> name >> hierarchy && std::getline(in, rest);)
     if (name == "memory") return std::atoi(hierarchy.c_str());
   return 0;
+}
+
+void set_control(const std::string& dir, const std::string& file, const std::string& value) {
+  if (fs::try_write_file(dir + "/" + file, value) != 0)
+    cannot_watch("cannot write '" + value + "' to " + dir + "/" + file + " (" + std::strerror(errno) + ")", errno);
 }
 
 template <typename T>
@@ -117,15 +124,15 @@ std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
   std::string dir = root + "/instances/" + name;
   if (::mkdir(dir.c_str(), 0700) != 0)
     cannot_watch("cannot make the tracefs instance " + dir + " (" + std::strerror(errno) + ")", errno);
-  w->dir_ = dir;  // removed by the destructor from here on
-  auto set = [&](const std::string& file, const std::string& value) {
-    if (fs::try_write_file(dir + "/" + file, value) != 0)
-      cannot_watch("cannot write '" + value + "' to " + dir + "/" + file + " (" + std::strerror(errno) + ")", errno);
-  };
+  w->dir_ = dir;  // removed by close() from here on (or remove_stale())
+  auto set = [&](const std::string& file, const std::string& value) { set_control(dir, file, value); };
   w->attach_ = format_of(dir + "/events/cgroup/cgroup_attach_task/format");
   w->fork_ = format_of(dir + "/events/sched/sched_process_fork/format");
-  for (const char* f : {"dst_root", "pid", "dst_path"}) (void)w->attach_[f];
+  for (const char* f : {"common_pid", "dst_root", "pid", "dst_path"}) (void)w->attach_[f];
   for (const char* f : {"parent_pid", "child_pid"}) (void)w->fork_[f];
+  // CLONE_INTO_CGROUP takes a v2 group only (cgroup_css_set_fork():
+  // EBADF otherwise): a child's v1 memory group is always its parent's.
+  if (memory_hierarchy() == 0) w->watch_births(dir);
   Format header = format_of(root + "/events/header_page");
   w->data_offset_ = header["data"].offset;
   w->commit_size_ = header["commit"].size;
@@ -151,10 +158,24 @@ std::unique_ptr<MoveWatch> MoveWatch::open(const std::string& name) {
   }
   if (w->cpus_.empty()) cannot_watch("no CPU in " + dir + "/per_cpu");
   w->page_.resize(1 << 16);
-  w->lost_.assign(w->cpus_.size(), 0);
-  for (size_t i = 0; i < w->cpus_.size(); ++i) w->lost_[i] = w->lost_on(i);
+  for (size_t i = 0; i < w->cpus_.size(); ++i) w->counts_.push_back(w->counts_on(i));
   w->guard();
   return w;
+}
+
+// Births into a group (v2): the clones with CLONE_INTO_CGROUP, and the
+// groups that became populated (see place_births()).
+void MoveWatch::watch_births(const std::string& dir) {
+  newtask_ = format_of(dir + "/events/task/task_newtask/format");
+  for (const char* f : {"common_pid", "pid", "clone_flags"}) (void)newtask_[f];
+  if (newtask_["clone_flags"].size != 8)  // an unsigned long of a 32-bit kernel
+    cannot_watch("the kernel's record of a new task cannot say CLONE_INTO_CGROUP (clone_flags is not 64-bit)");
+  populated_ = format_of(dir + "/events/cgroup/cgroup_notify_populated/format");
+  for (const char* f : {"common_pid", "path", "val"}) (void)populated_[f];
+  set_control(dir, "events/task/task_newtask/filter", "clone_flags & " + std::to_string(kCloneIntoCgroup));
+  set_control(dir, "events/task/task_newtask/enable", "1");
+  set_control(dir, "events/cgroup/cgroup_notify_populated/filter", "root == 0 && val == 1");
+  set_control(dir, "events/cgroup/cgroup_notify_populated/enable", "1");
 }
 
 void MoveWatch::guard() {
@@ -167,7 +188,9 @@ void MoveWatch::guard() {
   for (const char* f : {"tracing_on", "options/overwrite", "buffer_size_kb", "trace_clock", "trace", "events/enable",
                         "events/cgroup/enable", "events/sched/enable", "events/cgroup/cgroup_attach_task/enable",
                         "events/cgroup/cgroup_attach_task/filter", "events/sched/sched_process_fork/enable",
-                        "events/sched/sched_process_fork/filter"})
+                        "events/sched/sched_process_fork/filter", "events/task/enable",
+                        "events/task/task_newtask/enable", "events/task/task_newtask/filter",
+                        "events/cgroup/cgroup_notify_populated/enable", "events/cgroup/cgroup_notify_populated/filter"})
     guarded.push_back(dir_ + "/" + f);
   for (const auto& pipe : cpus_) {
     std::string cpu = pipe.substr(0, pipe.rfind('/'));
@@ -179,16 +202,19 @@ void MoveWatch::guard() {
   if (::stat(dir_.c_str(), &st) == 0) dir_ino_ = st.st_ino;
 }
 
-// Events a CPU's buffer lost so far: overwritten, dropped when full, or
-// lost to a commit that overran (per_cpu/cpuN/stats).
-uint64_t MoveWatch::lost_on(size_t cpu) const {
+MoveWatch::Counts MoveWatch::counts_on(size_t cpu) const {
   std::string stats = cpus_[cpu].substr(0, cpus_[cpu].rfind('/')) + "/stats";
   std::istringstream in(fs::read_file(stats).value_or(""));
-  uint64_t lost = 0;
-  for (std::string line; std::getline(in, line);)
+  Counts c;
+  auto value = [&](const std::string& line, const char* key) {
+    return std::strtoull(line.c_str() + std::strlen(key), nullptr, 10);
+  };
+  for (std::string line; std::getline(in, line);) {
     for (const char* key : {"overrun: ", "commit overrun: ", "dropped events: "})
-      if (line.rfind(key, 0) == 0) lost += std::strtoull(line.c_str() + std::strlen(key), nullptr, 10);
-  return lost;
+      if (line.rfind(key, 0) == 0) c.lost += value(line, key);
+    if (line.rfind("read events: ", 0) == 0) c.read = value(line, "read events: ");
+  }
+  return c;
 }
 
 bool MoveWatch::intact() const {
@@ -196,9 +222,61 @@ bool MoveWatch::intact() const {
   return !fs::any_written(guards_) && ::stat(dir_.c_str(), &st) == 0 && st.st_ino == dir_ino_;
 }
 
-MoveWatch::~MoveWatch() {
+void MoveWatch::close() {
   fs::unwatch(guards_);
   if (!dir_.empty()) ::rmdir(dir_.c_str());
+  dir_.clear();
+}
+
+MoveWatch::~MoveWatch() { fs::unwatch(guards_); }
+
+// The group each birth populated, where it populated one: a clone into
+// a group with no task makes cgroup_post_fork() trace each group that
+// became populated, the child's own first, in the cloning thread, before
+// task_newtask. A move populates too (and is traced after it): each
+// population is its thread's next move's or birth's. Everything before the
+// cut is drained (see read()): a population is placed once its thread's
+// next event is before the cut, and forgotten a read later.
+void MoveWatch::place_births(uint64_t cut) {
+  std::stable_sort(filled_.begin(), filled_.end(), [](const Filled& a, const Filled& b) { return a.ns < b.ns; });
+  std::set<const Event*> placed;
+  for (auto f = filled_.begin(); f != filled_.end();) {
+    auto next = std::find_if(held_.begin(), held_.end(), [&](const Event& e) {
+      return e.kind != Event::Kind::fork && e.by == f->by && e.ns >= f->ns;
+    });
+    if (f->ns >= cut || next == held_.end() || next->ns >= cut) {
+      ++f;
+      continue;
+    }
+    if (next->kind == Event::Kind::born && placed.insert(&*next).second) next->path = f->path;
+    f = filled_.erase(f);
+  }
+  std::erase_if(filled_, [&](const Filled& f) { return f.ns < last_cut_; });
+  last_cut_ = cut;
+}
+
+// Where each task born from `from` on is now, read as soon as the
+// buffers are drained (the sooner, the likelier it still lives), for a
+// birth that populated no group (place_births()). A task gone, or whose
+// id a later fork took again (pid_max can be 32768), keeps "": not known.
+void MoveWatch::read_births(std::vector<Event>& events, size_t from) const {
+  for (size_t i = from; i < events.size(); ++i) {
+    Event& born = events[i];
+    if (born.kind != Event::Kind::born) continue;
+    std::istringstream in(fs::read_file("/proc/" + std::to_string(born.task) + "/cgroup").value_or(""));
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("0::", 0) == 0) born.path = line.substr(3);
+    // Its own fork comes after it (kernel_clone() traces it after
+    // copy_process()): a second fork, or a birth, is a new task.
+    int forks = 0;
+    bool reborn = false;
+    for (const auto& e : events) {
+      if (e.task != born.task || e.ns <= born.ns) continue;
+      forks += e.kind == Event::Kind::fork;
+      reborn = reborn || e.kind == Event::Kind::born;
+    }
+    if (forks > 1 || reborn) born.path.clear();
+  }
 }
 
 bool MoveWatch::read(std::vector<Event>& out) {
@@ -209,27 +287,32 @@ bool MoveWatch::read(std::vector<Event>& out) {
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   uint64_t cut = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
   bool whole = true;
-  for (const auto& pipe : cpus_) {
-    int fd = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  size_t fresh = held_.size();
+  for (size_t i = 0; i < cpus_.size(); ++i) {
+    int fd = ::open(cpus_[i].c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       whole = false;  // (the instance was removed under us)
       continue;
     }
+    uint64_t taken = 0;
     for (;;) {
       // One sub-buffer (a page) a read, as much of it as was written.
       ssize_t n = ::read(fd, page_.data(), page_.size());
       if (n <= 0) break;
-      whole = parse_page(page_.data(), static_cast<size_t>(n), held_) && whole;
+      whole = parse_page(page_.data(), static_cast<size_t>(n), held_, taken) && whole;
     }
     ::close(fd);
+    // The kernel counts each event a reader takes (rb_advance_reader(),
+    // or a page's entries when it hands a whole one over): more than this
+    // read took, another reader took the rest.
+    Counts counts = counts_on(i);
+    whole = whole && counts.lost == counts_[i].lost && counts.read - counts_[i].read == taken;
+    counts_[i] = counts;
   }
-  for (size_t i = 0; i < cpus_.size(); ++i) {
-    uint64_t lost = lost_on(i);
-    whole = whole && lost == lost_[i];
-    lost_[i] = lost;
-  }
+  read_births(held_, fresh);
   whole = whole && intact();
   std::stable_sort(held_.begin(), held_.end(), [](const Event& a, const Event& b) { return a.ns < b.ns; });
+  place_births(cut);
   auto later = std::find_if(held_.begin(), held_.end(), [&](const Event& e) { return e.ns >= cut; });
   out.insert(out.end(), std::make_move_iterator(held_.begin()), std::make_move_iterator(later));
   held_.erase(held_.begin(), later);
@@ -242,7 +325,7 @@ bool MoveWatch::read(std::vector<Event>& out) {
 // 1..28 is data of type_len * 4 bytes after it, 0 data of the length the
 // next word gives (that word included), 29 padding, 30 and 31 time words.
 // Long: one pass over a page of the ring buffer, each record type beside the kernel rule it obeys.
-bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const {
+bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Event>& out, uint64_t& taken) {
   if (len < data_offset_) return true;
   uint64_t commit = commit_size_ == 8 ? at<uint64_t>(page, 8) : at<uint32_t>(page, 8);
   constexpr uint64_t kMissedEvents = 1ull << 31, kMissedStored = 1ull << 30;
@@ -292,6 +375,7 @@ bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Ev
     }
     if (p + total > end) break;
     p += total;
+    ++taken;
     if (data_len < 2) continue;
     int type = at<uint16_t>(data, 0);
     auto int_field = [&](const Format& f, const char* name) {
@@ -303,7 +387,18 @@ bool MoveWatch::parse_page(const unsigned char* page, size_t len, std::vector<Ev
     } else if (type == attach_.id) {
       Field path = attach_["dst_path"];
       if (path.offset + 4 > data_len) continue;
-      out.push_back({Event::Kind::attach, int_field(attach_, "pid"), 0, str(data, data_len, path), ts});
+      out.push_back({Event::Kind::attach, int_field(attach_, "pid"), 0, str(data, data_len, path), ts,
+                     int_field(attach_, "common_pid")});
+    } else if (type == newtask_.id) {
+      Field flags = newtask_["clone_flags"];
+      if (flags.offset + 8 > data_len || !(at<uint64_t>(data, flags.offset) & kCloneIntoCgroup)) continue;
+      int by = int_field(newtask_, "common_pid");
+      out.push_back({Event::Kind::born, int_field(newtask_, "pid"), by, {}, ts, by});
+    } else if (type == populated_.id) {
+      Field path = populated_["path"];
+      if (path.offset + 4 > data_len) continue;
+      if (int_field(populated_, "val") == 1)
+        filled_.push_back({int_field(populated_, "common_pid"), str(data, data_len, path), ts});
     }
   }
   return whole;

@@ -9,14 +9,18 @@
 // tracepoint cgroup:cgroup_attach_task fires on every migration (a write
 // to `tasks`, `cgroup.procs`, `cgroup.threads`), v1 and v2 alike, with the
 // task and where it went; sched:sched_process_fork names each new task's
-// parent, so that a task made after the last walk is still known. Not seen:
-// a task born in another group (v2's clone3 CLONE_INTO_CGROUP goes through
-// cgroup_post_fork(), no migration). Both are read in a tracefs instance of
-// the caller's own, in the kernel's binary format
+// parent, so that a task made after the last walk is still known. A task
+// born in another group (v2's clone3 CLONE_INTO_CGROUP, 5.7+) is no
+// migration (cgroup_post_fork()): task:task_newtask, which carries the
+// clone's flags, names it; cgroup:cgroup_notify_populated names the group
+// it was born in when that group had no task, and /proc, read at once,
+// names any other while the task lives. All are read in a tracefs
+// instance of the caller's own, in the kernel's binary format
 // (per_cpu/cpuN/trace_pipe_raw), so that no text a name holds frames an
-// event. A reader with root may reach the instance: writes to its controls
-// and a remade instance are seen (read() then says the record is not
-// whole); a foreign read of its pipes, which consumes events, is not.
+// event. A reader with root may reach the instance: writes to its
+// controls, a remade instance and a foreign read of its pipes (which
+// takes events: the kernel counts more read than read() took) are seen;
+// read() then says the record is not whole.
 #pragma once
 
 #include <sys/types.h>
@@ -31,11 +35,16 @@ namespace memrun::cgroup {
 class MoveWatch {
  public:
   struct Event {
-    enum class Kind { fork, attach } kind = Kind::fork;
-    int task = 0;      ///< fork: the new task; attach: the task moved (a thread id)
-    int parent = 0;    ///< fork: the task that made it
-    std::string path;  ///< attach: the group it entered, below its hierarchy's root
+    /// born: a task cloned with CLONE_INTO_CGROUP (v2), into a group of the
+    /// cloner's choosing; its fork follows it.
+    enum class Kind { fork, attach, born } kind = Kind::fork;
+    int task = 0;      ///< fork, born: the new task; attach: the task moved (a thread id)
+    int parent = 0;    ///< fork, born: the task that made it (born: the cloning thread)
+    /// attach: the group it entered, below its hierarchy's root; born:
+    /// the group it was born in (read_births()), "" when not known.
+    std::string path;
     uint64_t ns = 0;   ///< when, on CLOCK_MONOTONIC
+    int by = 0;        ///< attach, born: the task that did it (the kernel's common_pid)
   };
 
   /// Starts watching, in a tracefs instance named `name` (unique to the
@@ -47,16 +56,22 @@ class MoveWatch {
   /// why) when the kernel's record cannot be read: no tracefs (not root,
   /// a kernel without tracing), no such tracepoint.
   static std::unique_ptr<MoveWatch> open(const std::string& name);
-  /// Removes its instance (an rmdir waits for the kernel's RCU grace
-  /// period, tens of ms: once a run, at its end).
+  /// Removes its instance: an rmdir waits for the kernel's RCU grace
+  /// period (52-63 ms measured on 6.18, two busy cores), so once a run,
+  /// at its end, never in the destructor. read() says the record is not
+  /// whole after it.
+  void close();
+  /// Never waits: an instance not close()d stays, to remove_stale() (`memrun
+  /// gc`, or the next run's start) once this process is gone.
   ~MoveWatch();
   MoveWatch(const MoveWatch&) = delete;
   MoveWatch& operator=(const MoveWatch&) = delete;
 
   /// Appends the events the kernel recorded before this call, in the order
   /// they happened; never blocks. False when the kernel lost some (a full
-  /// buffer, per each CPU's stats) or the instance was tampered with (see
-  /// intact()): what happened meanwhile is not known.
+  /// buffer, per each CPU's stats), another reader took some (the stats'
+  /// "read events" above what this took) or the instance was tampered
+  /// with (see intact()): what happened meanwhile is not known.
   bool read(std::vector<Event>& out);
 
   /// The instances named `prefix`PID-... whose PID is no live process of
@@ -75,13 +90,21 @@ class MoveWatch {
     Field operator[](const std::string& name) const;
   };
   static Format format_of(const std::string& file);
-  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out) const;
+  bool parse_page(const unsigned char* page, size_t len, std::vector<Event>& out, uint64_t& taken);
   void guard();  ///< watches its controls (see intact())
-  uint64_t lost_on(size_t cpu) const;
+  void watch_births(const std::string& dir);
+  void read_births(std::vector<Event>& events, size_t from) const;
+  void place_births(uint64_t cut);
+  /// A CPU's events so far: lost (overwritten, dropped when full, or lost
+  /// to a commit that overran) and read, by anyone (per_cpu/cpuN/stats).
+  struct Counts {
+    uint64_t lost = 0, read = 0;
+  };
+  Counts counts_on(size_t cpu) const;
   /// No control of the instance was written since open(), and it is still
   /// the one open() made.
   bool intact() const;
-  std::vector<uint64_t> lost_;  ///< lost_on() of each CPU at the last read
+  std::vector<Counts> counts_;  ///< counts_on() of each CPU at the last read
   std::vector<int> guards_;     ///< inotify watches of its controls
   ino_t dir_ino_ = 0;
   std::vector<Event> held_;  ///< read after the cut of the last call
@@ -93,7 +116,16 @@ class MoveWatch {
   std::vector<std::string> cpus_;
   std::vector<unsigned char> page_;
   size_t data_offset_ = 16, commit_size_ = 8;
-  Format attach_, fork_;
+  Format attach_, fork_, newtask_, populated_;  ///< newtask_.id, populated_.id -1: not watched (v1)
+  /// Groups that became populated (v2): by whom, which, when; until
+  /// place_births() knows whose they are.
+  struct Filled {
+    int by;
+    std::string path;
+    uint64_t ns;
+  };
+  std::vector<Filled> filled_;
+  uint64_t last_cut_ = 0;  ///< read()'s previous cut
 };
 
 }  // namespace memrun::cgroup

@@ -378,6 +378,60 @@ TEST_F(Trust, ATestThatSilencesMemrunsRecordOfMovesBeforeLeavingNeverPasses) {
   }
 }
 
+TEST_F(Trust, ATestThatTakesMemrunsRecordOfMovesNeverPasses) {
+  // The same trip, while the test itself reads memrun's record (a root
+  // test reaches the instance unsealed): a pipe hands each event to one
+  // reader, so what the test takes memrun never sees. The kernel counts
+  // the events read; more than memrun took is a record that lies.
+  std::string away = "for p in /sys/kernel/tracing/instances/memrun-$PPID-*/per_cpu/cpu*/trace_pipe_raw; do "
+                     "cat $p > /dev/null & done; " + kRoot + "{W} --thread-away $R --whole --pipes 64 --away 1ms "
+                     "--hold 1200ms; s=$?; kill $(jobs -p); exit $s";
+  auto run = run_spec(dir, "tests:\n  - {name: takes, run: " + yaml_quoted(away) + ", memory: 64MiB}\n",
+                      {"--host-cgroups", "--sample-interval", "500ms"});
+  const auto& t = test_named(run, "takes");
+  EXPECT_FALSE(t["passed"]) << t.dump() << run.err;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+}
+
+TEST_F(Trust, AChildBornInAnotherGroupNeverPasses) {
+  // clone3 with CLONE_INTO_CGROUP (v2, 5.7+): a child born outside the
+  // test's group, never moved, touches 200 MiB there (charged there, not
+  // to the test) and exits at once; its parent lingers past the first
+  // walk, which finds only it, at home. Born in the hierarchy's root (which
+  // has tasks: memrun reads where the child is while it lives), then in a
+  // group it made empty (the kernel names the group the birth populated).
+  // (v1 refuses a v1 group: exit 3.)
+  for (const char* where : {"$R", "$R/memrun-born-$$"}) {
+    std::string born = kRoot + "mkdir -p " + where + " && {W} --born-in " + where +
+                       " --born-touch 200MiB --hold 1200ms; s=$?; [ " + where + " = $R ] || rmdir " + where + "; exit $s";
+    SCOPED_TRACE(where);
+    auto run = run_spec(dir, "tests:\n  - {name: born, run: " + yaml_quoted(born) + ", memory: 64MiB}\n",
+                        {"--host-cgroups", "--sample-interval", "500ms"});
+    const auto& t = test_named(run, "born");
+    EXPECT_FALSE(t["passed"]) << t.dump() << run.err;
+    EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+    if (run.report["host"]["backend"] != "v1") {
+      EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup"), std::string::npos) << t.dump();
+    }
+  }
+}
+
+// A birth in a group of the test's own is a birth at home: v2 only (v1's
+// groups take no clone3 birth).
+MEMRUN_LANES(Trust, "AChildBornInAGroupOfItsOwnPasses", kV2Lane | kSystemdLane);
+
+TEST_F(Trust, AChildBornInAGroupOfItsOwnPasses) {
+  // The child exits at once, gone long before memrun reads the kernel's
+  // record (every 100 ms here): the sub-group its birth populated says
+  // where it was.
+  std::string born = kFindGroup + "mkdir $G/sub && exec {W} --born-in $G/sub --hold 300ms";
+  auto run = run_spec(dir, "tests:\n  - {name: born, run: " + yaml_quoted(born) + ", memory: 64MiB}\n",
+                      {"--host-cgroups", "--sample-interval", "500ms"});
+  const auto& t = test_named(run, "born");
+  EXPECT_TRUE(t["passed"]) << t.dump() << run.err;
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+}
+
 TEST_F(Trust, ATaskThatMovesWithinItsOwnSubGroupsPasses) {
   // With sub_groups, a test may move its tasks into groups below its own
   // and back: no move leaves its limit, and the watch says nothing.

@@ -14,8 +14,10 @@
 //   memrun-workload --thread-away DIR --pipes 256    (one thread leaves alone, fills pipes, comes back)
 //   memrun-workload --thread-away DIR --whole ...    (the whole process does)
 //   memrun-workload --threads 1000 --hold 10s        (idle threads)
+//   memrun-workload --born-in DIR --born-touch 200MiB (a child born in DIR touches, exits)
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -31,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -241,6 +244,33 @@ int thread_away(const std::string& dir, int pipes, const std::string& away, bool
   return result;
 }
 
+// A child born in the group `dir` (clone3 with CLONE_INTO_CGROUP, v2 and
+// 5.7+: it is never moved, so no migration is recorded) touches `bytes`
+// there and exits; the parent waits for it. 3: the kernel refused the
+// clone (a v1 group: EBADF) or the child failed.
+int born_in(const std::string& dir, uint64_t bytes) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 3;
+  struct clone_args args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(fd);
+  pid_t child = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  if (child == 0) {
+    touch(bytes);
+    ::_exit(0);
+  }
+  ::close(fd);
+  if (child < 0) {
+    std::perror(("memrun-workload: clone3 into " + dir).c_str());
+    return 3;
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,6 +300,9 @@ int main(int argc, char** argv) {
   app.add_option("--away", away, "with --thread-away: how long it stays away (e.g. 2s)");
   app.add_flag("--whole", away_whole, "with --thread-away: the whole process moves, not one thread");
   app.add_option("--threads", threads, "start this many threads that sleep until the process exits");
+  std::string born_dir, born_touch;
+  app.add_option("--born-in", born_dir, "a child born in this cgroup (clone3 CLONE_INTO_CGROUP) does --born-touch, exits");
+  app.add_option("--born-touch", born_touch, "with --born-in: memory the child touches there");
   std::string map_file;
   app.add_option("--heap", heap_s, "SMALL,BIG: malloc and touch SMALL in heap_small_site(), then BIG in heap_big_site()");
   app.add_option("--map", map_file, "map this file and read a byte of each page, over and over, forever");
@@ -373,6 +406,7 @@ int main(int argc, char** argv) {
 
   if (uint64_t tcp = size_arg(tcp_s); tcp && queue_tcp(tcp) != 0) return 3;
   if (!thread_dir.empty() && thread_away(thread_dir, pipes, away, away_whole) != 0) return 3;
+  if (!born_dir.empty() && born_in(born_dir, size_arg(born_touch)) != 0) return 3;
   for (int i = 0; i < threads; ++i) std::thread([] { for (;;) ::pause(); }).detach();
 
   uint64_t spike = size_arg(spike_s);

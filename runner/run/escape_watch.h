@@ -20,10 +20,15 @@ namespace memrun {
 
 class EscapeWatch {
  public:
+  /// `left(serial, task, where)`: see read().
+  using Left = std::function<void(uint64_t, int, const std::string&)>;
+
   /// Watches in a tracefs instance of this process's own (memrun-PID-N).
   /// Throws cgroup::Failure (Problem::no_move_watch) where the kernel's
   /// record cannot be read.
   EscapeWatch();
+  /// A watch with no record of its own (null), fed by judge(): for tests.
+  explicit EscapeWatch(std::unique_ptr<cgroup::MoveWatch> moves);
   /// The watch of a run whose tests are not sealed (their tasks may reach
   /// the host's groups): required as root, where a run without it would
   /// pass a test that left its limit for a moment (throws
@@ -43,9 +48,16 @@ class EscapeWatch {
 
   /// Reads what the kernel recorded, never waiting; `left(serial, task,
   /// where)` for each move of a followed test's task out of its groups,
-  /// `where` the group it entered (or, when the kernel dropped events, task
-  /// 0 and why the moves of every followed test are not known).
-  void read(const std::function<void(uint64_t, int, const std::string&)>& left);
+  /// `where` the group it entered (or, where it is not known, task 0 or
+  /// the task, and why).
+  void read(const Left& left);
+  /// What read() does with the events the kernel recorded (`whole`: none
+  /// was lost).
+  void judge(const std::vector<cgroup::MoveWatch::Event>& events, bool whole, const Left& left);
+  /// Removes the kernel's record (waits for an RCU grace period: once, at
+  /// the run's end). Not called, the instance stays for `memrun gc` or the
+  /// next run (remove_stale); the destructor never waits.
+  void close();
 
   /// The instances of watchers that are gone (a memrun killed before it
   /// could remove its own), removed: for `memrun gc`.
@@ -53,7 +65,8 @@ class EscapeWatch {
 
  private:
   void fork(int task, int parent);
-  void attach(int task, const std::string& path, const std::function<void(uint64_t, int, const std::string&)>& left);
+  void moved(int root, int task, const std::string& path, const Left& left);
+  void judge_unjudged(const Left& left);
 
   std::unique_ptr<cgroup::MoveWatch> moves_;
   std::set<int> own_;                         ///< memrun's own threads
@@ -64,8 +77,16 @@ class EscapeWatch {
   };
   std::map<int, Followed> followed_;          ///< by root
   /// Moves of tasks whose root is not followed yet (the loop learns a
-  /// test's pid after its first tasks may have moved): by root, bounded.
-  std::map<int, std::vector<std::pair<int, std::string>>> unjudged_;
+  /// test's pid after its first tasks may have moved), by root: a few
+  /// kept, the others counted (a count > 0 fails the test once followed).
+  /// An entry stays until its test ends (a root never followed, to the
+  /// run's end: one small entry a process memrun made, never evicted).
+  struct Unjudged {
+    std::vector<std::pair<int, std::string>> moves;
+    uint64_t dropped = 0;
+  };
+  std::map<int, Unjudged> unjudged_;
+  size_t kept_ = 0;  ///< moves kept in unjudged_, all roots together
   std::vector<cgroup::MoveWatch::Event> events_;
 };
 

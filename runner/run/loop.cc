@@ -108,7 +108,9 @@ class Loop {
   void close() {
     static constexpr auto kDrain = std::chrono::seconds(2);
     auto bound = clock_.now() + kDrain;
-    escapes_.reset();  // no test is judged any more
+    // No test is judged any more; removing the record waits (see EscapeWatch::close).
+    if (escapes_) escapes_->close();
+    escapes_.reset();
     // A start under way uses its test's descriptors (its pipes, its
     // group's) until its exec: the test is abandoned once it has started.
     while (running_.starting() && clock_.now() < bound) {
