@@ -41,7 +41,7 @@ void parse_shard(const std::string& text, Selection* selection);
 /// timings: the i-th name in sorted order goes to shard i mod count. With
 /// timings: longest first, each to the least loaded shard (a test without a
 /// timing counts as the mean of the known ones). Deterministic either way.
-std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+std::vector<int> assign_shards(const std::vector<std::string_view>& names, int count,
                                const std::map<std::string, double>& timings);
 
 /// What --filter and --tag pick of a spec's tests, with what those bring
