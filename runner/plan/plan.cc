@@ -114,8 +114,8 @@ void link_order(std::vector<PlannedTest>& tests, size_t first) {
     return out;
   };
   for (size_t i = first; i < tests.size(); ++i) {
-    tests[i].after = indices(tests[i].test->order.after);
-    tests[i].needs = indices(tests[i].test->order.needs);
+    PlannedTest::Waits w{indices(tests[i].test->order.after), indices(tests[i].test->order.needs)};
+    if (!w.after.empty() || !w.needs.empty()) tests[i].waits = std::make_shared<const PlannedTest::Waits>(std::move(w));
   }
 }
 

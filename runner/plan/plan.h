@@ -82,8 +82,13 @@ struct PlannedTest {
   int run = 1, runs = 1;
   size_t first = 0;
   /// ctest's order (TestSpec::order) as plan indices: the tests that end
-  /// before this one starts, and those of them that must not fail.
-  std::vector<size_t> after, needs;
+  /// before this one starts, and those of them that must not fail. Null
+  /// when it waits for none, as almost every test: a plan of a million
+  /// holds no empty vectors.
+  struct Waits {
+    std::vector<size_t> after, needs;
+  };
+  std::shared_ptr<const Waits> waits;
   /// What a running test, its record and explain read beyond the plan:
   /// its test made whole (when the spec holds it as its name) and its
   /// cgroup directory's name, unique in the run, and its log files.
