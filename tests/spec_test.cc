@@ -380,6 +380,10 @@ TEST(Spec, ARunHoldsASuitesPlainCasesAsTheirNames) {
   EXPECT_EQ(made.group(), "013-g_S0.c11");
   EXPECT_EQ(made.stdout_path(), "/run/013-g_S0.c11.stdout");
   EXPECT_EQ(made.stderr_path(), "/run/013-g_S0.c11.stderr");
+  PlannedTest probe = plan.tests[12];  // as bisect names its probes
+  probe.named("probe-1", "/run/probe-1.stdout", "/run/probe-1.stderr");
+  EXPECT_TRUE(*probe.test == whole.tests[12]) << "named() left a case held as its name with its template's argv";
+  EXPECT_EQ(probe.name(), "g/S0.c11");
   Selection one;
   one.filter = "S3[.]c7$";
   plan = make_plan(specs, one, "/run");

@@ -169,7 +169,10 @@ std::vector<bool> Selector::pick(const std::vector<TestSpec>& tests) const { ret
 std::vector<bool> Selector::pick(const CompactTests& tests) const { return pick_of(tests); }
 
 void PlannedTest::named(std::string group, std::string stdout_path, std::string stderr_path) {
-  made = std::make_shared<const Made>(Made{std::nullopt, std::move(group), std::move(stdout_path), std::move(stderr_path)});
+  std::optional<TestSpec> whole;
+  if (plain != kWhole) whole = spec->cases.made(plain);
+  made = std::make_shared<const Made>(Made{std::move(whole), std::move(group), std::move(stdout_path), std::move(stderr_path)});
+  if (made->test) test = &*made->test, plain = kWhole;
 }
 
 PlannedTest made_test(const PlannedTest& p, size_t index, const std::string& run_dir) {

@@ -101,7 +101,8 @@ struct PlannedTest {
 
   /// The test's name.
   std::string_view name() const { return plain == kWhole ? std::string_view(test->name) : spec->cases.name(plain); }
-  /// Names its group and logs (the test stays as it is).
+  /// Names its group and logs; a test held as its name is made whole
+  /// first (its argv and command are its own, not the template's).
   void named(std::string group, std::string stdout_path, std::string stderr_path);
   const std::string& group() const { return made->group; }
   const std::string& stdout_path() const { return made->stdout_path; }
