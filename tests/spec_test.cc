@@ -6,6 +6,7 @@
 #include "runner/plan/plan.h"
 #include "runner/spec/inputs.h"
 #include "runner/spec/names.h"
+#include "runner/spec/overrides.h"
 #include "runner/suites/discover.h"
 
 #include <sys/socket.h>
@@ -389,6 +390,18 @@ TEST(Spec, ARunHoldsASuitesPlainCasesAsTheirNames) {
   plan = make_plan(specs, one, "/run");
   ASSERT_EQ(plan.tests.size(), 1u);
   EXPECT_EQ(made_test(plan.tests[0], 0, "/run").test->memory, 128 * MiB);
+
+  // --set's checks go in file order, as over tests held whole: the first
+  // case a limit breaks is named, whichever --set came first.
+  std::string high = "suites:\n  - {name: g, gtest: /project/build/t, memory: 64MiB, memory_high: 32MiB}\n";
+  specs.clear();
+  specs.push_back(parse_spec(high, "spec.yaml", "/project/specs", lister, false, nullptr, true));
+  try {
+    apply_overrides(specs, 1, {"g/S0.c9.memory=16MiB", "g/S0.c3.memory=16MiB"});
+    ADD_FAILURE() << "a limit below memory_high was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test 'g/S0.c3'"), std::string::npos) << e.what();
+  }
 }
 
 // ctest's order, from a listing to the plan: in the spec's names, a
