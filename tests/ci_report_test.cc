@@ -23,8 +23,8 @@ namespace {
 TEST(CiReport, EveryTestInExactlyOneShardAndStableByName) {
   std::vector<std::string> names;
   for (int i = 0; i < 10; ++i) names.push_back("t" + std::to_string(i));
-  auto a = assign_shards(names, 3, {});
-  std::vector<std::string> reversed(names.rbegin(), names.rend());
+  auto a = assign_shards({names.begin(), names.end()}, 3, {});
+  std::vector<std::string_view> reversed(names.rbegin(), names.rend());
   auto b = assign_shards(reversed, 3, {});
   std::map<int, int> sizes;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -59,11 +59,11 @@ TEST(CiReport, FilterMatchesInLinearTimeAndRefusesBadSyntaxWithExit2) {
 }
 
 TEST(CiReport, ShardTimingsBalanceLongestFirst) {
-  std::vector<std::string> names{"a", "b", "c", "d", "e"};
+  std::vector<std::string_view> names{"a", "b", "c", "d", "e"};
   std::map<std::string, double> t{{"a", 10}, {"b", 6}, {"c", 5}, {"d", 4}, {"e", 1}};
   auto s = assign_shards(names, 2, t);
   double load[2] = {0, 0};
-  for (size_t i = 0; i < names.size(); ++i) load[s[i]] += t[names[i]];
+  for (size_t i = 0; i < names.size(); ++i) load[s[i]] += t[std::string(names[i])];
   EXPECT_EQ(s[0], 0);                    // the longest goes first, to shard 1
   EXPECT_LE(std::abs(load[0] - load[1]), 4.0);  // 13 vs 13 for LPT here
 }

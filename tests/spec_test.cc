@@ -6,6 +6,7 @@
 #include "runner/plan/plan.h"
 #include "runner/spec/inputs.h"
 #include "runner/spec/names.h"
+#include "runner/spec/overrides.h"
 #include "runner/suites/discover.h"
 
 #include <sys/socket.h>
@@ -372,7 +373,7 @@ TEST(Spec, ARunHoldsASuitesPlainCasesAsTheirNames) {
 
   Plan plan = make_plan(specs, {}, "/run");
   ASSERT_EQ(plan.tests.size(), 10001u);
-  EXPECT_LE(sizeof(PlannedTest), 112u) << "a plan of a million cases holds a million of these";
+  EXPECT_LE(sizeof(PlannedTest), 72u) << "a plan of a million cases holds a million of these (--repeat 2: two million)";
   EXPECT_FALSE(plan.tests[12].made);
   EXPECT_EQ(plan.tests[12].name(), "g/S0.c11");
   PlannedTest made = made_test(plan.tests[12], 12, "/run");
@@ -380,11 +381,27 @@ TEST(Spec, ARunHoldsASuitesPlainCasesAsTheirNames) {
   EXPECT_EQ(made.group(), "013-g_S0.c11");
   EXPECT_EQ(made.stdout_path(), "/run/013-g_S0.c11.stdout");
   EXPECT_EQ(made.stderr_path(), "/run/013-g_S0.c11.stderr");
+  PlannedTest probe = plan.tests[12];  // as bisect names its probes
+  probe.named("probe-1", "/run/probe-1.stdout", "/run/probe-1.stderr");
+  EXPECT_TRUE(*probe.test == whole.tests[12]) << "named() left a case held as its name with its template's argv";
+  EXPECT_EQ(probe.name(), "g/S0.c11");
   Selection one;
   one.filter = "S3[.]c7$";
   plan = make_plan(specs, one, "/run");
   ASSERT_EQ(plan.tests.size(), 1u);
   EXPECT_EQ(made_test(plan.tests[0], 0, "/run").test->memory, 128 * MiB);
+
+  // --set's checks go in file order, as over tests held whole: the first
+  // case a limit breaks is named, whichever --set came first.
+  std::string high = "suites:\n  - {name: g, gtest: /project/build/t, memory: 64MiB, memory_high: 32MiB}\n";
+  specs.clear();
+  specs.push_back(parse_spec(high, "spec.yaml", "/project/specs", lister, false, nullptr, true));
+  try {
+    apply_overrides(specs, 1, {"g/S0.c9.memory=16MiB", "g/S0.c3.memory=16MiB"});
+    ADD_FAILURE() << "a limit below memory_high was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test 'g/S0.c3'"), std::string::npos) << e.what();
+  }
 }
 
 // ctest's order, from a listing to the plan: in the spec's names, a
@@ -423,9 +440,11 @@ TEST(Spec, CtestsOrderIsInTheSpecsNamesKeptTogetherAndNeverACycle) {
   one.filter = "e/use";
   Plan plan = make_plan(specs, one, "/run");
   ASSERT_EQ(plan.tests.size(), 3u) << "the fixture's setup and cleanup come with its user";
-  EXPECT_EQ(plan.tests[1].after, (std::vector<size_t>{0}));
-  EXPECT_EQ(plan.tests[1].needs, (std::vector<size_t>{0}));
-  EXPECT_EQ(plan.tests[2].after, (std::vector<size_t>{0, 1}));
+  EXPECT_FALSE(plan.tests[0].waits) << "a test that waits for none holds nothing";
+  ASSERT_TRUE(plan.tests[1].waits && plan.tests[2].waits);
+  EXPECT_EQ(plan.tests[1].waits->after, (std::vector<size_t>{0}));
+  EXPECT_EQ(plan.tests[1].waits->needs, (std::vector<size_t>{0}));
+  EXPECT_EQ(plan.tests[2].waits->after, (std::vector<size_t>{0, 1}));
   for (int k = 1; k <= 2; ++k) {
     Selection shard;
     shard.shard_index = k;

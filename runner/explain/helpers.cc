@@ -17,8 +17,7 @@ namespace memrun::explain {
 Plan plan_of_one(PlannedTest test, const std::string& run_dir) {
   test.run = test.runs = 1;
   test.first = 0;
-  test.after.clear();
-  test.needs.clear();
+  test.waits.reset();
   Plan plan;
   plan.run_dir = run_dir;
   plan.tests.push_back(std::move(test));

@@ -44,7 +44,11 @@ struct Picked {
   const Spec* spec;
   const TestSpec* test;
   uint32_t plain;
-  std::string name() const { return std::string(PlannedTest{spec, test, plain}.name()); }
+  /// A view of the spec's own name (its test's, or its cases'): a shard of a
+  /// million cases holds no copy of one.
+  std::string_view name() const {
+    return plain == PlannedTest::kWhole ? std::string_view(test->name) : spec->cases.name(plain);
+  }
 };
 
 // The tests of shard K of N. A fixture's setup and cleanup tests and
@@ -54,26 +58,36 @@ struct Picked {
 // exist.
 std::vector<Picked> shard_of(const std::vector<Picked>& selected, const Selection& selection) {
   std::vector<size_t> unit(selected.size());
-  std::map<std::pair<const Spec*, std::string>, size_t> index;
-  for (size_t i = 0; i < selected.size(); ++i) {
-    unit[i] = i;
-    index.emplace(std::pair{selected[i].spec, selected[i].name()}, i);
-  }
+  for (size_t i = 0; i < selected.size(); ++i) unit[i] = i;
   std::function<size_t(size_t)> root = [&](size_t i) { return unit[i] == i ? i : unit[i] = root(unit[i]); };
+  // The selected by spec and name, to find what a test brings: the first
+  // of equal ones first (stable), as a map's emplace kept it.
+  std::vector<size_t> by_name(selected.size());
+  for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+  auto key = [&](size_t i) { return std::pair{selected[i].spec, selected[i].name()}; };
+  std::stable_sort(by_name.begin(), by_name.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  auto find = [&](const Spec* spec, std::string_view name) -> std::optional<size_t> {
+    auto it = std::lower_bound(by_name.begin(), by_name.end(), std::pair{spec, name},
+                               [&](size_t i, const auto& k) { return key(i) < k; });
+    if (it == by_name.end() || key(*it) != std::pair{spec, name}) return std::nullopt;
+    return *it;
+  };
   for (size_t i = 0; i < selected.size(); ++i)
     for (const auto* names : {&selected[i].test->order.brings, &selected[i].test->order.fixture})
       for (const auto& name : *names)
-        if (auto it = index.find({selected[i].spec, name}); it != index.end())
-          unit[std::max(root(i), root(it->second))] = std::min(root(i), root(it->second));
+        if (auto j = find(selected[i].spec, name))
+          unit[std::max(root(i), root(*j))] = std::min(root(i), root(*j));
   // A unit is named by its first test and costs what its tests cost.
-  std::vector<std::string> names;
-  std::map<size_t, size_t> unit_number;
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<std::string_view> names;
+  std::vector<size_t> unit_number(selected.size(), kNone);
   std::map<std::string, double> timings;
   for (size_t i = 0; i < selected.size(); ++i) {
     size_t r = root(i);
-    if (unit_number.emplace(r, names.size()).second) names.push_back(selected[r].name());
-    if (auto t = selection.timings.find(selected[i].name()); t != selection.timings.end())
-      timings[names[unit_number[r]]] += t->second;
+    if (unit_number[r] == kNone) unit_number[r] = names.size(), names.push_back(selected[r].name());
+    if (selection.timings.empty()) continue;
+    if (auto t = selection.timings.find(std::string(selected[i].name())); t != selection.timings.end())
+      timings[std::string(names[unit_number[r]])] += t->second;
   }
   auto shard = assign_shards(names, selection.shard_count, timings.empty() ? selection.timings : timings);
   std::vector<Picked> mine;
@@ -100,8 +114,8 @@ void link_order(std::vector<PlannedTest>& tests, size_t first) {
     return out;
   };
   for (size_t i = first; i < tests.size(); ++i) {
-    tests[i].after = indices(tests[i].test->order.after);
-    tests[i].needs = indices(tests[i].test->order.needs);
+    PlannedTest::Waits w{indices(tests[i].test->order.after), indices(tests[i].test->order.needs)};
+    if (!w.after.empty() || !w.needs.empty()) tests[i].waits = std::make_shared<const PlannedTest::Waits>(std::move(w));
   }
 }
 
@@ -155,7 +169,10 @@ std::vector<bool> Selector::pick(const std::vector<TestSpec>& tests) const { ret
 std::vector<bool> Selector::pick(const CompactTests& tests) const { return pick_of(tests); }
 
 void PlannedTest::named(std::string group, std::string stdout_path, std::string stderr_path) {
-  made = std::make_shared<const Made>(Made{std::nullopt, std::move(group), std::move(stdout_path), std::move(stderr_path)});
+  std::optional<TestSpec> whole;
+  if (plain != kWhole) whole = spec->cases.made(plain);
+  made = std::make_shared<const Made>(Made{std::move(whole), std::move(group), std::move(stdout_path), std::move(stderr_path)});
+  if (made->test) test = &*made->test, plain = kWhole;
 }
 
 PlannedTest made_test(const PlannedTest& p, size_t index, const std::string& run_dir) {
@@ -232,7 +249,7 @@ void parse_shard(const std::string& text, Selection* selection) {
   selection->shard_count = n;
 }
 
-std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+std::vector<int> assign_shards(const std::vector<std::string_view>& names, int count,
                                const std::map<std::string, double>& timings) {
   std::vector<size_t> order(names.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -245,10 +262,10 @@ std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
   double known = 0;
   for (const auto& [name, s] : timings) known += s;
   double fallback = known / static_cast<double>(timings.size());
-  auto cost = [&](size_t i) {
-    auto it = timings.find(names[i]);
-    return it == timings.end() ? fallback : it->second;
-  };
+  std::vector<double> costs(names.size(), fallback);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (auto it = timings.find(std::string(names[i])); it != timings.end()) costs[i] = it->second;
+  auto cost = [&](size_t i) { return costs[i]; };
   // Longest processing time first: near-optimal and stable under ties.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return cost(a) != cost(b) ? cost(a) > cost(b) : names[a] < names[b];

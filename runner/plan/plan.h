@@ -41,7 +41,7 @@ void parse_shard(const std::string& text, Selection* selection);
 /// timings: the i-th name in sorted order goes to shard i mod count. With
 /// timings: longest first, each to the least loaded shard (a test without a
 /// timing counts as the mean of the known ones). Deterministic either way.
-std::vector<int> assign_shards(const std::vector<std::string>& names, int count,
+std::vector<int> assign_shards(const std::vector<std::string_view>& names, int count,
                                const std::map<std::string, double>& timings);
 
 /// What --filter and --tag pick of a spec's tests, with what those bring
@@ -82,8 +82,13 @@ struct PlannedTest {
   int run = 1, runs = 1;
   size_t first = 0;
   /// ctest's order (TestSpec::order) as plan indices: the tests that end
-  /// before this one starts, and those of them that must not fail.
-  std::vector<size_t> after, needs;
+  /// before this one starts, and those of them that must not fail. Null
+  /// when it waits for none, as almost every test: a plan of a million
+  /// holds no empty vectors.
+  struct Waits {
+    std::vector<size_t> after, needs;
+  };
+  std::shared_ptr<const Waits> waits;
   /// What a running test, its record and explain read beyond the plan:
   /// its test made whole (when the spec holds it as its name) and its
   /// cgroup directory's name, unique in the run, and its log files.
@@ -96,7 +101,8 @@ struct PlannedTest {
 
   /// The test's name.
   std::string_view name() const { return plain == kWhole ? std::string_view(test->name) : spec->cases.name(plain); }
-  /// Names its group and logs (the test stays as it is).
+  /// Names its group and logs; a test held as its name is made whole
+  /// first (its argv and command are its own, not the template's).
   void named(std::string group, std::string stdout_path, std::string stderr_path);
   const std::string& group() const { return made->group; }
   const std::string& stdout_path() const { return made->stdout_path; }

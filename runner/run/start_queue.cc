@@ -105,14 +105,16 @@ bool StartQueue::start_pass(const std::function<bool(size_t)>& start) {
 
 StartQueue::Turn StartQueue::turn_of(size_t index, std::string* why_not_run, bool once_free) const {
   const PlannedTest& p = *(*tests_)[index];
-  for (size_t a : p.after)
-    if (state_[a] == State::queued || state_[a] == State::admitted) return Turn::later;
-  for (size_t n : p.needs)
-    if (state_[n] == State::failed) {
-      *why_not_run = "not run: the fixture setup test '" + std::string((*tests_)[n]->name()) +
-                     "' failed; ctest reports it Not Run (Failed test dependencies)";
-      return Turn::never;
-    }
+  if (p.waits) {
+    for (size_t a : p.waits->after)
+      if (state_[a] == State::queued || state_[a] == State::admitted) return Turn::later;
+    for (size_t n : p.waits->needs)
+      if (state_[n] == State::failed) {
+        *why_not_run = "not run: the fixture setup test '" + std::string((*tests_)[n]->name()) +
+                       "' failed; ctest reports it Not Run (Failed test dependencies)";
+        return Turn::never;
+      }
+  }
   if (once_free) return Turn::now;
   const Order& o = p.test->order;
   if (o.serial && admitted_ > 0) return Turn::alone;

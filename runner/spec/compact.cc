@@ -83,9 +83,21 @@ TestSpec& CompactTests::own(size_t i) {
 }
 
 std::vector<TestSpec*> CompactTests::held() {
+  // In file order, as the tests were when each was held whole: --scale and
+  // --set name the first test they break. A template comes where its
+  // first case is; one no case uses any more (--set made them whole), last.
   std::vector<TestSpec*> out;
-  for (auto& t : whole_) out.push_back(&t);
-  for (auto& t : templates_) out.push_back(&t.test);
+  std::vector<bool> seen(templates_.size());
+  for (uint32_t e : entries_) {
+    if (!(e & kByName)) {
+      out.push_back(&whole_[e]);
+    } else if (uint32_t t = template_of_[e & ~kByName]; !seen[t]) {
+      seen[t] = true;
+      out.push_back(&templates_[t].test);
+    }
+  }
+  for (size_t t = 0; t < templates_.size(); ++t)
+    if (!seen[t]) out.push_back(&templates_[t].test);
   return out;
 }
 
