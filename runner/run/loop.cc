@@ -63,12 +63,7 @@ class Loop {
         observer_(observer),
         clock_(options.clock ? *options.clock : steady_clock()),
         leftovers_(clock_) {
-    if (options.kernel_log) {
-      kernel_log_ = options.kernel_log;
-    } else {
-      own_log_ = std::make_unique<KernelLog>();
-      kernel_log_ = own_log_.get();
-    }
+    kernel_log_ = options.kernel_log ? options.kernel_log : (own_log_ = std::make_unique<KernelLog>()).get();
     context_.backend = &backend;
     context_.run_dir = run_dir;
     context_.clock = &clock_;
@@ -109,8 +104,7 @@ class Loop {
     static constexpr auto kDrain = std::chrono::seconds(2);
     auto bound = clock_.now() + kDrain;
     // No test is judged any more; removing the record waits (see EscapeWatch::close).
-    if (escapes_) escapes_->close();
-    escapes_.reset();
+    if (auto escapes = std::move(escapes_)) escapes->close();
     // A start under way uses its test's descriptors (its pipes, its
     // group's) until its exec: the test is abandoned once it has started.
     while (running_.starting() && clock_.now() < bound) {
