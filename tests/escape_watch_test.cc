@@ -69,6 +69,20 @@ TEST(EscapeWatch, MovesBeforeTheTestIsKnownAreJudgedWhenItIs) {
   EXPECT_EQ(left[0].where, "/");
 }
 
+TEST(EscapeWatch, ARootsIdTakenAgainLeavesItsMovesBehind) {
+  // A root memrun never follows (a helper of its own) moves to the host's
+  // root and ends; a test's first process gets its id: the helper's move
+  // is not the test's.
+  Fed fed;
+  fed.root(kTask);
+  fed.move(kTask, "/");
+  EXPECT_TRUE(fed.judge().empty());
+  fed.root(kTask);
+  fed.move(kTask, "/memrun/t1");
+  fed.watch().follow(7, kTask, "/memrun/t1");
+  EXPECT_TRUE(fed.judge().empty());
+}
+
 TEST(EscapeWatch, MoreMovesBeforeTheTestIsKnownThanMemrunKeepsFailTheTest) {
   // 16 moves home are kept; the trips out after them are not, and must
   // not pass for that.

@@ -81,13 +81,22 @@ void EscapeWatch::forget_ended(const std::function<bool(uint64_t)>& running) {
 // A task made by one of memrun's threads is a root (a test's first
 // process, or one memrun runs for itself); a task made by a task with a
 // root has the same root. A new task under a reused id is known again by
-// its fork: whatever that id was before is forgotten.
+// its fork: whatever that id was before is forgotten, the moves kept for a
+// root of that id included (a helper of memrun's, never followed, whose id
+// a test's first process now has: its moves are not the test's).
 void EscapeWatch::fork(int task, int parent) {
   root_of_.erase(task);
   own_.erase(task);
   if (own_.count(parent)) {
-    if (own_thread(task)) own_.insert(task);
-    else root_of_[task] = task;
+    if (own_thread(task)) {
+      own_.insert(task);
+    } else {
+      root_of_[task] = task;
+      if (auto u = unjudged_.find(task); u != unjudged_.end()) {
+        kept_ -= u->second.moves.size();
+        unjudged_.erase(u);
+      }
+    }
     return;
   }
   if (auto it = root_of_.find(parent); it != root_of_.end()) root_of_[task] = it->second;
@@ -137,7 +146,6 @@ void EscapeWatch::read(const Left& left) {
 
 void EscapeWatch::judge(const std::vector<cgroup::MoveWatch::Event>& events, bool whole, const Left& left) {
   using Kind = cgroup::MoveWatch::Event::Kind;
-  judge_unjudged(left);
   for (const auto& e : events) {
     if (e.kind == Kind::fork) {
       fork(e.task, e.parent);
@@ -155,6 +163,9 @@ void EscapeWatch::judge(const std::vector<cgroup::MoveWatch::Event>& events, boo
                 "memrun could read which)",
           left);
   }
+  // The moves kept of roots followed since: after this read's forks, which
+  // forget what a reused id's root kept.
+  judge_unjudged(left);
   // The kernel's buffer lost events, or its controls were written: a move
   // may be among what is not there.
   if (!whole)
