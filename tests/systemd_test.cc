@@ -284,6 +284,23 @@ TEST_F(Systemd, ATestTheServiceManagerMovedOutOfItsGroupDoesNotPass) {
   }
 }
 
+TEST_F(Systemd, ARootTestTheManagerMovesIntoAScopeBetweenTwoWalksDoesNotPass) {
+  // The same trip, short: the scope touches 80 MiB outside the test's
+  // 64 MiB and ends, and the test ends 2 s later, before the first walk
+  // (every fifth sample: 25 s), which would find nothing outside. The
+  // kernel's record of the move the manager made (memrun's watch, on for a
+  // sealed run as root with such a test) fails it.
+  auto run = run_spec_with(dir,
+                           "tests:\n  - {name: trip, memory: 64MiB, service_manager: true, run: 'systemd-run --scope "
+                           "-q {W} --touch 80MiB && sleep 2'}\n",
+                           {memrun_bin()}, {"--sample-interval", "5s"});
+  ASSERT_EQ(run.report["tests"].size(), 1u) << run.out << run.err;
+  const auto& t = run.report["tests"][0];
+  EXPECT_FALSE(t["passed"]) << t.dump();
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(t["reason"].get<std::string>().find("moved out of its memory cgroup (into /"), std::string::npos) << t.dump();
+}
+
 TEST_F(Systemd, WhatASigkilledRunLeftInItsScopeIsCollectedByGc) {
   // A scope ends only with its last process: SIGKILL leaves it running
   // with the test's daemon. gc (as the user, then as root) must end it.

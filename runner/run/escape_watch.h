@@ -36,6 +36,12 @@ class EscapeWatch {
   /// can move its tasks only among the groups its user may write: the walk
   /// alone judges it, the run says so on stderr, and this returns null.
   static std::unique_ptr<EscapeWatch> for_unsealed_run();
+  /// The watch of a sealed run with tests that may reach the service
+  /// managers (`service_manager: true`): `systemd-run --scope` has the
+  /// manager move the test's process out of its group. Where the record
+  /// cannot be read, the walk alone judges them: a note, and null (such a
+  /// test ran so before).
+  static std::unique_ptr<EscapeWatch> for_service_manager_tests();
 
   /// The test `serial`, whose first process `root` memrun started (a
   /// task made by one of memrun's own threads): every task descending

@@ -55,17 +55,29 @@ uint64_t tag(uint64_t serial, Source source) { return serial << 2 | source; }
 
 // The reactor: waits on every running test's fds, the signals and one
 // timer armed for the nearest deadline, and hands each event to its owner:
+// Who watches the tests' moves between cgroups (escape_watch.h): an
+// unsealed run's tests can reach the host's groups; a sealed test with
+// `service_manager: true` can ask the manager for a scope, which moves it
+// out of its group (the walk sees that only while it lasts). Else none is
+// needed: a sealed test's groups are all it can write.
+std::unique_ptr<EscapeWatch> escape_watch_for(const Plan& plan, const RunOptions& options) {
+  if (!options.pid_namespace) return EscapeWatch::for_unsealed_run();
+  for (const auto& p : plan.tests)
+    if (p.test->service_manager) return EscapeWatch::for_service_manager_tests();
+  return nullptr;
+}
+
 // StartQueue says which test starts when, RunningSet keeps those running.
 class Loop {
  public:
-  Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer, const std::string& run_dir)
+  Loop(cgroup::Backend& backend, const RunOptions& options, RunObserver& observer, const Plan& plan)
       : options_(options),
         observer_(observer),
         clock_(options.clock ? *options.clock : steady_clock()),
         leftovers_(clock_) {
     kernel_log_ = options.kernel_log ? options.kernel_log : (own_log_ = std::make_unique<KernelLog>()).get();
     context_.backend = &backend;
-    context_.run_dir = run_dir;
+    context_.run_dir = plan.run_dir;
     context_.clock = &clock_;
     context_.leftovers = &leftovers_;
     context_.oom_score_adj = options.oom_score_adj;
@@ -84,7 +96,7 @@ class Loop {
     watch(starts_.evictor_fd(), tag(kEvictorSerial, kLoop));
     watch(launcher_.fd(), tag(kLauncherSerial, kLoop));
     EscapeWatch::remove_stale();  // what a run killed by SIGKILL left, as gc does
-    if (!options.pid_namespace) escapes_ = EscapeWatch::for_unsealed_run();
+    escapes_ = escape_watch_for(plan, options);
   }
   // Never waits: close() drained the groups left to remove; what a failing
   // run left goes with one attempt each (see ~RunningTest).
@@ -311,7 +323,7 @@ RunResults run_with(Loop& loop, const Plan& plan, const RunOptions& options, Run
 
 RunResults run_plan(const Plan& plan, cgroup::Backend& backend, const RunOptions& options,
                     RunObserver& observer) {
-  Loop loop(backend, options, observer, plan.run_dir);
+  Loop loop(backend, options, observer, plan);
   try {
     RunResults out = run_with(loop, plan, options, observer);
     loop.close();
