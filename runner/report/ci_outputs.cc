@@ -10,6 +10,7 @@
 #include <map>
 #include <pugixml.hpp>
 #include <sstream>
+#include <vector>
 
 #include "runner/base/error.h"
 #include "runner/base/units.h"
@@ -84,20 +85,6 @@ void add_property(pugi::xml_node props, const char* name, const std::string& val
   p.append_attribute("value") = value.c_str();
 }
 
-// A testsuite per spec, made when the spec's first test comes; its counts
-// are added once every test is in.
-pugi::xml_node suite_for(pugi::xml_node suites, const RunInfo& info, const std::string& spec,
-                         std::map<std::string, pugi::xml_node>& suite_of) {
-  auto it = suite_of.find(spec);
-  if (it != suite_of.end()) return it->second;
-  auto s = suites.append_child("testsuite");
-  s.append_attribute("name") = spec.c_str();
-  s.append_attribute("timestamp") = iso(info.started).c_str();
-  auto props = s.append_child("properties");
-  for (const auto& [name, value] : junit_properties(info)) add_property(props, name.c_str(), value);
-  return suite_of[spec] = s;
-}
-
 }  // namespace
 
 pugi::xml_node junit_root(pugi::xml_document& doc, const char* name) {
@@ -126,72 +113,204 @@ std::string xml_text(const pugi::xml_document& doc) {
   return out.str();
 }
 
-// Long: JUnit's elements and attributes in the order its schema (tests/junit.xsd) wants them.
-std::string junit_xml(const RunInfo& info, const EachRecord& records) {
-  pugi::xml_document doc;
-  auto suites = junit_root(doc, "memrun");
-  std::map<std::string, pugi::xml_node> suite_of;
+namespace {
+
+// pugixml's printing handed to a Sink as it goes.
+struct SinkWriter : pugi::xml_writer {
+  const Sink& sink;
+  explicit SinkWriter(const Sink& s) : sink(s) {}
+  void write(const void* data, size_t size) override { sink(std::string(static_cast<const char*>(data), size)); }
+};
+
+// The JUnit document printed a part at a time, each part as the whole
+// document prints it: in XML 1.0's characters (xml_safe), indented at its
+// depth. With `reread`, each part as printing, reading back and printing
+// again gives it, as a run with a comparison wrote its document (it was
+// read back to add the comparison's testsuite: a CR of a text is read as a
+// newline, a text of spaces alone is dropped).
+struct JunitPrinter {
+  const Sink& sink;
+  bool reread;
+
+  // `doc` from `depth`; with `open`, only what comes before the child
+  // named `open` and, in `after`, what comes after it.
+  void print(pugi::xml_document& doc, unsigned depth, const char* open = nullptr, std::string* after = nullptr) {
+    xml_safe(doc);
+    if (reread) {
+      std::string text = xml_text(doc);
+      doc.reset();
+      doc.load_string(text.c_str(), pugi::parse_default | pugi::parse_declaration);
+      xml_safe(doc);
+    }
+    if (!open) {
+      SinkWriter writer(sink);
+      if (depth == 0) doc.save(writer, "  ");
+      else doc.document_element().print(writer, "  ", pugi::format_default, pugi::encoding_auto, depth);
+      return;
+    }
+    std::ostringstream out;
+    if (depth == 0) doc.save(out, "  ");
+    else doc.document_element().print(out, "  ", pugi::format_default, pugi::encoding_auto, depth);
+    // The placeholder's line splits the element's opening from its closing.
+    std::string text = out.str();
+    size_t at = text.rfind('\n', text.find(std::string("<") + open)) + 1;
+    sink(text.substr(0, at));
+    *after = text.substr(text.find('\n', at) + 1);
+  }
+};
+
+const char* const placeholder = "memrun-placeholder";
+
+// What a testsuite's attributes count, over its testcases as they are
+// written (the time is the sum of the times as written).
+struct SuiteCount {
   size_t tests = 0, failures = 0, errors = 0, skipped = 0, disabled = 0;
-  double total_time = 0;
+  double time = 0;
+};
+
+std::string seconds(double time) { return fmt::format("{:.3f}", time); }
+
+void write_testcase(const TestRecord& t, JunitPrinter& printer) {
+  const Verdict& v = t.verdict;
+  pugi::xml_document doc;
+  auto c = doc.append_child("testcase");
+  c.append_attribute("name") = t.test.name.c_str();
+  c.append_attribute("classname") = t.test.spec.c_str();
+  c.append_attribute("file") = t.test.spec.c_str();
+  c.append_attribute("line") = t.test.line;
+  c.append_attribute("time") = seconds(t.observed.duration_s).c_str();
+  auto props = c.append_child("properties");
+  for (const auto& [name, value] : junit_properties(t)) add_property(props, name.c_str(), value);
+  if (v.outcome == Outcome::skipped && v.passed) {
+    c.append_child("skipped").append_attribute("message") = escape_controls(v.reason).c_str();
+  } else if (!v.passed) {
+    auto f = c.append_child(is_error(t) ? "error" : "failure");
+    f.append_attribute("message") = summary_of(t).c_str();
+    f.append_attribute("type") = to_string(v.outcome);
+    // The reason may quote a test's data (a group it moved into): the
+    // display rule, as everywhere (XML 1.0 has no character for most C0).
+    std::string text = escape_controls(v.reason, true) + "\n" + at_peak_text(t);
+    // Where the memory went (verdict/explanation.h): the sites in the failure text,
+    // which is what a CI test tab shows.
+    if (t.explanation)
+      for (const auto& line : explanation_lines(*t.explanation, 10)) text += "\n" + escape_controls(line, true);
+    f.text() = text.c_str();
+  }
+  if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
+  printer.print(doc, 2);
+}
+
+// A testsuite's opening, its properties included; returns its closing.
+std::string open_testsuite(const RunInfo& info, const std::string& spec, const SuiteCount& n,
+                           JunitPrinter& printer) {
+  pugi::xml_document doc;
+  auto s = doc.append_child("testsuite");
+  s.append_attribute("name") = spec.c_str();
+  s.append_attribute("timestamp") = iso(info.started).c_str();
+  s.append_attribute("tests") = n.tests;
+  s.append_attribute("failures") = n.failures;
+  s.append_attribute("errors") = n.errors;
+  s.append_attribute("skipped") = n.skipped;
+  s.append_attribute("disabled") = n.disabled;
+  s.append_attribute("time") = seconds(n.time).c_str();
+  auto props = s.append_child("properties");
+  for (const auto& [name, value] : junit_properties(info)) add_property(props, name.c_str(), value);
+  s.append_child(placeholder);
+  std::string close;
+  printer.print(doc, 1, placeholder, &close);
+  return close;
+}
+
+// The comparison's testsuite as comparison_junit makes it; returns its
+// failures as it counts them.
+size_t comparison_suite(const Comparison& c, pugi::xml_document& doc) {
+  pugi::xml_document extra;
+  extra.load_string(comparison_junit(c).c_str());
+  auto suite = extra.child("testsuites").child("testsuite");
+  doc.append_copy(suite);
+  return suite.attribute("failures").as_uint();
+}
+
+}  // namespace
+
+// Long: JUnit's elements and attributes in the order its schema (tests/junit.xsd) wants them.
+void junit_xml(const RunInfo& info, const EachRecord& records, const Sink& sink, const Comparison* comparison) {
+  // A first pass counts what each testsuite's attributes and the root's
+  // say; the second writes each testcase as it comes, a small document at
+  // a time, so that what is held does not grow with the tests.
+  std::vector<std::string> specs;  // in the order of their first test
+  std::map<std::string, SuiteCount> count;
+  SuiteCount all;
+  bool grouped = true;  // each spec's tests come together
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
-    auto c = suite_for(suites, info, t.test.spec, suite_of).append_child("testcase");
-    double time = t.observed.duration_s;
-    ++tests;
-    total_time += time;
-    c.append_attribute("name") = t.test.name.c_str();
-    c.append_attribute("classname") = t.test.spec.c_str();
-    c.append_attribute("file") = t.test.spec.c_str();
-    c.append_attribute("line") = t.test.line;
-    c.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
-    auto props = c.append_child("properties");
-    for (const auto& [name, value] : junit_properties(t)) add_property(props, name.c_str(), value);
+    auto [it, first] = count.try_emplace(t.test.spec);
+    if (first) specs.push_back(t.test.spec);
+    else if (specs.back() != t.test.spec) grouped = false;
+    SuiteCount& n = it->second;
+    ++n.tests;
+    ++all.tests;
+    n.time += std::strtod(seconds(t.observed.duration_s).c_str(), nullptr);
+    all.time += t.observed.duration_s;
     if (v.outcome == Outcome::skipped && v.passed) {
-      ++skipped;
-      disabled += v.disabled;
-      c.append_child("skipped").append_attribute("message") = escape_controls(v.reason).c_str();
+      ++n.skipped;
+      ++all.skipped;
+      n.disabled += escape_controls(v.reason).rfind("disabled:", 0) == 0;
+      all.disabled += v.disabled;
     } else if (!v.passed) {
       bool error = is_error(t);
-      (error ? errors : failures)++;
-      auto f = c.append_child(error ? "error" : "failure");
-      f.append_attribute("message") = summary_of(t).c_str();
-      f.append_attribute("type") = to_string(v.outcome);
-      // The reason may quote a test's data (a group it moved into): the
-      // display rule, as everywhere (XML 1.0 has no character for most C0).
-      std::string text = escape_controls(v.reason, true) + "\n" + at_peak_text(t);
-      // Where the memory went (verdict/explanation.h): the sites in the failure text,
-      // which is what a CI test tab shows.
-      if (t.explanation)
-        for (const auto& line : explanation_lines(*t.explanation, 10)) text += "\n" + escape_controls(line, true);
-      f.text() = text.c_str();
+      (error ? n.errors : n.failures)++;
+      (error ? all.errors : all.failures)++;
     }
-    if (!t.observed.log_tail.empty()) c.append_child("system-out").text() = t.observed.log_tail.c_str();
   });
-  for (auto s : suites.children("testsuite")) {
-    size_t n = 0, f = 0, e = 0, k = 0, d = 0;
-    double time = 0;
-    for (auto c : s.children("testcase")) {
-      ++n;
-      f += !c.child("failure").empty();
-      e += !c.child("error").empty();
-      k += !c.child("skipped").empty();
-      d += std::string(c.child("skipped").attribute("message").as_string()).rfind("disabled:", 0) == 0;
-      time += c.attribute("time").as_double();
-    }
-    s.append_attribute("tests") = n;
-    s.append_attribute("failures") = f;
-    s.append_attribute("errors") = e;
-    s.append_attribute("skipped") = k;
-    s.append_attribute("disabled") = d;
-    s.append_attribute("time") = fmt::format("{:.3f}", time).c_str();
+  pugi::xml_document extra;
+  if (comparison) {
+    all.tests += comparison->tests.size();
+    all.failures += comparison_suite(*comparison, extra);
   }
-  suites.append_attribute("tests") = tests;
-  suites.append_attribute("failures") = failures;
-  suites.append_attribute("errors") = errors;
-  suites.append_attribute("skipped") = skipped;
-  suites.append_attribute("disabled") = disabled;
-  suites.append_attribute("time") = fmt::format("{:.3f}", total_time).c_str();
-  return xml_text(doc);
+  JunitPrinter printer{sink, comparison != nullptr};
+  pugi::xml_document doc;
+  auto suites = junit_root(doc, "memrun");
+  suites.append_attribute("tests") = all.tests;
+  suites.append_attribute("failures") = all.failures;
+  suites.append_attribute("errors") = all.errors;
+  suites.append_attribute("skipped") = all.skipped;
+  suites.append_attribute("disabled") = all.disabled;
+  suites.append_attribute("time") = seconds(all.time).c_str();
+  if (specs.empty() && !comparison) return printer.print(doc, 0);
+  suites.append_child(placeholder);
+  std::string end;
+  printer.print(doc, 0, placeholder, &end);
+  if (grouped) {
+    // One pass: a testsuite ends where the next spec's tests begin.
+    size_t next = 0;
+    std::string close;
+    records([&](const TestRecord& t) {
+      if (next == 0 || specs[next - 1] != t.test.spec) {
+        sink(close);
+        close = open_testsuite(info, specs[next], count[specs[next]], printer);
+        ++next;
+      }
+      write_testcase(t, printer);
+    });
+    sink(close);
+  } else {
+    for (const auto& spec : specs) {
+      std::string close = open_testsuite(info, spec, count[spec], printer);
+      records([&](const TestRecord& t) {
+        if (t.test.spec == spec) write_testcase(t, printer);
+      });
+      sink(close);
+    }
+  }
+  if (comparison) printer.print(extra, 1);
+  sink(end);
+}
+
+std::string junit_xml(const RunInfo& info, const EachRecord& records) {
+  std::string out;
+  junit_xml(info, records, [&](const std::string& text) { out += text; });
+  return out;
 }
 
 std::string explanation_markdown(const TestRecord& t) {
@@ -214,8 +333,8 @@ std::string explanation_markdown(const TestRecord& t) {
   return out + "\n</details>\n";
 }
 
-std::string markdown_table(const RunInfo& info, const EachRecord& records) {
-  std::string out = "| verdict | test | outcome | peak | limit | headroom | reason |\n|---|---|---|---:|---:|---:|---|\n";
+void markdown_table(const RunInfo& info, const EachRecord& records, const Sink& sink) {
+  sink("| verdict | test | outcome | peak | limit | headroom | reason |\n|---|---|---|---:|---:|---:|---|\n");
   Tally tally;
   records([&](const TestRecord& t) {
     const Verdict& v = t.verdict;
@@ -223,19 +342,25 @@ std::string markdown_table(const RunInfo& info, const EachRecord& records) {
     Said said = said_of(t);
     std::string mark = said.verdict == std::string("SKIP") ? "⏭ skip" : v.passed ? "✅ pass" : "❌ FAIL";
     bool figures = said.headroom != "-";  // a skipped test ran nothing
-    out += fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} | {} |\n", mark, markdown_literal(cell(t.test.name)),
-                       said.outcome, figures ? format_size(v.peak) : "-", figures ? format_size(v.limit) : "-",
-                       said.headroom,
-                       markdown_literal(cell(said.reason, 400)));
+    sink(fmt::format("| {} | <code>{}</code> | {} | {} | {} | {} | {} |\n", mark, markdown_literal(cell(t.test.name)),
+                     said.outcome, figures ? format_size(v.peak) : "-", figures ? format_size(v.limit) : "-",
+                     said.headroom, markdown_literal(cell(said.reason, 400))));
   });
   // Where the memory went, a collapsible section per explained test, so
   // that a pull request's comment names the line.
-  records([&](const TestRecord& t) { out += explanation_markdown(t); });
+  records([&](const TestRecord& t) {
+    if (t.explanation) sink(explanation_markdown(t));
+  });
   std::string skipped = tally.skipped > tally.disabled ? fmt::format(", {} skipped", tally.skipped - tally.disabled) : "";
   if (tally.disabled) skipped += fmt::format(", {} disabled", tally.disabled);
   // A merged report's host fields come from its inputs: data, like names.
-  out += fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
-                     skipped, markdown_literal(info.backend), markdown_literal(info.kernel));
+  sink(fmt::format("\n**memrun**: {} passed, {} failed{} ({} backend, kernel {})\n", tally.passed, tally.failed(),
+                   skipped, markdown_literal(info.backend), markdown_literal(info.kernel)));
+}
+
+std::string markdown_table(const RunInfo& info, const EachRecord& records) {
+  std::string out;
+  markdown_table(info, records, [&](const std::string& text) { out += text; });
   return out;
 }
 
@@ -272,13 +397,17 @@ bool under_github_actions() {
   return gha && std::string(gha) == "true";
 }
 
-void append_step_summary(const std::string& markdown) {
+void append_step_summary(const std::function<void(const Sink&)>& produce) {
   const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
   if (!summary || !*summary) return;
   // The step summary is shared by every command of the step: append.
   std::ofstream out(summary, std::ios::app);
-  out << markdown;
+  produce([&](const std::string& text) { out << text; });
   if (!out) throw Error(Category::output, std::string("cannot append to GITHUB_STEP_SUMMARY ") + summary);
+}
+
+void append_step_summary(const std::string& markdown) {
+  append_step_summary([&](const Sink& sink) { sink(markdown); });
 }
 
 bool ci_outputs_wanted(const CiOutputs& o) {
@@ -287,25 +416,14 @@ bool ci_outputs_wanted(const CiOutputs& o) {
 
 void write_ci_outputs(const RunInfo& info, const EachRecord& records, const CiOutputs& outputs,
                       const Comparison* comparison) {
-  std::string markdown = markdown_table(info, records);
-  if (comparison) markdown += "\n" + comparison_markdown(*comparison);
-  if (!outputs.junit.empty()) {
-    std::string xml = junit_xml(info, records);
-    if (comparison) {
-      // The comparison's testsuite beside the spec's.
-      pugi::xml_document doc, extra;
-      doc.load_string(xml.c_str(), pugi::parse_default | pugi::parse_declaration);
-      extra.load_string(comparison_junit(*comparison).c_str());
-      auto root = doc.child("testsuites");
-      root.append_copy(extra.child("testsuites").child("testsuite"));
-      root.attribute("tests") = root.attribute("tests").as_uint() + comparison->tests.size();
-      // As the comparison's own testsuite counts them (comparison_junit).
-      auto counted = extra.child("testsuites").child("testsuite");
-      root.attribute("failures") = root.attribute("failures").as_uint() + counted.attribute("failures").as_uint();
-      xml = xml_text(doc);
-    }
-    write_atomically(outputs.junit, xml);
-  }
+  // Each output is written as it is made, from the records read again:
+  // what is held does not grow with the tests.
+  auto markdown = [&](const Sink& sink) {
+    markdown_table(info, records, sink);
+    if (comparison) sink("\n" + comparison_markdown(*comparison));
+  };
+  if (!outputs.junit.empty())
+    write_atomically(outputs.junit, [&](const Sink& sink) { junit_xml(info, records, sink, comparison); });
   if (!outputs.markdown.empty()) write_atomically(outputs.markdown, markdown);
   if (!outputs.html.empty())
     write_atomically(outputs.html, [&](const Sink& sink) { html_report(info, records, sink); });

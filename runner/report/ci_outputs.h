@@ -3,8 +3,11 @@
 // test tabs, a Markdown table for step summaries, GitHub Actions annotations.
 #pragma once
 
+#include <functional>
 #include <pugixml.hpp>
 #include <string>
+
+#include "runner/base/files.h"
 
 #include "runner/report/compare.h"
 #include "runner/report/json.h"
@@ -15,9 +18,15 @@ namespace memrun {
 /// testsuite per spec, a testcase per test with `failure` (a verdict that
 /// did not pass) or `error` (could not start, interrupted), the log tail in
 /// system-out, and limit, peak and headroom as properties.
+/// Written to `sink` as it is made (what is held does not grow with the
+/// tests); with `comparison` (--baseline), its testsuite after the specs'.
+void junit_xml(const RunInfo& info, const EachRecord& records, const Sink& sink,
+               const Comparison* comparison = nullptr);
 std::string junit_xml(const RunInfo& info, const EachRecord& records);
 
 /// A Markdown table: verdict, name, peak, limit, headroom; and a summary line.
+/// Written to `sink` row by row.
+void markdown_table(const RunInfo& info, const EachRecord& records, const Sink& sink);
 std::string markdown_table(const RunInfo& info, const EachRecord& records);
 
 /// One `::error file=SPEC,line=N,title=...::message` line per test that did
@@ -51,6 +60,8 @@ bool under_github_actions();
 
 /// Appends `markdown` to $GITHUB_STEP_SUMMARY, when it is set.
 void append_step_summary(const std::string& markdown);
+/// The same for what `produce` hands to its sink.
+void append_step_summary(const std::function<void(const Sink&)>& produce);
 
 /// Where the CI outputs go; empty paths are not written.
 struct CiOutputs {
