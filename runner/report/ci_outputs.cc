@@ -170,6 +170,16 @@ struct SuiteCount {
 
 std::string seconds(double time) { return fmt::format("{:.3f}", time); }
 
+// The counts a testsuites or testsuite element carries, in the schema's order.
+void add_counts(pugi::xml_node node, const SuiteCount& n) {
+  node.append_attribute("tests") = n.tests;
+  node.append_attribute("failures") = n.failures;
+  node.append_attribute("errors") = n.errors;
+  node.append_attribute("skipped") = n.skipped;
+  node.append_attribute("disabled") = n.disabled;
+  node.append_attribute("time") = seconds(n.time).c_str();
+}
+
 void write_testcase(const TestRecord& t, JunitPrinter& printer) {
   const Verdict& v = t.verdict;
   pugi::xml_document doc;
@@ -207,12 +217,7 @@ std::string open_testsuite(const RunInfo& info, const std::string& spec, const S
   auto s = doc.append_child("testsuite");
   s.append_attribute("name") = spec.c_str();
   s.append_attribute("timestamp") = iso(info.started).c_str();
-  s.append_attribute("tests") = n.tests;
-  s.append_attribute("failures") = n.failures;
-  s.append_attribute("errors") = n.errors;
-  s.append_attribute("skipped") = n.skipped;
-  s.append_attribute("disabled") = n.disabled;
-  s.append_attribute("time") = seconds(n.time).c_str();
+  add_counts(s, n);
   auto props = s.append_child("properties");
   for (const auto& [name, value] : junit_properties(info)) add_property(props, name.c_str(), value);
   s.append_child(placeholder);
@@ -271,12 +276,7 @@ void junit_xml(const RunInfo& info, const EachRecord& records, const Sink& sink,
   JunitPrinter printer{sink, comparison != nullptr};
   pugi::xml_document doc;
   auto suites = junit_root(doc, "memrun");
-  suites.append_attribute("tests") = all.tests;
-  suites.append_attribute("failures") = all.failures;
-  suites.append_attribute("errors") = all.errors;
-  suites.append_attribute("skipped") = all.skipped;
-  suites.append_attribute("disabled") = all.disabled;
-  suites.append_attribute("time") = seconds(all.time).c_str();
+  add_counts(suites, all);
   if (specs.empty() && !comparison) return printer.print(doc, 0);
   suites.append_child(placeholder);
   std::string end;
